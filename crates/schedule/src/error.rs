@@ -1,0 +1,23 @@
+use thiserror::Error;
+
+/// A schedule that cannot be generated for the given arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ScheduleError {
+    #[error("bad ring order: {message}")]
+    BadOrder { message: String },
+    #[error("bad server groups: {message}")]
+    BadGroups { message: String },
+    #[error("algorithm {algorithm} does not implement {collective}")]
+    Unsupported { algorithm: String, collective: &'static str },
+    #[error("a collective needs at least one rank")]
+    NoRanks,
+}
+
+/// Where and why the symbolic checker rejected a schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{at}: {message}")]
+pub struct CheckError {
+    /// The step in words ("reduce-scatter step 3 of 15: rank 2 -> rank 3", "prologue", "postcondition").
+    pub at: String,
+    pub message: String,
+}

@@ -1,0 +1,272 @@
+//! The schedule IR: the contract between the model, the simulator, the runtime, the
+//! symbolic checker and people.
+//!
+//! A schedule is a prologue of local copies, a sequence of rounds, and an epilogue.
+//! A round holds transfers (one rank sends a region of one of its buffers to a region
+//! of another rank's buffer, copying or reducing into it) and in-network steps (ranks
+//! send a region to a switch, the switch reduces, the result is multicast back).
+//!
+//! Regions are in elements of the schedule's element size, so a transfer never splits
+//! an element; bytes = elements x `elem_bytes`.
+//!
+//! Semantics of a round (what the checker enforces and the runtime may rely on):
+//! every transfer reads the state from before the round; no element is written by a
+//! copy and by anything else in the same round; no element is read by one step and
+//! written by another in the same round (so the steps of a round may run in any order
+//! or concurrently); several reductions into one element in one round are allowed.
+//! A transfer may be cut into pieces (pipelined) without changing its meaning, because
+//! it reads and writes disjoint elements of what the round touches.
+
+use serde::Serialize;
+
+use crate::collective::{CollectiveSpec, Rank};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Buffer {
+    Input,
+    Output,
+    Scratch,
+}
+
+impl Buffer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Buffer::Input => "input",
+            Buffer::Output => "output",
+            Buffer::Scratch => "scratch",
+        }
+    }
+}
+
+/// `len` elements of one buffer from `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Region {
+    pub buffer: Buffer,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Region {
+    pub fn new(buffer: Buffer, range: std::ops::Range<u64>) -> Self {
+        Region { buffer, offset: range.start, len: range.end - range.start }
+    }
+
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// destination := source
+    Copy,
+    /// destination := destination (+) source, with the collective's reduction operator
+    Reduce,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Transfer {
+    pub from: Rank,
+    pub to: Rank,
+    /// Region of `from`'s buffers that is sent.
+    pub read: Region,
+    /// Region of `to`'s buffers that receives it (same length).
+    pub write: Region,
+    pub op: Op,
+    /// Which shard this transfer belongs to, for words like "all-reduce of shard 5".
+    pub shard: Option<u32>,
+}
+
+/// An in-network reduction: every rank in `ranks` sends its `read` region to the
+/// fabric, a switch reduces them, and every rank receives the result into `write`
+/// (SHARP / NVLS style; seed 001 §7.2.1 "第四種方案：在網歸約").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InNetwork {
+    pub ranks: Vec<Rank>,
+    pub read: Region,
+    pub write: Region,
+    pub shard: Option<u32>,
+}
+
+/// A copy or reduction inside one rank (no network), before or after the rounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LocalOp {
+    pub rank: Rank,
+    pub read: Region,
+    pub write: Region,
+    pub op: Op,
+}
+
+/// What happens in one round, before it is placed in a phase.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    pub transfers: Vec<Transfer>,
+    pub in_network: Vec<InNetwork>,
+}
+
+impl Step {
+    fn is_empty(&self) -> bool {
+        self.transfers.is_empty() && self.in_network.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Round {
+    pub phase: usize,
+    /// 1-based step inside the phase.
+    pub step: usize,
+    pub transfers: Vec<Transfer>,
+    pub in_network: Vec<InNetwork>,
+}
+
+/// A named stage of an algorithm, e.g. "intra-server reduce-scatter".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Phase {
+    pub name: String,
+    pub rounds: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Schedule {
+    pub spec: CollectiveSpec,
+    pub algorithm: String,
+    pub elem_bytes: u64,
+    /// Scratch elements each rank needs.
+    pub scratch_len: Vec<u64>,
+    pub phases: Vec<Phase>,
+    pub prologue: Vec<LocalOp>,
+    pub rounds: Vec<Round>,
+    pub epilogue: Vec<LocalOp>,
+}
+
+impl Schedule {
+    /// The round in words: "reduce-scatter step 3 of 15".
+    pub fn round_label(&self, round: usize) -> String {
+        let r = &self.rounds[round];
+        let phase = &self.phases[r.phase];
+        format!("{} step {} of {}", phase.name, r.step, phase.rounds)
+    }
+
+    /// A transfer in words, for traces and error messages.
+    pub fn transfer_label(&self, round: usize, t: &Transfer) -> String {
+        let shard = t.shard.map(|s| format!(" of shard {s}")).unwrap_or_default();
+        format!("{}{shard}: rank {} -> rank {}", self.round_label(round), t.from, t.to)
+    }
+
+    pub fn buffer_len(&self, rank: Rank, buffer: Buffer) -> u64 {
+        match buffer {
+            Buffer::Input => self.spec.input_len(rank),
+            Buffer::Output => self.spec.output_len(rank),
+            Buffer::Scratch => self.scratch_len.get(rank).copied().unwrap_or(0),
+        }
+    }
+
+    /// Elements sent over the network by all ranks (in-network steps count once per
+    /// participant, for the send to the switch).
+    pub fn elements_sent(&self) -> u64 {
+        self.rounds
+            .iter()
+            .map(|r| {
+                r.transfers.iter().map(|t| t.read.len).sum::<u64>()
+                    + r.in_network.iter().map(|s| s.read.len * s.ranks.len() as u64).sum::<u64>()
+            })
+            .sum()
+    }
+}
+
+/// Assembles a schedule phase by phase; steps that carry nothing are dropped so that
+/// zero-length chunks (sizes smaller than the rank count) cost no rounds.
+#[derive(Debug)]
+pub struct ScheduleBuilder {
+    schedule: Schedule,
+}
+
+impl ScheduleBuilder {
+    pub fn new(spec: CollectiveSpec, algorithm: impl Into<String>, elem_bytes: u64) -> Self {
+        ScheduleBuilder {
+            schedule: Schedule {
+                spec,
+                algorithm: algorithm.into(),
+                elem_bytes,
+                scratch_len: vec![0; spec.ranks],
+                phases: Vec::new(),
+                prologue: Vec::new(),
+                rounds: Vec::new(),
+                epilogue: Vec::new(),
+            },
+        }
+    }
+
+    pub fn scratch(&mut self, rank: Rank, len: u64) -> &mut Self {
+        self.schedule.scratch_len[rank] = self.schedule.scratch_len[rank].max(len);
+        self
+    }
+
+    pub fn prologue(&mut self, op: LocalOp) -> &mut Self {
+        if op.read.len > 0 {
+            self.schedule.prologue.push(op);
+        }
+        self
+    }
+
+    pub fn epilogue(&mut self, op: LocalOp) -> &mut Self {
+        if op.read.len > 0 {
+            self.schedule.epilogue.push(op);
+        }
+        self
+    }
+
+    /// Append a phase of rounds. Zero-length transfers and then empty steps are dropped.
+    pub fn phase(&mut self, name: impl Into<String>, steps: Vec<Step>) -> &mut Self {
+        let steps: Vec<Step> = steps
+            .into_iter()
+            .map(|mut s| {
+                s.transfers.retain(|t| t.read.len > 0);
+                s.in_network.retain(|n| n.read.len > 0);
+                s
+            })
+            .filter(|s| !s.is_empty())
+            .collect();
+        if steps.is_empty() {
+            return self;
+        }
+        let phase = self.schedule.phases.len();
+        self.schedule.phases.push(Phase { name: name.into(), rounds: steps.len() });
+        for (i, s) in steps.into_iter().enumerate() {
+            self.schedule.rounds.push(Round { phase, step: i + 1, transfers: s.transfers, in_network: s.in_network });
+        }
+        self
+    }
+
+    pub fn build(self) -> Schedule {
+        self.schedule
+    }
+}
+
+/// Run several step lists side by side: step k of the result is step k of each.
+pub fn merge_parallel(lists: Vec<Vec<Step>>) -> Vec<Step> {
+    let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
+    let mut merged = vec![Step::default(); longest];
+    for list in lists {
+        for (k, step) in list.into_iter().enumerate() {
+            merged[k].transfers.extend(step.transfers);
+            merged[k].in_network.extend(step.in_network);
+        }
+    }
+    merged
+}
+
+/// Label every transfer and in-network step of a step list with a shard.
+pub fn with_shard(mut steps: Vec<Step>, shard: u32) -> Vec<Step> {
+    for s in &mut steps {
+        for t in &mut s.transfers {
+            t.shard = Some(shard);
+        }
+        for n in &mut s.in_network {
+            n.shard = Some(shard);
+        }
+    }
+    steps
+}

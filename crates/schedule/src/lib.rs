@@ -1,0 +1,19 @@
+//! railyard's schedules: a collective algorithm as an explicit, inspectable plan of
+//! which rank sends which chunk to which rank, in which round, with which reduction.
+//! The same schedule is costed by the model, simulated, and executed by the runtime;
+//! the symbolic checker (`check`) proves it implements its collective.
+
+pub mod algorithm;
+pub mod check;
+pub mod collective;
+pub mod error;
+pub mod hierarchical;
+pub mod ir;
+pub mod partition;
+pub mod ring;
+
+pub use algorithm::{generate, Algorithm};
+pub use check::{check, CheckReport};
+pub use collective::{Collective, CollectiveSpec, InPlace, Rank};
+pub use error::{CheckError, ScheduleError};
+pub use ir::{Buffer, InNetwork, LocalOp, Op, Phase, Region, Round, Schedule, ScheduleBuilder, Step, Transfer};

@@ -1,0 +1,55 @@
+use thiserror::Error;
+
+/// A number with a unit that could not be read.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum UnitError {
+    #[error("\"{text}\" is not a number followed by a unit")]
+    NotNumber { text: String },
+    #[error("\"{text}\" has an unknown unit (expected one of {expected})")]
+    UnknownUnit { text: String, expected: &'static str },
+    #[error("\"{text}\" is negative")]
+    Negative { text: String },
+    #[error("\"{text}\" must be greater than zero")]
+    NotPositive { text: String },
+    #[error("\"{text}\" is not a whole number of bytes")]
+    NotWhole { text: String },
+}
+
+/// Everything that can be wrong with a topology, a route or a placement.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum TopologyError {
+    #[error("{field}: {source}")]
+    Unit { field: String, source: UnitError },
+    #[error("{field}: unknown device \"{name}\"")]
+    UnknownDevice { field: String, name: String },
+    #[error("{field}: unknown interface \"{name}\"")]
+    UnknownInterface { field: String, name: String },
+    #[error("{field}: device \"{name}\" is declared twice")]
+    DuplicateDevice { field: String, name: String },
+    #[error("{field}: interface \"{name}\" is declared twice")]
+    DuplicateInterface { field: String, name: String },
+    #[error("{field}: a link from \"{name}\" to itself")]
+    SelfLink { field: String, name: String },
+    #[error("{field}: bandwidth must be a positive, finite number of bytes per second (got {value})")]
+    BadBandwidth { field: String, value: f64 },
+    #[error("{field}: latency must be a finite number of seconds >= 0 (got {value})")]
+    BadLatency { field: String, value: f64 },
+    #[error("{field}: rank {rank} is placed on \"{name}\", which is a {kind}, not a GPU")]
+    RankNotOnGpu { field: String, rank: usize, name: String, kind: String },
+    #[error("{field}: rank {rank} and rank {other} are both placed on \"{name}\"")]
+    RankTwice { field: String, rank: usize, other: usize, name: String },
+    #[error("placement asks for {wanted} ranks but the topology has {available} GPUs")]
+    NotEnoughGpus { wanted: usize, available: usize },
+    #[error("the topology has no GPU to place a rank on")]
+    NoGpus,
+    #[error("no route from \"{from}\" to \"{to}\" (GPUs do not forward traffic for others)")]
+    NoRoute { from: String, to: String },
+    #[error("cannot parse {format} topology file: {message}")]
+    Parse { format: &'static str, message: String },
+    #[error("unknown preset \"{name}\"; `railyard topo list` shows the presets")]
+    UnknownPreset { name: String },
+    #[error("preset \"{preset}\": {message}")]
+    BadPresetParameter { preset: String, message: String },
+    #[error("cannot read {path}: {message}")]
+    Io { path: String, message: String },
+}

@@ -1,0 +1,440 @@
+//! The cluster as a directed graph: devices, directed links with per-direction
+//! bandwidth, and interfaces that several links share (seed 001 §7.1.2: "若多個埠共享內部
+//! 介面，再對該介面計算合計流量" — when several ports share an internal interface,
+//! its combined traffic is a resource of its own).
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::TopologyError;
+
+pub type DeviceId = usize;
+pub type LinkId = usize;
+pub type InterfaceId = usize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceKind {
+    Gpu,
+    /// Host CPU / PCIe root complex: forwards PCIe traffic, hosts no rank here.
+    Cpu,
+    PcieSwitch,
+    /// One network port (what NCCL calls a net device); a multi-port card is several
+    /// `Nic` devices whose PCIe links share the card's slot interface.
+    Nic,
+    NvSwitch,
+    /// A network switch; `tier` 1 = leaf, 2 = spine, 3 = core.
+    Switch,
+}
+
+impl DeviceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::PcieSwitch => "pcie-switch",
+            DeviceKind::Nic => "nic",
+            DeviceKind::NvSwitch => "nvswitch",
+            DeviceKind::Switch => "switch",
+        }
+    }
+
+    /// GPUs are endpoints: a route may start or end at one but never pass through it.
+    pub fn forwards(self) -> bool {
+        self != DeviceKind::Gpu
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Device {
+    pub name: String,
+    pub kind: DeviceKind,
+    /// The server (host) the device sits in; network switches have none.
+    pub server: Option<String>,
+    /// Switch tier: 1 leaf, 2 spine, 3 core.
+    pub tier: Option<u8>,
+    /// Rail index of a NIC or of a leaf switch (rail-optimized fabrics).
+    pub rail: Option<u32>,
+    /// Whether this switch can reduce in the network (SHARP / NVLS style).
+    pub in_network_reduction: bool,
+}
+
+/// What kind of hardware a link is; used to name bottlenecks in words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkClass {
+    Nvlink,
+    Pcie,
+    /// A NIC port's wire to its switch (either direction).
+    Nic,
+    /// Switch to switch.
+    Fabric,
+    Other,
+}
+
+impl LinkClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkClass::Nvlink => "nvlink",
+            LinkClass::Pcie => "pcie",
+            LinkClass::Nic => "nic",
+            LinkClass::Fabric => "fabric",
+            LinkClass::Other => "other",
+        }
+    }
+
+    /// A reasonable class for a link between two kinds of device.
+    pub fn between(a: DeviceKind, b: DeviceKind) -> LinkClass {
+        use DeviceKind::*;
+        match (a, b) {
+            (Nic, Switch) | (Switch, Nic) => LinkClass::Nic,
+            (Switch, Switch) => LinkClass::Fabric,
+            (Gpu, NvSwitch) | (NvSwitch, Gpu) | (Gpu, Gpu) | (NvSwitch, NvSwitch) => LinkClass::Nvlink,
+            (Gpu | Cpu | PcieSwitch | Nic, Gpu | Cpu | PcieSwitch | Nic) => LinkClass::Pcie,
+            _ => LinkClass::Other,
+        }
+    }
+}
+
+/// A link uses one direction of a shared interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InterfaceUse {
+    pub interface: InterfaceId,
+    /// `false`: the interface's forward direction; `true`: its reverse direction.
+    pub reverse: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Link {
+    pub from: DeviceId,
+    pub to: DeviceId,
+    pub bytes_per_sec: f64,
+    pub latency_secs: f64,
+    pub class: LinkClass,
+    pub interfaces: Vec<InterfaceUse>,
+}
+
+/// A resource several links draw from, e.g. the PCIe Gen4 x16 slot (32 GB/s per
+/// direction) behind both ports of a dual-port ConnectX-7 (seed 001 §7.2.1, 對照設定).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interface {
+    pub name: String,
+    /// Per direction.
+    pub bytes_per_sec: f64,
+    /// Words for the two directions in reports, e.g. "tx" / "rx".
+    pub forward_label: String,
+    pub reverse_label: String,
+}
+
+/// One thing that carries bytes and can be a bottleneck: a link direction or one
+/// direction of a shared interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resource {
+    Link(LinkId),
+    Interface { interface: InterfaceId, reverse: bool },
+}
+
+/// A built, validated topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    pub name: String,
+    pub description: String,
+    pub devices: Vec<Device>,
+    pub links: Vec<Link>,
+    pub interfaces: Vec<Interface>,
+    /// α of the per-round model: the start-up every round pays (seed 001 §7.2.1).
+    pub round_startup_secs: f64,
+    /// The default rank order (GPU devices); placement policies reorder it.
+    pub default_ranks: Vec<DeviceId>,
+    out_links: Vec<Vec<LinkId>>,
+    in_links: Vec<Vec<LinkId>>,
+    by_name: HashMap<String, DeviceId>,
+}
+
+impl Topology {
+    pub fn in_links(&self, device: DeviceId) -> &[LinkId] {
+        &self.in_links[device]
+    }
+
+    pub fn device_id(&self, name: &str) -> Option<DeviceId> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn out_links(&self, device: DeviceId) -> &[LinkId] {
+        &self.out_links[device]
+    }
+
+    pub fn link_name(&self, link: LinkId) -> String {
+        let l = &self.links[link];
+        format!("{} -> {}", self.devices[l.from].name, self.devices[l.to].name)
+    }
+
+    /// Number of resources: every link direction, then both directions of every interface.
+    pub fn resource_count(&self) -> usize {
+        self.links.len() + 2 * self.interfaces.len()
+    }
+
+    pub fn resource_index(&self, resource: Resource) -> usize {
+        match resource {
+            Resource::Link(l) => l,
+            Resource::Interface { interface, reverse } => self.links.len() + 2 * interface + usize::from(reverse),
+        }
+    }
+
+    pub fn resource(&self, index: usize) -> Resource {
+        if index < self.links.len() {
+            Resource::Link(index)
+        } else {
+            let i = index - self.links.len();
+            Resource::Interface { interface: i / 2, reverse: i % 2 == 1 }
+        }
+    }
+
+    pub fn resource_name(&self, resource: Resource) -> String {
+        match resource {
+            Resource::Link(l) => self.link_name(l),
+            Resource::Interface { interface, reverse } => {
+                let i = &self.interfaces[interface];
+                let dir = if reverse { &i.reverse_label } else { &i.forward_label };
+                format!("{} ({})", i.name, dir)
+            }
+        }
+    }
+
+    /// Short word for the kind of resource: the link class, or "interface".
+    pub fn resource_kind(&self, resource: Resource) -> &'static str {
+        match resource {
+            Resource::Link(l) => self.links[l].class.as_str(),
+            Resource::Interface { .. } => "interface",
+        }
+    }
+
+    pub fn resource_bytes_per_sec(&self, resource: Resource) -> f64 {
+        match resource {
+            Resource::Link(l) => self.links[l].bytes_per_sec,
+            Resource::Interface { interface, .. } => self.interfaces[interface].bytes_per_sec,
+        }
+    }
+
+    /// GPUs in declaration order.
+    pub fn gpus(&self) -> Vec<DeviceId> {
+        (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Gpu).collect()
+    }
+
+    /// The server of a device (a device without one is its own server).
+    pub fn server_of(&self, device: DeviceId) -> &str {
+        let d = &self.devices[device];
+        d.server.as_deref().unwrap_or(&d.name)
+    }
+
+    /// NIC devices, in declaration order.
+    pub fn nics(&self) -> Vec<DeviceId> {
+        (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Nic).collect()
+    }
+}
+
+/// Builds a topology in code (presets, generators and the file loader all use it).
+#[derive(Debug, Clone)]
+pub struct TopologyBuilder {
+    name: String,
+    description: String,
+    devices: Vec<Device>,
+    links: Vec<Link>,
+    interfaces: Vec<Interface>,
+    round_startup_secs: f64,
+    default_ranks: Option<Vec<DeviceId>>,
+    by_name: HashMap<String, DeviceId>,
+    errors: Vec<TopologyError>,
+}
+
+impl TopologyBuilder {
+    pub fn new(name: impl Into<String>) -> Self {
+        TopologyBuilder {
+            name: name.into(),
+            description: String::new(),
+            devices: Vec::new(),
+            links: Vec::new(),
+            interfaces: Vec::new(),
+            round_startup_secs: 0.0,
+            default_ranks: None,
+            by_name: HashMap::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn description(&mut self, text: impl Into<String>) -> &mut Self {
+        self.description = text.into();
+        self
+    }
+
+    pub fn round_startup_secs(&mut self, secs: f64) -> &mut Self {
+        self.round_startup_secs = secs;
+        self
+    }
+
+    pub fn device_by_name(&self, name: &str) -> Option<DeviceId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Add a device; `field` names where it came from, for error messages.
+    pub fn add_device(&mut self, device: Device, field: &str) -> DeviceId {
+        if let Some(&existing) = self.by_name.get(&device.name) {
+            self.errors.push(TopologyError::DuplicateDevice { field: field.to_string(), name: device.name });
+            return existing;
+        }
+        let id = self.devices.len();
+        self.by_name.insert(device.name.clone(), id);
+        self.devices.push(device);
+        id
+    }
+
+    /// Shorthand for a device with only a name, a kind and a server.
+    pub fn device(&mut self, name: impl Into<String>, kind: DeviceKind, server: Option<&str>) -> DeviceId {
+        let name = name.into();
+        let field = format!("device \"{name}\"");
+        self.add_device(
+            Device {
+                name,
+                kind,
+                server: server.map(str::to_string),
+                tier: None,
+                rail: None,
+                in_network_reduction: false,
+            },
+            &field,
+        )
+    }
+
+    pub fn kind_of(&self, id: DeviceId) -> DeviceKind {
+        self.devices[id].kind
+    }
+
+    pub fn device_mut(&mut self, id: DeviceId) -> &mut Device {
+        &mut self.devices[id]
+    }
+
+    pub fn add_interface(&mut self, interface: Interface, field: &str) -> InterfaceId {
+        if let Some(existing) = self.interfaces.iter().position(|i| i.name == interface.name) {
+            self.errors.push(TopologyError::DuplicateInterface { field: field.to_string(), name: interface.name });
+            return existing;
+        }
+        check_bandwidth(interface.bytes_per_sec, field, &mut self.errors);
+        self.interfaces.push(interface);
+        self.interfaces.len() - 1
+    }
+
+    pub fn interface(&mut self, name: impl Into<String>, bytes_per_sec: f64) -> InterfaceId {
+        let name = name.into();
+        let field = format!("interface \"{name}\"");
+        self.add_interface(
+            Interface { name, bytes_per_sec, forward_label: "forward".into(), reverse_label: "reverse".into() },
+            &field,
+        )
+    }
+
+    pub fn interface_by_name(&self, name: &str) -> Option<InterfaceId> {
+        self.interfaces.iter().position(|i| i.name == name)
+    }
+
+    pub fn add_link(&mut self, link: Link, field: &str) -> LinkId {
+        if link.from == link.to {
+            self.errors
+                .push(TopologyError::SelfLink { field: field.to_string(), name: self.devices[link.from].name.clone() });
+        }
+        check_bandwidth(link.bytes_per_sec, field, &mut self.errors);
+        if !(link.latency_secs.is_finite() && link.latency_secs >= 0.0) {
+            self.errors.push(TopologyError::BadLatency { field: field.to_string(), value: link.latency_secs });
+        }
+        self.links.push(link);
+        self.links.len() - 1
+    }
+
+    /// A full-duplex link: two directed links of the same bandwidth and latency.
+    /// Interfaces are used forward by `a -> b` and in reverse by `b -> a`.
+    pub fn duplex(
+        &mut self,
+        a: DeviceId,
+        b: DeviceId,
+        bytes_per_sec: f64,
+        latency_secs: f64,
+        interfaces: &[InterfaceId],
+    ) -> (LinkId, LinkId) {
+        let class = LinkClass::between(self.devices[a].kind, self.devices[b].kind);
+        let field = format!("link {} <-> {}", self.devices[a].name, self.devices[b].name);
+        let forward = Link {
+            from: a,
+            to: b,
+            bytes_per_sec,
+            latency_secs,
+            class,
+            interfaces: interfaces.iter().map(|&interface| InterfaceUse { interface, reverse: false }).collect(),
+        };
+        let backward = Link {
+            from: b,
+            to: a,
+            bytes_per_sec,
+            latency_secs,
+            class,
+            interfaces: interfaces.iter().map(|&interface| InterfaceUse { interface, reverse: true }).collect(),
+        };
+        (self.add_link(forward, &field), self.add_link(backward, &field))
+    }
+
+    pub fn default_ranks(&mut self, ranks: Vec<DeviceId>) -> &mut Self {
+        self.default_ranks = Some(ranks);
+        self
+    }
+
+    /// Validate and freeze. The first problem found is returned.
+    pub fn build(self) -> Result<Topology, TopologyError> {
+        if let Some(first) = self.errors.into_iter().next() {
+            return Err(first);
+        }
+        if !(self.round_startup_secs.is_finite() && self.round_startup_secs >= 0.0) {
+            return Err(TopologyError::BadLatency { field: "round_startup".into(), value: self.round_startup_secs });
+        }
+        let mut out_links = vec![Vec::new(); self.devices.len()];
+        let mut in_links = vec![Vec::new(); self.devices.len()];
+        for (id, link) in self.links.iter().enumerate() {
+            out_links[link.from].push(id);
+            in_links[link.to].push(id);
+        }
+        let default_ranks = match self.default_ranks {
+            Some(ranks) => ranks,
+            None => (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Gpu).collect(),
+        };
+        for (rank, &device) in default_ranks.iter().enumerate() {
+            let d = &self.devices[device];
+            if d.kind != DeviceKind::Gpu {
+                return Err(TopologyError::RankNotOnGpu {
+                    field: "ranks".into(),
+                    rank,
+                    name: d.name.clone(),
+                    kind: d.kind.as_str().into(),
+                });
+            }
+            if let Some(other) = default_ranks[..rank].iter().position(|&o| o == device) {
+                return Err(TopologyError::RankTwice { field: "ranks".into(), rank, other, name: d.name.clone() });
+            }
+        }
+        Ok(Topology {
+            name: self.name,
+            description: self.description,
+            devices: self.devices,
+            links: self.links,
+            interfaces: self.interfaces,
+            round_startup_secs: self.round_startup_secs,
+            default_ranks,
+            out_links,
+            in_links,
+            by_name: self.by_name,
+        })
+    }
+}
+
+fn check_bandwidth(value: f64, field: &str, errors: &mut Vec<TopologyError>) {
+    if !(value.is_finite() && value > 0.0) {
+        errors.push(TopologyError::BadBandwidth { field: field.to_string(), value });
+    }
+}

@@ -1,0 +1,33 @@
+//! railyard's topology: devices, directed links, shared interfaces, routes and rank
+//! placement of a GPU cluster, with the seeds' clusters built in.
+//!
+//! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
+
+pub mod error;
+pub mod file;
+pub mod graph;
+pub mod placement;
+pub mod presets;
+pub mod route;
+pub mod units;
+
+pub use error::{TopologyError, UnitError};
+pub use graph::{
+    Device, DeviceId, DeviceKind, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource, Topology,
+    TopologyBuilder,
+};
+pub use placement::{Placement, PlacementPolicy};
+pub use route::{Route, RouteCache};
+
+/// Load a topology from a preset spec (`hgx-h100x2`, `rail:servers=4`) or, when the
+/// text names an existing file, from that file.
+pub fn load(spec: &str) -> Result<Topology, TopologyError> {
+    let path = std::path::Path::new(spec);
+    if path.is_file() {
+        file::load(path)
+    } else if spec.ends_with(".toml") || spec.ends_with(".json") {
+        Err(TopologyError::Io { path: spec.to_string(), message: "no such file".into() })
+    } else {
+        presets::preset(spec)
+    }
+}

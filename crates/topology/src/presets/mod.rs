@@ -1,0 +1,161 @@
+//! Built-in clusters of the seeds, and generators. A preset is named by a spec
+//! string: `NAME` or `NAME:key=value,key=value`, e.g. `a100-pcie-control:ports=3`,
+//! `rail:servers=4,gpus=8`, `clos:k=8,tiers=3,over=3:1`.
+
+mod a100_pcie;
+mod clos;
+mod rail;
+
+use std::collections::BTreeMap;
+
+pub use a100_pcie::{a100_pcie_control, A100PcieParams};
+pub use clos::{clos, ClosParams};
+pub use rail::{rail_optimized, server_name, RailParams};
+
+use crate::error::TopologyError;
+use crate::graph::Topology;
+use crate::units::{parse_bytes_per_sec, parse_secs};
+
+/// Documentation of one preset, as `railyard topo list` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresetDoc {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub parameters: &'static str,
+    pub source: &'static str,
+}
+
+pub const PRESETS: &[PresetDoc] = &[
+    PresetDoc {
+        name: "hgx-h100x2",
+        summary: "2 servers x 8 H100 (ranks 0-7 on A, 8-15 on B); NVSwitch at 450 GB/s per GPU per direction; \
+                  one 400 Gbit/s NIC (50 GB/s per direction) per GPU behind its own PCIe Gen5 switch (64 GB/s); \
+                  NIC i of every server on rail leaf i; 2 spines join the rails; per-round start-up 0.833 us",
+        parameters: "same as rail, with servers=2, gpus=8",
+        source: "seed 001 §7.1.1, §7.2.1, footnote 6; §7.2.5 (rails)",
+    },
+    PresetDoc {
+        name: "a100-pcie-control",
+        summary: "the seed's control setting (對照設定): 2 servers x 4 A100 PCIe; GPU-to-GPU PCIe P2P 32 GB/s per \
+                  direction through the host; one ConnectX-7 per server with N ports of 25 GB/s sharing one \
+                  PCIe Gen4 x16 slot (32 GB/s per direction); per-round start-up 0.833 us",
+        parameters: "ports=N (1..4, default 2); local=BW adds a direct GPU-GPU link of BW on every pair \
+                     (e.g. local=300GB/s for NVLink bridges on every edge); port=BW, slot=BW, p2p=BW override the rates",
+        source: "seed 001 §7.2.1, footnotes 4-5; §7.2.4",
+    },
+    PresetDoc {
+        name: "rail",
+        summary: "rail-optimized fabric: servers x gpus; GPU i of every server has NIC i on rail i; \
+                  servers in groups under one leaf per rail; every leaf joins every spine",
+        parameters: "servers=S (default 2), gpus=G (8), group=N servers per leaf (32), spines=K (2), over=D:U \
+                     leaf oversubscription (1:1), nvlink=BW (450GB/s), nic=BW (50GB/s), pcie=BW (64GB/s), alpha=TIME (0.833us)",
+        source: "seed 001 §7.2.5, footnote 36",
+    },
+    PresetDoc {
+        name: "clos",
+        summary: "k-port Clos of single-GPU hosts: 2 tiers (k leaves, u spines) or 3 tiers as fat-tree pods; \
+                  leaves with d down and u up ports (d:u oversubscription)",
+        parameters: "k=PORTS (default 8), tiers=2|3 (2), over=D:U (1:1), endpoints=N (all), port=BW (50GB/s), alpha=TIME (0.833us)",
+        source: "seed 001 §7.1.2, footnote 34",
+    },
+];
+
+/// Key-value parameters of a preset spec, consumed one by one so leftovers are reported.
+#[derive(Debug)]
+pub struct PresetParams {
+    preset: String,
+    values: BTreeMap<String, String>,
+}
+
+impl PresetParams {
+    fn error(&self, message: String) -> TopologyError {
+        TopologyError::BadPresetParameter { preset: self.preset.clone(), message }
+    }
+
+    pub fn take_usize(&mut self, key: &str, default: usize) -> Result<usize, TopologyError> {
+        match self.values.remove(key) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| self.error(format!("{key}={v} is not a whole number"))),
+        }
+    }
+
+    pub fn take_bytes_per_sec(&mut self, key: &str, default: f64) -> Result<f64, TopologyError> {
+        match self.values.remove(key) {
+            None => Ok(default),
+            Some(v) => parse_bytes_per_sec(&v).map_err(|e| self.error(format!("{key}: {e}"))),
+        }
+    }
+
+    pub fn take_optional_bytes_per_sec(&mut self, key: &str) -> Result<Option<f64>, TopologyError> {
+        match self.values.remove(key) {
+            None => Ok(None),
+            Some(v) => parse_bytes_per_sec(&v).map(Some).map_err(|e| self.error(format!("{key}: {e}"))),
+        }
+    }
+
+    pub fn take_secs(&mut self, key: &str, default: f64) -> Result<f64, TopologyError> {
+        match self.values.remove(key) {
+            None => Ok(default),
+            Some(v) => parse_secs(&v).map_err(|e| self.error(format!("{key}: {e}"))),
+        }
+    }
+
+    /// A ratio `D:U`, returned as (D, U).
+    pub fn take_ratio(&mut self, key: &str, default: (usize, usize)) -> Result<(usize, usize), TopologyError> {
+        match self.values.remove(key) {
+            None => Ok(default),
+            Some(v) => parse_ratio(&v)
+                .ok_or_else(|| self.error(format!("{key}={v} is not a ratio D:U of positive whole numbers"))),
+        }
+    }
+
+    pub fn bad(&self, message: impl Into<String>) -> TopologyError {
+        self.error(message.into())
+    }
+
+    fn finish(self) -> Result<(), TopologyError> {
+        match self.values.keys().next() {
+            None => Ok(()),
+            Some(key) => Err(self.error(format!("unknown parameter \"{key}\""))),
+        }
+    }
+}
+
+/// Parse `D:U` into (D, U), both positive.
+pub fn parse_ratio(text: &str) -> Option<(usize, usize)> {
+    let (d, u) = text.split_once(':')?;
+    let d: usize = d.trim().parse().ok()?;
+    let u: usize = u.trim().parse().ok()?;
+    (d > 0 && u > 0).then_some((d, u))
+}
+
+/// Build a preset from its spec string.
+pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
+    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    let mut params = PresetParams { preset: name.to_string(), values: BTreeMap::new() };
+    // `over=3:1` contains a colon, so split on commas first and only then on '='.
+    for item in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = item.split_once('=').ok_or_else(|| params.bad(format!("\"{item}\" is not key=value")))?;
+        params.values.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    let topology = match name {
+        "hgx-h100x2" => {
+            if params.values.contains_key("servers") || params.values.contains_key("gpus") {
+                return Err(params.bad("hgx-h100x2 is 2 servers of 8 GPUs; use rail:servers=S,gpus=G for other sizes"));
+            }
+            let mut p = RailParams::from_params(&mut params)?;
+            p.servers = 2;
+            p.gpus_per_server = 8;
+            rail_optimized("hgx-h100x2", &p)
+        }
+        "a100-pcie-control" => a100_pcie_control(&A100PcieParams::from_params(&mut params)?),
+        "rail" => {
+            let p = RailParams::from_params(&mut params)?;
+            rail_optimized(spec, &p)
+        }
+        "clos" => clos(spec, &ClosParams::from_params(&mut params)?),
+        _ => return Err(TopologyError::UnknownPreset { name: name.to_string() }),
+    }?;
+    params.finish()?;
+    Ok(topology)
+}

@@ -1,0 +1,217 @@
+//! Units as the seeds use them: bandwidth in decimal GB/s (1 GB/s = 1e9 B/s),
+//! capacities in binary KiB/MiB/GiB (1 GiB = 2^30 B), times in seconds.
+//! (seed 001, chapter preamble; seed 000 §8.1.)
+//!
+//! Parsing accepts a number followed by an optional unit, with or without a
+//! space: `192MiB`, `450 GB/s`, `400Gbit/s`, `0.833us`.
+
+use crate::error::UnitError;
+
+const KIB: f64 = 1024.0;
+
+/// Parse a byte size: `B`, `KiB`, `MiB`, `GiB`, `TiB` (binary) or `KB`, `MB`, `GB`, `TB`
+/// (decimal). A bare number is bytes. Fractions must land on a whole byte.
+pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
+    let (value, unit) = split_number(text)?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" | "k" => KIB,
+        "mib" | "m" => KIB * KIB,
+        "gib" | "g" => KIB * KIB * KIB,
+        "tib" | "t" => KIB * KIB * KIB * KIB,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => {
+            return Err(UnitError::UnknownUnit {
+                text: text.to_string(),
+                expected: "B, KiB, MiB, GiB, TiB, KB, MB, GB, TB",
+            })
+        }
+    };
+    if value < 0.0 {
+        return Err(UnitError::Negative { text: text.to_string() });
+    }
+    let bytes = value * scale;
+    if bytes.fract() != 0.0 || bytes > u64::MAX as f64 / 2.0 {
+        return Err(UnitError::NotWhole { text: text.to_string() });
+    }
+    Ok(bytes as u64)
+}
+
+/// Parse a bandwidth into bytes per second: `GB/s`, `MB/s`, `TB/s`, `B/s` (decimal bytes)
+/// or `Gbit/s`, `Gbps`, `Mbit/s`, `Tbit/s` (decimal bits). A bare number is bytes per second.
+pub fn parse_bytes_per_sec(text: &str) -> Result<f64, UnitError> {
+    let (value, unit) = split_number(text)?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b/s" => 1.0,
+        "kb/s" => 1e3,
+        "mb/s" => 1e6,
+        "gb/s" => 1e9,
+        "tb/s" => 1e12,
+        "kbit/s" | "kbps" => 1e3 / 8.0,
+        "mbit/s" | "mbps" => 1e6 / 8.0,
+        "gbit/s" | "gbps" => 1e9 / 8.0,
+        "tbit/s" | "tbps" => 1e12 / 8.0,
+        _ => {
+            return Err(UnitError::UnknownUnit {
+                text: text.to_string(),
+                expected: "B/s, MB/s, GB/s, TB/s, Mbit/s, Gbit/s, Tbit/s",
+            })
+        }
+    };
+    positive(value * scale, text)
+}
+
+/// Parse a duration into seconds: `s`, `ms`, `us` (or `µs`), `ns`. A bare number is seconds.
+pub fn parse_secs(text: &str) -> Result<f64, UnitError> {
+    let (value, unit) = split_number(text)?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" | "μs" => 1e-6,
+        "ns" => 1e-9,
+        _ => return Err(UnitError::UnknownUnit { text: text.to_string(), expected: "s, ms, us, ns" }),
+    };
+    if value < 0.0 {
+        return Err(UnitError::Negative { text: text.to_string() });
+    }
+    Ok(value * scale)
+}
+
+fn positive(value: f64, text: &str) -> Result<f64, UnitError> {
+    if value.is_nan() || value <= 0.0 {
+        return Err(UnitError::NotPositive { text: text.to_string() });
+    }
+    if value.is_infinite() {
+        return Err(UnitError::NotNumber { text: text.to_string() });
+    }
+    Ok(value)
+}
+
+fn split_number(text: &str) -> Result<(f64, &str), UnitError> {
+    let trimmed = text.trim();
+    let end = trimmed
+        .char_indices()
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || c == '_'
+                || (i == 0 && (c == '-' || c == '+'))
+                || ((c == 'e' || c == 'E') && exponent_follows(&trimmed[i..])))
+        })
+        .map(|(i, _)| i)
+        .unwrap_or(trimmed.len());
+    let number: String = trimmed[..end].chars().filter(|&c| c != '_').collect();
+    let value: f64 = number.parse().map_err(|_| UnitError::NotNumber { text: text.to_string() })?;
+    if !value.is_finite() {
+        return Err(UnitError::NotNumber { text: text.to_string() });
+    }
+    Ok((value, trimmed[end..].trim()))
+}
+
+/// `e` is an exponent only when digits (optionally signed) follow it: `1e9` yes, `1 elephants` no.
+fn exponent_follows(rest: &str) -> bool {
+    let mut chars = rest.chars().skip(1);
+    match chars.next() {
+        Some(c) if c.is_ascii_digit() => true,
+        Some('-') | Some('+') => chars.next().is_some_and(|c| c.is_ascii_digit()),
+        _ => false,
+    }
+}
+
+/// Format bytes with the largest binary unit that keeps the value >= 1, e.g. `192 MiB`, `24.5 KiB`.
+pub fn format_bytes(bytes: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes;
+    let mut unit = 0;
+    while value.abs() >= KIB && unit + 1 < units.len() {
+        value /= KIB;
+        unit += 1;
+    }
+    format!("{} {}", trim_float(value, 4), units[unit])
+}
+
+/// Format a bandwidth in decimal units, e.g. `450 GB/s`, `51.2 TB/s`.
+pub fn format_bytes_per_sec(bytes_per_sec: f64) -> String {
+    let units = ["B/s", "KB/s", "MB/s", "GB/s", "TB/s", "PB/s"];
+    let mut value = bytes_per_sec;
+    let mut unit = 0;
+    while value.abs() >= 1000.0 && unit + 1 < units.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{} {}", trim_float(value, 4), units[unit])
+}
+
+/// Format seconds in the unit that reads best: `7.575 ms`, `0.833 us`, `1.2 s`.
+pub fn format_secs(secs: f64) -> String {
+    let (value, unit) = if secs == 0.0 {
+        (0.0, "s")
+    } else if secs.abs() >= 1.0 {
+        (secs, "s")
+    } else if secs.abs() >= 1e-3 {
+        (secs * 1e3, "ms")
+    } else if secs.abs() >= 1e-6 {
+        (secs * 1e6, "us")
+    } else {
+        (secs * 1e9, "ns")
+    };
+    format!("{} {}", trim_float(value, 4), unit)
+}
+
+/// Up to `significant` significant digits, without trailing zeros.
+pub fn trim_float(value: f64, significant: usize) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    let decimals = (significant as i32 - 1 - magnitude).max(0) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_binary_and_bandwidths_decimal() {
+        assert_eq!(parse_bytes("192MiB").unwrap(), 192 * 1024 * 1024);
+        assert_eq!(parse_bytes("192 MiB").unwrap(), 201_326_592);
+        assert_eq!(parse_bytes("8").unwrap(), 8);
+        assert_eq!(parse_bytes("1.5KiB").unwrap(), 1536);
+        assert_eq!(parse_bytes("2GB").unwrap(), 2_000_000_000);
+        assert_eq!(parse_bytes_per_sec("450 GB/s").unwrap(), 450e9);
+        assert_eq!(parse_bytes_per_sec("400Gbit/s").unwrap(), 50e9);
+        assert_eq!(parse_bytes_per_sec("1e9").unwrap(), 1e9);
+        assert!((parse_secs("0.833us").unwrap() - 0.833e-6).abs() < 1e-18);
+        assert_eq!(parse_secs("3 ms").unwrap(), 3e-3);
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        assert!(matches!(parse_bytes("-1MiB"), Err(UnitError::Negative { .. })));
+        assert!(matches!(parse_bytes("1.5B"), Err(UnitError::NotWhole { .. })));
+        assert!(matches!(parse_bytes("12 parsecs"), Err(UnitError::UnknownUnit { .. })));
+        assert!(matches!(parse_bytes_per_sec("-5 GB/s"), Err(UnitError::NotPositive { .. })));
+        assert!(matches!(parse_bytes_per_sec("0"), Err(UnitError::NotPositive { .. })));
+        assert!(matches!(parse_bytes_per_sec("fast"), Err(UnitError::NotNumber { .. })));
+        assert!(matches!(parse_bytes("1e400"), Err(UnitError::NotNumber { .. })));
+        assert!(parse_bytes("").is_err());
+    }
+
+    #[test]
+    fn formatting_reads_like_the_seed() {
+        assert_eq!(format_bytes(201_326_592.0), "192 MiB");
+        assert_eq!(format_bytes(12.0 * 1024.0 * 1024.0), "12 MiB");
+        assert_eq!(format_bytes_per_sec(51.2e12), "51.2 TB/s");
+        assert_eq!(format_secs(7.575e-3), "7.575 ms");
+        assert_eq!(format_secs(0.833e-6), "833 ns");
+    }
+}
