@@ -1,1 +1,60 @@
-fn main() {}
+//! `railyard`: how long will this collective take on this cluster, why, and what
+//! should change. Every number printed comes with its breakdown.
+
+mod args;
+mod commands;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "railyard",
+    version,
+    about = "Plan, cost and explain collective communication on GPU clusters",
+    long_about = "Plan, cost and explain collective communication on GPU clusters.\n\n\
+                  A collective algorithm is a schedule (which rank sends which chunk to which rank, \
+                  in which round); railyard costs schedules on a topology with the per-round resource \
+                  model T = sum over rounds of (alpha + max over resources of bytes/bandwidth).\n\n\
+                  Bandwidths are decimal (1 GB/s = 1e9 B/s), sizes binary (1 MiB = 2^20 B)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compare collective algorithms on a topology (default: the seed's 192 MiB all-reduce on 2 x HGX H100)
+    Plan(commands::plan::PlanArgs),
+    /// List, show and validate topologies
+    #[command(subcommand)]
+    Topo(commands::topo::TopoCommand),
+    /// Analytical network models
+    #[command(subcommand)]
+    Model(commands::model::ModelCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => commands::plan::run(&args),
+        Command::Topo(cmd) => commands::topo::run(&cmd),
+        Command::Model(cmd) => commands::model::run(&cmd),
+    };
+    match result {
+        Ok(text) => {
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

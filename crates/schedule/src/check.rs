@@ -189,11 +189,8 @@ fn check_races(at: &str, mut spans: Vec<Span>) -> Result<(), CheckError> {
     for s in spans {
         active.retain(|a| a.0 == s.0 && a.1 == s.1 && a.3 > s.2);
         for a in &active {
-            let conflict = a.5 != s.5
-                && match (a.4, s.4) {
-                    (Access::Read, Access::Read) | (Access::Reduce, Access::Reduce) => false,
-                    _ => true,
-                };
+            let conflict =
+                a.5 != s.5 && !matches!((a.4, s.4), (Access::Read, Access::Read) | (Access::Reduce, Access::Reduce));
             if conflict {
                 return Err(fail(
                     at,

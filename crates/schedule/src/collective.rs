@@ -10,7 +10,7 @@ use crate::partition::partition;
 pub type Rank = usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "lowercase")]
 pub enum Collective {
     /// Every rank ends with the reduction of every rank's input (seed 000 §8.1.1).
     AllReduce,

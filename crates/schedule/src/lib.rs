@@ -6,6 +6,7 @@
 pub mod algorithm;
 pub mod check;
 pub mod collective;
+pub mod dtype;
 pub mod error;
 pub mod hierarchical;
 pub mod ir;
@@ -15,5 +16,6 @@ pub mod ring;
 pub use algorithm::{generate, Algorithm};
 pub use check::{check, CheckReport};
 pub use collective::{Collective, CollectiveSpec, InPlace, Rank};
+pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};
 pub use ir::{Buffer, InNetwork, LocalOp, Op, Phase, Region, Round, Schedule, ScheduleBuilder, Step, Transfer};

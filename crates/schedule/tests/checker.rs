@@ -17,7 +17,7 @@ fn sizes(p: usize) -> Vec<u64> {
 /// Every way to split p ranks into equal contiguous server groups.
 fn groupings(p: usize) -> Vec<Vec<Vec<Rank>>> {
     (1..=p)
-        .filter(|s| p % s == 0)
+        .filter(|s| p.is_multiple_of(*s))
         .map(|servers| {
             let local = p / servers;
             (0..servers).map(|s| (s * local..(s + 1) * local).collect()).collect()

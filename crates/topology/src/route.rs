@@ -158,6 +158,11 @@ impl Topology {
         Ok(Route { links, bottleneck_bytes_per_sec: width, hops })
     }
 
+    /// Hop counts from `src` to every device, through devices that forward (any bandwidth).
+    pub fn hops_from(&self, src: DeviceId) -> Vec<usize> {
+        self.hop_distances(src, 0.0, false, src, src)
+    }
+
     /// One concrete path of the route: at every ECMP split, the lowest-numbered link.
     /// Used where traffic cannot be split, e.g. the tree of an in-network reduction.
     pub fn primary_path(&self, src: DeviceId, dst: DeviceId) -> Result<Vec<LinkId>, TopologyError> {
@@ -194,5 +199,73 @@ impl<'a> RouteCache<'a> {
             self.routes.insert((src, dst), route);
         }
         Ok(&self.routes[&(src, dst)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::presets::preset;
+    use crate::LinkClass;
+
+    fn sum_on(t: &crate::Topology, route: &crate::Route, class: LinkClass) -> f64 {
+        route.links.iter().filter(|(l, _)| t.links[*l].class == class).map(|(_, f)| f).sum()
+    }
+
+    #[test]
+    fn nvlink_inside_a_server_nics_across() {
+        let t = preset("hgx-h100x2").unwrap();
+        let (a0, a1, b0) =
+            (t.device_id("A.gpu0").unwrap(), t.device_id("A.gpu1").unwrap(), t.device_id("B.gpu0").unwrap());
+        let local = t.route(a0, a1).unwrap();
+        assert_eq!(local.hops, 2);
+        assert_eq!(local.bottleneck_bytes_per_sec, 450e9);
+        assert!(local.links.iter().all(|(l, f)| t.links[*l].class == LinkClass::Nvlink && *f == 1.0));
+        let same_rail = t.route(a0, b0).unwrap();
+        assert_eq!(same_rail.bottleneck_bytes_per_sec, 50e9);
+        assert_eq!(sum_on(&t, &same_rail, LinkClass::Fabric), 0.0);
+    }
+
+    #[test]
+    fn cross_rail_traffic_splits_over_the_spines() {
+        let t = preset("hgx-h100x2").unwrap();
+        let route = t.route(t.device_id("A.gpu7").unwrap(), t.device_id("B.gpu0").unwrap()).unwrap();
+        // leaf -> spine0 / spine1 half each, then spine -> leaf half each.
+        let fabric: Vec<f64> =
+            route.links.iter().filter(|(l, _)| t.links[*l].class == LinkClass::Fabric).map(|(_, f)| *f).collect();
+        assert_eq!(fabric, vec![0.5, 0.5, 0.5, 0.5]);
+        let first = t.primary_path(t.device_id("A.gpu7").unwrap(), t.device_id("B.gpu0").unwrap()).unwrap();
+        assert_eq!(first.len(), route.hops);
+    }
+
+    #[test]
+    fn nic_ports_stripe_and_share_the_slot() {
+        let t = preset("a100-pcie-control:ports=2").unwrap();
+        let route = t.route(t.device_id("A.gpu3").unwrap(), t.device_id("B.gpu0").unwrap()).unwrap();
+        assert_eq!(route.bottleneck_bytes_per_sec, 25e9);
+        let ports: Vec<f64> =
+            route.links.iter().filter(|(l, _)| t.links[*l].class == LinkClass::Nic).map(|(_, f)| *f).collect();
+        assert_eq!(ports, vec![0.5, 0.5, 0.5, 0.5]);
+        let slot_users = route.links.iter().filter(|(l, _)| !t.links[*l].interfaces.is_empty()).count();
+        assert_eq!(slot_users, 4, "both ports' PCIe links on both servers use a slot");
+    }
+
+    #[test]
+    fn direct_links_beat_the_pcie_detour() {
+        let t = preset("a100-pcie-control:local=300GB/s").unwrap();
+        let route = t.route(t.device_id("A.gpu0").unwrap(), t.device_id("A.gpu2").unwrap()).unwrap();
+        assert_eq!((route.hops, route.bottleneck_bytes_per_sec), (1, 300e9));
+    }
+
+    #[test]
+    fn gpus_do_not_forward() {
+        let mut b = crate::TopologyBuilder::new("chain");
+        let g0 = b.device("g0", crate::DeviceKind::Gpu, Some("a"));
+        let g1 = b.device("g1", crate::DeviceKind::Gpu, Some("a"));
+        let g2 = b.device("g2", crate::DeviceKind::Gpu, Some("a"));
+        b.duplex(g0, g1, 1e9, 0.0, &[]);
+        b.duplex(g1, g2, 1e9, 0.0, &[]);
+        let t = b.build().unwrap();
+        assert!(t.route(g0, g2).is_err());
+        assert!(t.route(g0, g1).is_ok());
     }
 }

@@ -121,16 +121,18 @@ fn exponent_follows(rest: &str) -> bool {
     }
 }
 
-/// Format bytes with the largest binary unit that keeps the value >= 1, e.g. `192 MiB`, `24.5 KiB`.
+/// Format bytes in binary units the way the seeds write them: `192 MiB`, `5760 MiB`
+/// (a unit is kept until the value reaches 10240 of it), `24.5 KiB`.
 pub fn format_bytes(bytes: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes;
+    // `+ 0.0` turns -0.0 (an empty f64 sum) into 0.0.
+    let mut value = bytes + 0.0;
     let mut unit = 0;
-    while value.abs() >= KIB && unit + 1 < units.len() {
+    while (value.abs() >= 10.0 * KIB || (unit == 0 && value.abs() >= KIB)) && unit + 1 < units.len() {
         value /= KIB;
         unit += 1;
     }
-    format!("{} {}", trim_float(value, 4), units[unit])
+    format!("{} {}", trim_float(value, 5), units[unit])
 }
 
 /// Format a bandwidth in decimal units, e.g. `450 GB/s`, `51.2 TB/s`.
@@ -210,6 +212,10 @@ mod tests {
     fn formatting_reads_like_the_seed() {
         assert_eq!(format_bytes(201_326_592.0), "192 MiB");
         assert_eq!(format_bytes(12.0 * 1024.0 * 1024.0), "12 MiB");
+        assert_eq!(format_bytes(5760.0 * 1024.0 * 1024.0), "5760 MiB");
+        assert_eq!(format_bytes(16.0 * 1024.0 * 1024.0 * 1024.0), "16 GiB");
+        assert_eq!(format_bytes(-0.0), "0 B");
+        assert_eq!(format_bytes(2048.0), "2 KiB");
         assert_eq!(format_bytes_per_sec(51.2e12), "51.2 TB/s");
         assert_eq!(format_secs(7.575e-3), "7.575 ms");
         assert_eq!(format_secs(0.833e-6), "833 ns");

@@ -44,7 +44,7 @@ impl ClosParams {
     /// Leaf ports from a port count and a d:u ratio: d = k·D/(D+U), u = k − d.
     pub fn leaf_ports(ports: usize, ratio: (usize, usize)) -> Option<(usize, usize)> {
         let (d, u) = ratio;
-        if (ports * d) % (d + u) != 0 {
+        if d == 0 || u == 0 || !(ports * d).is_multiple_of(d + u) {
             return None;
         }
         let down = ports * d / (d + u);

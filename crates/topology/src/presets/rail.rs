@@ -113,7 +113,7 @@ pub fn rail_optimized(name: &str, p: &RailParams) -> Result<Topology, TopologyEr
     for s in 0..p.servers {
         let server = server_name(s, p.servers);
         let nvswitch = b.device(format!("{server}.nvswitch"), DeviceKind::NvSwitch, Some(&server));
-        for r in 0..p.gpus_per_server {
+        for (r, &leaf) in leaves[s / p.group].iter().enumerate() {
             let gpu = b.device(format!("{server}.gpu{r}"), DeviceKind::Gpu, Some(&server));
             b.device_mut(gpu).rail = Some(r as u32);
             let pcie = b.device(format!("{server}.pcie{r}"), DeviceKind::PcieSwitch, Some(&server));
@@ -122,7 +122,7 @@ pub fn rail_optimized(name: &str, p: &RailParams) -> Result<Topology, TopologyEr
             b.duplex(gpu, nvswitch, p.nvlink_bytes_per_sec, 0.0, &[]);
             b.duplex(gpu, pcie, p.pcie_bytes_per_sec, 0.0, &[]);
             b.duplex(pcie, nic, p.pcie_bytes_per_sec, 0.0, &[]);
-            b.duplex(nic, leaves[s / p.group][r], p.nic_bytes_per_sec, 0.0, &[]);
+            b.duplex(nic, leaf, p.nic_bytes_per_sec, 0.0, &[]);
         }
     }
     // Every leaf joins every spine with one (aggregated) link whose bandwidth is the

@@ -1,0 +1,82 @@
+//! Parsers for command-line values: sizes, rank lists, groups, formats.
+
+use clap::ValueEnum;
+use railyard_topology::units;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Markdown tables with explanations (for people)
+    Md,
+    /// One JSON document (for scripts)
+    Json,
+}
+
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    units::parse_bytes(text).map_err(|e| e.to_string())
+}
+
+pub fn parse_bandwidth(text: &str) -> Result<f64, String> {
+    units::parse_bytes_per_sec(text).map_err(|e| e.to_string())
+}
+
+/// A list of ranks (a newtype, so clap takes it as one value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankList(pub Vec<usize>);
+
+/// Server groups of ranks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Groups(pub Vec<Vec<usize>>);
+
+pub fn parse_order(text: &str) -> Result<RankList, String> {
+    parse_rank_list(text).map(RankList)
+}
+
+/// Server groups separated by `/`: `0-7/9-15,8`.
+pub fn parse_groups(text: &str) -> Result<Groups, String> {
+    text.split('/').map(parse_rank_list).collect::<Result<_, _>>().map(Groups)
+}
+
+/// `0,8,1,9` or ranges `0-7,9-15,8`.
+pub fn parse_rank_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut ranks = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().map_err(|_| format!("\"{item}\" is not a rank range like 0-7"))?;
+                let b: usize = b.trim().parse().map_err(|_| format!("\"{item}\" is not a rank range like 0-7"))?;
+                if a > b {
+                    return Err(format!("\"{item}\": the range runs backwards"));
+                }
+                if b - a > 1 << 20 {
+                    return Err(format!("\"{item}\": too many ranks"));
+                }
+                ranks.extend(a..=b);
+            }
+            None => ranks.push(item.parse().map_err(|_| format!("\"{item}\" is not a rank number"))?),
+        }
+    }
+    if ranks.is_empty() {
+        return Err("empty rank list".into());
+    }
+    Ok(ranks)
+}
+
+pub fn parse_ratio(text: &str) -> Result<(usize, usize), String> {
+    railyard_topology::presets::parse_ratio(text)
+        .ok_or_else(|| format!("\"{text}\" is not a ratio D:U of positive whole numbers"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists_and_groups() {
+        assert_eq!(parse_rank_list("0,8,1,9").unwrap(), vec![0, 8, 1, 9]);
+        assert_eq!(parse_rank_list("0-3,7").unwrap(), vec![0, 1, 2, 3, 7]);
+        assert_eq!(parse_groups("0-1/3,2").unwrap(), Groups(vec![vec![0, 1], vec![3, 2]]));
+        assert!(parse_rank_list("a").is_err());
+        assert!(parse_rank_list("5-2").is_err());
+        assert!(parse_rank_list("").is_err());
+    }
+}

@@ -1,0 +1,3 @@
+pub mod model;
+pub mod plan;
+pub mod topo;

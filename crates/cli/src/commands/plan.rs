@@ -1,0 +1,226 @@
+//! `railyard plan`: compare algorithms for one collective on one placed topology.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use railyard_model::{plan, Breakdown, Plan, PlanRequest, RoundCost};
+use railyard_schedule::{Algorithm, Collective, Dtype};
+use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
+use railyard_topology::{Placement, PlacementPolicy};
+
+use crate::args::{parse_groups, parse_order, parse_size, Format, Groups, RankList};
+use crate::table::Table;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    railyard plan                                   # seed 001 example 7.2: 192 MiB all-reduce, 16 ranks, 2 x HGX H100\n  \
+    railyard plan --topo a100-pcie-control --algo ring,hierarchical\n  \
+    railyard plan --topo a100-pcie-control:local=300GB/s --format json\n  \
+    railyard plan --algo ring --order 0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15\n  \
+    railyard plan --algo hierarchical --groups 0-7/9-15,8   # pair rank i with i+9 (seed §7.2.5)")]
+pub struct PlanArgs {
+    /// Topology: a preset (`railyard topo list`), optionally with parameters
+    /// (`rail:servers=4`), or a TOML/JSON topology file
+    #[arg(long, default_value = "hgx-h100x2")]
+    pub topo: String,
+    /// Collective: allreduce, reducescatter or allgather
+    #[arg(long, default_value = "allreduce")]
+    pub collective: Collective,
+    /// Message size (binary units: 192MiB, 8KiB; the large buffer, as nccl-tests counts it)
+    #[arg(long, default_value = "192MiB", value_parser = parse_size, allow_hyphen_values = true)]
+    pub size: u64,
+    /// Element type: f32, f64, f16, bf16, i32, i64, u8
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
+    /// Algorithms, comma-separated, or `all`: ring, interleaved-ring, hierarchical, in-network
+    #[arg(long, default_value = "all")]
+    pub algo: String,
+    /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
+    #[arg(long, default_value = "contiguous")]
+    pub placement: PlacementPolicy,
+    /// Number of ranks (default: every GPU of the topology)
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Ring order for `ring`, e.g. 0,8,1,9 or 0-7,15-8
+    #[arg(long, value_parser = parse_order)]
+    pub order: Option<RankList>,
+    /// Server groups for the hierarchical algorithms, `/`-separated (default: by server).
+    /// Rank j of every group holds shard j, so the order inside groups sets the pairing.
+    #[arg(long, value_parser = parse_groups)]
+    pub groups: Option<Groups>,
+    /// Print every round instead of grouping equal consecutive rounds
+    #[arg(long)]
+    pub all_rounds: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+}
+
+fn algorithms(text: &str) -> Result<(Vec<Algorithm>, bool)> {
+    if text == "all" {
+        return Ok((Algorithm::ALL.to_vec(), false));
+    }
+    let list = text
+        .split(',')
+        .map(|s| s.trim().parse::<Algorithm>().map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()?;
+    if list.is_empty() {
+        bail!("--algo lists no algorithm");
+    }
+    Ok((list, true))
+}
+
+pub fn run(args: &PlanArgs) -> Result<String> {
+    let topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
+    let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
+    let (algorithms, strict) = algorithms(&args.algo)?;
+    let request = PlanRequest {
+        collective: args.collective,
+        bytes: args.size,
+        elem_bytes: args.dtype.size_bytes(),
+        algorithms,
+        order: args.order.as_ref().map(|o| o.0.clone()),
+        groups: args.groups.as_ref().map(|g| g.0.clone()),
+        strict,
+    };
+    let result = plan(&topology, &placement, &request)?;
+    if result.algorithms.is_empty() {
+        let reasons: Vec<String> = result.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect();
+        bail!("no algorithm can run here:\n  {}", reasons.join("\n  "));
+    }
+    match args.format {
+        Format::Json => Ok(serde_json::to_string_pretty(&result)? + "\n"),
+        Format::Md => Ok(markdown(&result, args.all_rounds)),
+    }
+}
+
+fn bottleneck_cell(b: &Breakdown) -> String {
+    b.bottleneck
+        .as_ref()
+        .map(|x| format!("{} `{}` ({} of {} rounds)", x.kind, x.resource, x.rounds, b.rounds))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn markdown(p: &Plan, all_rounds: bool) -> String {
+    let mut out = format!(
+        "# {} of {} over {} ranks on {}\n\n",
+        p.collective.as_str(),
+        format_bytes(p.bytes as f64),
+        p.ranks,
+        p.topology
+    );
+    out.push_str(&format!(
+        "Per-round resource model (seed 001 §7.2.1): T = Σ_rounds (α + max_e V(r,e)/B(e)), α = {} per round; \
+         payload transfer and start-up only (no contention, latency or reduction compute).\n\n",
+        format_secs(p.round_startup_secs)
+    ));
+    let mut t = Table::new([
+        "algorithm",
+        "time",
+        "rounds",
+        "α total",
+        "cross-server",
+        "sent total",
+        "spine bytes",
+        "NICs idle",
+        "bottleneck",
+    ]);
+    for b in &p.algorithms {
+        t.row([
+            b.name.clone(),
+            format_secs(b.total_secs),
+            b.rounds.to_string(),
+            format_secs(b.alpha_secs),
+            format_bytes(b.cross_server_bytes),
+            format_bytes(b.bytes_sent_total),
+            format_bytes(b.spine_bytes),
+            format!("{} of {}", b.nics_idle, b.nics_total),
+            bottleneck_cell(b),
+        ]);
+    }
+    out.push_str(&t.render());
+    if let Some(fastest) = p.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs)) {
+        let slowest = p.algorithms.iter().max_by(|a, b| a.total_secs.total_cmp(&b.total_secs)).unwrap_or(fastest);
+        out.push_str(&format!("\nFastest: **{}** ({})", fastest.name, format_secs(fastest.total_secs)));
+        if slowest.name != fastest.name {
+            out.push_str(&format!(", {:.2}x faster than {}", slowest.total_secs / fastest.total_secs, slowest.name));
+        }
+        out.push_str(".\nNICs idle counts NICs with nothing to send; `sent total` counts every rank's sends, in-network sends once per rank.\n");
+    }
+    for s in &p.skipped {
+        out.push_str(&format!("\nSkipped {}: {}\n", s.name, s.reason));
+    }
+    for b in &p.algorithms {
+        out.push_str(&breakdown_markdown(b, all_rounds));
+    }
+    out
+}
+
+fn breakdown_markdown(b: &Breakdown, all_rounds: bool) -> String {
+    let mut out = format!("\n## {}: {}\n\n", b.name, format_secs(b.total_secs));
+    out.push_str(&format!(
+        "{} rounds: {} of start-up (α) + {} of transfer (the slowest resource of each round).\n\n",
+        b.rounds,
+        format_secs(b.alpha_secs),
+        format_secs(b.transfer_secs)
+    ));
+    let mut stages = Table::new(["stage", "rounds", "time", "sent"]);
+    for s in &b.stages {
+        stages.row([s.name.clone(), s.rounds.to_string(), format_secs(s.secs), format_bytes(s.bytes_sent)]);
+    }
+    out.push_str(&stages.render());
+    out.push('\n');
+    let mut rounds = Table::new(["rounds", "each", "transfer", "bottleneck", "bytes on it", "its bandwidth"]);
+    for group in group_rounds(&b.per_round, all_rounds) {
+        let first = group[0];
+        let last = group[group.len() - 1];
+        let label = if group.len() == 1 {
+            first.label.clone()
+        } else {
+            // "reduce-scatter step 1 of 15" .. "step 15 of 15" -> "reduce-scatter steps 1-15 of 15"
+            let step = |r: &RoundCost| {
+                r.label.rsplit(" step ").next().unwrap_or("").split(" of ").next().unwrap_or("").to_string()
+            };
+            let total = first.label.rsplit(" of ").next().unwrap_or("");
+            format!("{} steps {}-{} of {}", first.phase, step(first), step(last), total)
+        };
+        let (name, bytes, bw) = match &first.bottleneck {
+            Some(x) => {
+                (format!("{} `{}`", x.kind, x.resource), format_bytes(x.bytes), format_bytes_per_sec(x.bytes_per_sec))
+            }
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        rounds.row([label, format_secs(first.secs), format_secs(first.transfer_secs), name, bytes, bw]);
+    }
+    out.push_str(&rounds.render());
+    out.push_str("\nBusiest resources:\n\n");
+    let mut res = Table::new(["resource", "kind", "bytes", "bandwidth", "busy"]);
+    for r in b.resources.iter().take(8) {
+        res.row([
+            format!("`{}`", r.resource),
+            r.kind.clone(),
+            format_bytes(r.bytes),
+            format_bytes_per_sec(r.bytes_per_sec),
+            format_secs(r.secs),
+        ]);
+    }
+    out.push_str(&res.render());
+    out
+}
+
+/// Consecutive rounds of one phase with the same time and bottleneck resource.
+fn group_rounds(rounds: &[RoundCost], all: bool) -> Vec<Vec<&RoundCost>> {
+    let mut groups: Vec<Vec<&RoundCost>> = Vec::new();
+    for r in rounds {
+        let same = |g: &Vec<&RoundCost>| {
+            let p = g[g.len() - 1];
+            !all && p.phase == r.phase
+                && (p.secs - r.secs).abs() <= 1e-12 * p.secs.max(1e-30)
+                && p.bottleneck.as_ref().map(|x| &x.resource) == r.bottleneck.as_ref().map(|x| &x.resource)
+        };
+        match groups.last_mut() {
+            Some(g) if same(g) => g.push(r),
+            _ => groups.push(vec![r]),
+        }
+    }
+    groups
+}

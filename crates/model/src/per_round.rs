@@ -1,0 +1,287 @@
+//! The per-round resource model (seed 001 §7.2.1):
+//!
+//!   T_comm = Σ_r ( α + max_e V(r,e) / B(e) )
+//!
+//! Rounds run one after another (barriered); inside a round all transfers run in
+//! parallel and the slowest resource decides. A resource e is a link direction or one
+//! direction of a shared interface; V(r,e) is the bytes of round r that cross it
+//! (routes split bytes over ECMP paths and NIC ports); B(e) its bandwidth. Only
+//! payload transfer and per-round start-up are counted (footnote 3): no contention
+//! with other jobs, no link latency, no reduction compute.
+
+use std::collections::BTreeMap;
+
+use railyard_schedule::Schedule;
+use railyard_topology::{DeviceKind, LinkClass, Placement, Resource, RouteCache, Topology};
+use serde::Serialize;
+
+use crate::error::ModelError;
+use crate::in_network::in_network_link_bytes;
+
+/// Two resources whose times differ by less than this (relative) are a tie; the
+/// first in resource order is named, so reports are deterministic.
+const TIE: f64 = 1e-12;
+
+/// One resource's load.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResourceLoad {
+    pub resource: String,
+    /// Link class (`nvlink`, `pcie`, `nic`, `fabric`) or `interface`.
+    pub kind: String,
+    pub bytes: f64,
+    pub bytes_per_sec: f64,
+    /// bytes / bytes_per_sec
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundCost {
+    pub index: usize,
+    pub label: String,
+    pub phase: String,
+    /// α + transfer_secs
+    pub secs: f64,
+    pub alpha_secs: f64,
+    /// max over resources of V/B
+    pub transfer_secs: f64,
+    pub transfers: usize,
+    pub bytes_sent: f64,
+    pub bottleneck: Option<ResourceLoad>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageCost {
+    pub name: String,
+    pub rounds: usize,
+    pub secs: f64,
+    pub bytes_sent: f64,
+}
+
+/// The resource that binds for the largest share of the time, over all rounds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bottleneck {
+    pub resource: String,
+    pub kind: String,
+    /// Rounds in which it was the bottleneck.
+    pub rounds: usize,
+    /// Transfer time of those rounds.
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Breakdown {
+    pub name: String,
+    pub total_secs: f64,
+    pub rounds: usize,
+    /// rounds x α
+    pub alpha_secs: f64,
+    /// Σ_r max_e V/B
+    pub transfer_secs: f64,
+    pub bytes_sent_total: f64,
+    /// Bytes whose source and destination ranks are on different servers.
+    pub cross_server_bytes: f64,
+    /// Cross-server bytes by direction, "A->B".
+    pub cross_server_bytes_by_direction: BTreeMap<String, f64>,
+    /// Bytes that pass through a spine (a switch of tier 2 or above).
+    pub spine_bytes: f64,
+    pub spine_bytes_by_direction: BTreeMap<String, f64>,
+    /// NICs of the servers that hold ranks.
+    pub nics_total: usize,
+    /// NICs that send nothing (the seed counts a NIC busy when it has bytes to send).
+    pub nics_idle: usize,
+    /// NICs that neither send nor receive.
+    pub nics_unused: usize,
+    pub bottleneck: Option<Bottleneck>,
+    pub stages: Vec<StageCost>,
+    pub per_round: Vec<RoundCost>,
+    /// Every resource that carried bytes, busiest first.
+    pub resources: Vec<ResourceLoad>,
+}
+
+/// Cost `schedule` on `topology` with ranks placed by `placement`.
+pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> Result<Breakdown, ModelError> {
+    if schedule.spec.ranks != placement.len() {
+        return Err(ModelError::RankMismatch { schedule: schedule.spec.ranks, placement: placement.len() });
+    }
+    let n = topology.resource_count();
+    let mut routes = RouteCache::new(topology);
+    let mut round_bytes = vec![0.0f64; n];
+    let mut total_bytes = vec![0.0f64; n];
+    let mut touched: Vec<usize> = Vec::new();
+    let elem_bytes = schedule.elem_bytes as f64;
+    let alpha = topology.round_startup_secs;
+    let server = |rank: usize| topology.server_of(placement.devices[rank]).to_string();
+    let mut cross = BTreeMap::new();
+    let mut spine = BTreeMap::new();
+    let mut per_round = Vec::with_capacity(schedule.rounds.len());
+    let mut bottlenecks: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
+
+    let add_link = |round_bytes: &mut Vec<f64>, touched: &mut Vec<usize>, link: usize, bytes: f64| {
+        let mut add = |index: usize| {
+            if round_bytes[index] == 0.0 {
+                touched.push(index);
+            }
+            round_bytes[index] += bytes;
+        };
+        add(topology.resource_index(Resource::Link(link)));
+        for u in &topology.links[link].interfaces {
+            add(topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse }));
+        }
+    };
+    // Fraction of a route's bytes that climbs into the spine layer.
+    let enters_spine = |link: usize| {
+        let l = &topology.links[link];
+        let tier = |d: usize| {
+            if topology.devices[d].kind == DeviceKind::Switch {
+                topology.devices[d].tier.unwrap_or(1)
+            } else {
+                0
+            }
+        };
+        tier(l.to) >= 2 && tier(l.from) < 2
+    };
+
+    for (index, round) in schedule.rounds.iter().enumerate() {
+        let mut bytes_sent = 0.0;
+        for t in &round.transfers {
+            let bytes = t.read.len as f64 * elem_bytes;
+            bytes_sent += bytes;
+            let (src, dst) = (placement.devices[t.from], placement.devices[t.to]);
+            let route = routes.get(src, dst)?;
+            let mut to_spine = 0.0;
+            for &(link, fraction) in &route.links {
+                add_link(&mut round_bytes, &mut touched, link, bytes * fraction);
+                if enters_spine(link) {
+                    to_spine += fraction;
+                }
+            }
+            let (a, b) = (server(t.from), server(t.to));
+            if to_spine > 0.0 {
+                *spine.entry(format!("{a}->{b}")).or_insert(0.0) += bytes * to_spine;
+            }
+            if a != b {
+                *cross.entry(format!("{a}->{b}")).or_insert(0.0) += bytes;
+            }
+        }
+        for step in &round.in_network {
+            let bytes = step.read.len as f64 * elem_bytes;
+            bytes_sent += bytes * step.ranks.len() as f64;
+            let devices: Vec<_> = step.ranks.iter().map(|&r| placement.devices[r]).collect();
+            for (link, link_bytes) in in_network_link_bytes(topology, &devices, bytes)? {
+                add_link(&mut round_bytes, &mut touched, link, link_bytes);
+                if enters_spine(link) {
+                    *spine.entry("in-network".to_string()).or_insert(0.0) += link_bytes;
+                }
+            }
+            let first = server(step.ranks[0]);
+            if step.ranks.iter().any(|&r| server(r) != first) {
+                *cross.entry("in-network".to_string()).or_insert(0.0) += bytes * step.ranks.len() as f64;
+            }
+        }
+        // The slowest resource of the round.
+        let mut worst: Option<(usize, f64)> = None;
+        touched.sort_unstable();
+        for &i in &touched {
+            let secs = round_bytes[i] / topology.resource_bytes_per_sec(topology.resource(i));
+            if worst.is_none_or(|(_, w)| secs > w * (1.0 + TIE)) {
+                worst = Some((i, secs));
+            }
+        }
+        let bottleneck = worst.map(|(i, secs)| {
+            let entry = bottlenecks.entry(i).or_insert((0, 0.0));
+            entry.0 += 1;
+            entry.1 += secs;
+            load(topology, i, round_bytes[i])
+        });
+        let transfer_secs = worst.map_or(0.0, |(_, s)| s);
+        for &i in &touched {
+            total_bytes[i] += round_bytes[i];
+            round_bytes[i] = 0.0;
+        }
+        touched.clear();
+        per_round.push(RoundCost {
+            index,
+            label: schedule.round_label(index),
+            phase: schedule.phases[round.phase].name.clone(),
+            secs: alpha + transfer_secs,
+            alpha_secs: alpha,
+            transfer_secs,
+            transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
+            bytes_sent,
+            bottleneck,
+        });
+    }
+
+    let stages = schedule
+        .phases
+        .iter()
+        .map(|p| {
+            let rounds: Vec<&RoundCost> = per_round.iter().filter(|r| r.phase == p.name).collect();
+            StageCost {
+                name: p.name.clone(),
+                rounds: rounds.len(),
+                secs: rounds.iter().map(|r| r.secs).sum(),
+                bytes_sent: rounds.iter().map(|r| r.bytes_sent).sum(),
+            }
+        })
+        .collect();
+    let bottleneck =
+        bottlenecks.iter().max_by(|a, b| a.1 .1.total_cmp(&b.1 .1).then(b.0.cmp(a.0))).map(|(&i, &(rounds, secs))| {
+            Bottleneck {
+                resource: topology.resource_name(topology.resource(i)),
+                kind: topology.resource_kind(topology.resource(i)).to_string(),
+                rounds,
+                secs,
+            }
+        });
+    let (nics_total, nics_idle, nics_unused) = nic_usage(topology, placement, &total_bytes);
+    let mut resources: Vec<ResourceLoad> =
+        (0..n).filter(|&i| total_bytes[i] > 0.0).map(|i| load(topology, i, total_bytes[i])).collect();
+    resources.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
+    let transfer_secs: f64 = per_round.iter().map(|r| r.transfer_secs).sum();
+    let alpha_secs = alpha * per_round.len() as f64;
+    Ok(Breakdown {
+        name: schedule.algorithm.clone(),
+        total_secs: alpha_secs + transfer_secs,
+        rounds: per_round.len(),
+        alpha_secs,
+        transfer_secs,
+        bytes_sent_total: per_round.iter().map(|r| r.bytes_sent).sum(),
+        cross_server_bytes: cross.values().fold(0.0, |a, b| a + b),
+        cross_server_bytes_by_direction: cross,
+        spine_bytes: spine.values().fold(0.0, |a, b| a + b),
+        spine_bytes_by_direction: spine,
+        nics_total,
+        nics_idle,
+        nics_unused,
+        bottleneck,
+        stages,
+        per_round,
+        resources,
+    })
+}
+
+fn load(topology: &Topology, index: usize, bytes: f64) -> ResourceLoad {
+    let r = topology.resource(index);
+    let bytes_per_sec = topology.resource_bytes_per_sec(r);
+    ResourceLoad {
+        resource: topology.resource_name(r),
+        kind: topology.resource_kind(r).to_string(),
+        bytes,
+        bytes_per_sec,
+        secs: bytes / bytes_per_sec,
+    }
+}
+
+/// (NICs in servers holding ranks, NICs that send nothing, NICs that send and receive nothing).
+fn nic_usage(topology: &Topology, placement: &Placement, total_bytes: &[f64]) -> (usize, usize, usize) {
+    let servers: Vec<&str> = placement.devices.iter().map(|&d| topology.server_of(d)).collect();
+    let nics: Vec<usize> = topology.nics().into_iter().filter(|&n| servers.contains(&topology.server_of(n))).collect();
+    let wire_bytes = |nic: usize, outgoing: bool| -> f64 {
+        let links = if outgoing { topology.out_links(nic) } else { topology.in_links(nic) };
+        links.iter().filter(|&&l| topology.links[l].class == LinkClass::Nic).map(|&l| total_bytes[l]).sum()
+    };
+    let idle = nics.iter().filter(|&&n| wire_bytes(n, true) == 0.0).count();
+    let unused = nics.iter().filter(|&&n| wire_bytes(n, true) == 0.0 && wire_bytes(n, false) == 0.0).count();
+    (nics.len(), idle, unused)
+}

@@ -1,0 +1,55 @@
+//! The per-round model against closed forms it must reproduce for any size.
+
+use proptest::prelude::*;
+use railyard_model::{plan, PlanRequest};
+use railyard_schedule::{Algorithm, Collective};
+use railyard_topology::{presets::preset, Placement, PlacementPolicy};
+
+fn total_secs(topo: &str, algorithm: Algorithm, elems: u64) -> (f64, usize) {
+    let t = preset(topo).unwrap();
+    let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+    let req = PlanRequest {
+        collective: Collective::AllReduce,
+        bytes: elems * 4,
+        elem_bytes: 4,
+        algorithms: vec![algorithm],
+        order: None,
+        groups: None,
+        strict: true,
+    };
+    let b = &plan(&t, &p, &req).unwrap().algorithms[0];
+    (b.total_secs, b.rounds)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Contiguous ring on hgx-h100x2: every round waits on one NIC edge carrying the
+    /// round's largest chunk, so T = Σ_rounds (α + chunk_r / 50 GB/s).
+    #[test]
+    fn contiguous_ring_is_alpha_plus_chunk_over_nic(elems in 16u64..5_000_000) {
+        let (t, rounds) = total_secs("hgx-h100x2", Algorithm::Ring, elems);
+        prop_assert_eq!(rounds, 30);
+        // With uneven chunks each round's NIC edge carries whichever chunk it carries;
+        // the largest chunk bounds it above, the smallest below.
+        let big = elems.div_ceil(16) as f64 * 4.0;
+        let small = (elems / 16) as f64 * 4.0;
+        let alpha = 0.833e-6;
+        prop_assert!(t <= 30.0 * (alpha + big / 50e9) * (1.0 + 1e-12));
+        prop_assert!(t >= 30.0 * (alpha + small / 50e9) * (1.0 - 1e-12));
+        if elems % 16 == 0 {
+            prop_assert!((t - 30.0 * (alpha + big / 50e9)).abs() < 1e-15 + t * 1e-12);
+        }
+    }
+
+    /// Hierarchical beats the ring on hgx-h100x2 at every size the seed cares about,
+    /// and never costs fewer than its 16 start-ups.
+    #[test]
+    fn hierarchical_costs_at_least_its_startups(elems in 16u64..5_000_000) {
+        let (h, rounds) = total_secs("hgx-h100x2", Algorithm::Hierarchical, elems);
+        prop_assert_eq!(rounds, 16);
+        prop_assert!(h >= 16.0 * 0.833e-6);
+        let (r, _) = total_secs("hgx-h100x2", Algorithm::Ring, elems);
+        prop_assert!(h < r);
+    }
+}
