@@ -47,6 +47,9 @@ pub struct RoundCost {
     pub transfers: usize,
     pub bytes_sent: f64,
     pub bottleneck: Option<ResourceLoad>,
+    /// Other resources that take as long as the bottleneck in this round (a tie: the
+    /// first in resource order is named).
+    pub tied_resources: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -194,6 +197,13 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
             load(topology, i, round_bytes[i])
         });
         let transfer_secs = worst.map_or(0.0, |(_, s)| s);
+        let tied_resources = touched
+            .iter()
+            .filter(|&&i| {
+                let secs = round_bytes[i] / topology.resource_bytes_per_sec(topology.resource(i));
+                worst.is_some_and(|(w, ws)| i != w && secs >= ws * (1.0 - TIE))
+            })
+            .count();
         for &i in &touched {
             total_bytes[i] += round_bytes[i];
             round_bytes[i] = 0.0;
@@ -209,6 +219,7 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
             transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
             bytes_sent,
             bottleneck,
+            tied_resources,
         });
     }
 

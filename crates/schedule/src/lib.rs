@@ -6,6 +6,7 @@
 pub mod algorithm;
 pub mod check;
 pub mod collective;
+pub mod deps;
 pub mod dtype;
 pub mod error;
 pub mod hierarchical;
@@ -16,6 +17,7 @@ pub mod ring;
 pub use algorithm::{generate, Algorithm};
 pub use check::{check, CheckReport};
 pub use collective::{Collective, CollectiveSpec, InPlace, Rank};
+pub use deps::{dependencies, StepId};
 pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};
 pub use ir::{Buffer, InNetwork, LocalOp, Op, Phase, Region, Round, Schedule, ScheduleBuilder, Step, Transfer};

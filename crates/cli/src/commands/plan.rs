@@ -169,7 +169,7 @@ fn breakdown_markdown(b: &Breakdown, all_rounds: bool) -> String {
     }
     out.push_str(&stages.render());
     out.push('\n');
-    let mut rounds = Table::new(["rounds", "each", "transfer", "bottleneck", "bytes on it", "its bandwidth"]);
+    let mut rounds = Table::new(["rounds", "each", "transfer", "bottleneck", "bytes on it", "its bandwidth", "tied"]);
     for group in group_rounds(&b.per_round, all_rounds) {
         let first = group[0];
         let last = group[group.len() - 1];
@@ -189,7 +189,8 @@ fn breakdown_markdown(b: &Breakdown, all_rounds: bool) -> String {
             }
             None => ("-".into(), "-".into(), "-".into()),
         };
-        rounds.row([label, format_secs(first.secs), format_secs(first.transfer_secs), name, bytes, bw]);
+        let tied = if first.tied_resources == 0 { "-".to_string() } else { format!("{} more", first.tied_resources) };
+        rounds.row([label, format_secs(first.secs), format_secs(first.transfer_secs), name, bytes, bw, tied]);
     }
     out.push_str(&rounds.render());
     out.push_str("\nBusiest resources:\n\n");
