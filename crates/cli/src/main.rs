@@ -3,7 +3,6 @@
 
 mod args;
 mod commands;
-mod table;
 
 use std::process::ExitCode;
 

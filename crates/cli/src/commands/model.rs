@@ -7,7 +7,7 @@ use railyard_model::clos::{clos_cut, leaf_ports, ClosCut, ClosInput};
 use railyard_topology::units::format_bytes_per_sec;
 
 use crate::args::{parse_bandwidth, parse_ratio, Format};
-use crate::table::Table;
+use railyard_model::report::Table;
 
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {

@@ -8,7 +8,7 @@ use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy};
 
 use crate::args::{parse_groups, parse_order, parse_size, Format, Groups, RankList};
-use crate::table::Table;
+use railyard_model::report::Table;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \

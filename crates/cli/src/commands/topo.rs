@@ -8,7 +8,7 @@ use railyard_topology::{DeviceKind, Topology};
 use serde::Serialize;
 
 use crate::args::Format;
-use crate::table::Table;
+use railyard_model::report::Table;
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {

@@ -1,4 +1,5 @@
-//! Markdown tables with aligned columns: readable in a terminal, valid Markdown.
+//! Markdown tables with aligned columns (readable in a terminal, valid Markdown), used by
+//! every model's explanation.
 
 #[derive(Debug, Default)]
 pub struct Table {
