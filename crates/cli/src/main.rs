@@ -2,6 +2,7 @@
 //! should change. Every number printed comes with its breakdown.
 
 mod args;
+mod chart;
 mod commands;
 
 use std::process::ExitCode;

@@ -106,8 +106,8 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, ModelError
         let c = if 2 * (k + 1) > n {
             // Only one uplink can hold more than k flows: subtract those assignments exactly.
             let mut over = BigUint::zero();
-            for j in k + 1..=n {
-                over += &binom[n][j] * BigUint::from(m - 1).pow((n - j) as u32);
+            for (j, choose) in binom[n].iter().enumerate().skip(k + 1) {
+                over += choose * BigUint::from(m - 1).pow((n - j) as u32);
             }
             &total - over * BigUint::from(m)
         } else {

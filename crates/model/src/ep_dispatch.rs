@@ -22,12 +22,8 @@ pub struct ReceiverLayout {
     #[serde(deserialize_with = "quantity::bytes_per_sec")]
     pub nic_bytes_per_sec: f64,
     /// A shared interface all of those NICs sit behind (a PCIe slot), if any.
-    #[serde(default, deserialize_with = "optional_bandwidth")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "quantity::optional_bytes_per_sec")]
     pub shared_bytes_per_sec: Option<f64>,
-}
-
-fn optional_bandwidth<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    quantity::bytes_per_sec(d).map(Some)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -48,6 +48,15 @@ fn plain(t: &str) -> Result<f64, String> {
 pub fn bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     number(d, bw, "a bandwidth")
 }
+/// An optional bandwidth: absent or null is `None`.
+pub fn optional_bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Number(v)) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+        Some(Raw::Number(v)) => Err(de::Error::custom(format!("a bandwidth must be a finite number >= 0 (got {v})"))),
+        Some(Raw::Text(t)) => bw(&t).map(Some).map_err(de::Error::custom),
+    }
+}
 pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     number(d, size, "a size")
 }

@@ -121,14 +121,14 @@ fn exponent_follows(rest: &str) -> bool {
     }
 }
 
-/// Format bytes in binary units the way the seeds write them: `192 MiB`, `5760 MiB`
-/// (a unit is kept until the value reaches 10240 of it), `24.5 KiB`.
+/// Format bytes with the largest binary unit that keeps the value >= 1: `192 MiB`,
+/// `8.516 MiB`, `24.5 KiB` (up to 5 significant digits).
 pub fn format_bytes(bytes: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     // `+ 0.0` turns -0.0 (an empty f64 sum) into 0.0.
     let mut value = bytes + 0.0;
     let mut unit = 0;
-    while (value.abs() >= 10.0 * KIB || (unit == 0 && value.abs() >= KIB)) && unit + 1 < units.len() {
+    while value.abs() >= KIB && unit + 1 < units.len() {
         value /= KIB;
         unit += 1;
     }
@@ -212,7 +212,8 @@ mod tests {
     fn formatting_reads_like_the_seed() {
         assert_eq!(format_bytes(201_326_592.0), "192 MiB");
         assert_eq!(format_bytes(12.0 * 1024.0 * 1024.0), "12 MiB");
-        assert_eq!(format_bytes(5760.0 * 1024.0 * 1024.0), "5760 MiB");
+        assert_eq!(format_bytes(5760.0 * 1024.0 * 1024.0), "5.625 GiB");
+        assert_eq!(format_bytes(8_929_280.0), "8.5156 MiB");
         assert_eq!(format_bytes(16.0 * 1024.0 * 1024.0 * 1024.0), "16 GiB");
         assert_eq!(format_bytes(-0.0), "0 B");
         assert_eq!(format_bytes(2048.0), "2 KiB");
