@@ -5,10 +5,10 @@
 
 use std::fmt::Write;
 
-const W: f64 = 760.0;
+const W: f64 = 980.0;
 const H: f64 = 440.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 200.0;
+const RIGHT: f64 = 330.0;
 const TOP: f64 = 50.0;
 const BOTTOM: f64 = 60.0;
 const COLORS: [&str; 8] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
@@ -92,6 +92,18 @@ fn frame(out: &mut String, title: &str, x_label: &str, y_label: &str) {
     );
 }
 
+fn y_ticks(out: &mut String, y1: f64, py: &dyn Fn(f64) -> f64) {
+    for t in nice_ticks(0.0, y1, 5) {
+        let _ = writeln!(
+            out,
+            r#"<text class="tick y" x="{}" y="{}" text-anchor="end">{}</text>"#,
+            LEFT - 6.0,
+            py(t) + 4.0,
+            tick_label(t)
+        );
+    }
+}
+
 fn legend(out: &mut String, names: &[String]) {
     for (i, name) in names.iter().enumerate() {
         let y = TOP + 10.0 + i as f64 * 20.0;
@@ -129,15 +141,7 @@ impl LineChart {
         let py = |y: f64| H - BOTTOM - y / y1 * (H - TOP - BOTTOM);
         let mut out = String::new();
         frame(&mut out, &self.title, &self.x_label, &self.y_label);
-        for t in nice_ticks(0.0, y1, 5) {
-            let _ = writeln!(
-                out,
-                r#"<text class="tick y" x="{}" y="{}" text-anchor="end">{}</text>"#,
-                LEFT - 6.0,
-                py(t) + 4.0,
-                tick_label(t)
-            );
-        }
+        y_ticks(&mut out, y1, &py);
         let xticks: Vec<f64> = if self.log_x {
             (x0.floor() as i32..=x1.ceil() as i32)
                 .map(|e| 10f64.powi(e))
@@ -171,15 +175,18 @@ impl LineChart {
             );
         }
         for m in &self.marks {
-            let _ = writeln!(
-                out,
-                r#"<g class="mark"><circle cx="{:.2}" cy="{:.2}" r="4" fill="black"/><text x="{:.2}" y="{:.2}">{}</text></g>"#,
-                px(m.x),
-                py(m.y),
-                px(m.x) + 6.0,
-                py(m.y) - 6.0,
-                escape(&m.label)
-            );
+            let _ =
+                write!(out, r#"<g class="mark"><circle cx="{:.2}" cy="{:.2}" r="4" fill="black"/>"#, px(m.x), py(m.y));
+            if !m.label.is_empty() {
+                let _ = write!(
+                    out,
+                    r#"<text x="{:.2}" y="{:.2}">{}</text>"#,
+                    px(m.x) + 6.0,
+                    py(m.y) - 6.0,
+                    escape(&m.label)
+                );
+            }
+            out.push_str("</g>\n");
         }
         legend(&mut out, &self.series.iter().map(|s| s.name.clone()).collect::<Vec<_>>());
         out.push_str("</svg>\n");
@@ -198,23 +205,37 @@ impl StackedBars {
         let slot = (W - LEFT - RIGHT) / self.categories.len().max(1) as f64;
         let mut out = String::new();
         frame(&mut out, &self.title, "", &self.y_label);
-        for t in nice_ticks(0.0, y1, 5) {
-            let _ = writeln!(
-                out,
-                r#"<text class="tick y" x="{}" y="{}" text-anchor="end">{}</text>"#,
-                LEFT - 6.0,
-                py(t) + 4.0,
-                tick_label(t)
-            );
-        }
+        y_ticks(&mut out, y1, &py);
         for (c, name) in self.categories.iter().enumerate() {
-            let _ = writeln!(
+            // Long names wrap onto lines that fit the bar's slot.
+            let per_line = ((slot / 6.5) as usize).max(8);
+            let mut lines: Vec<String> = vec![String::new()];
+            for word in name.split_whitespace() {
+                let last = lines.last_mut().expect("one line");
+                if !last.is_empty() && last.len() + 1 + word.len() > per_line {
+                    lines.push(word.to_string());
+                } else {
+                    if !last.is_empty() {
+                        last.push(' ');
+                    }
+                    last.push_str(word);
+                }
+            }
+            let x = LEFT + slot * (c as f64 + 0.5);
+            let _ = write!(
                 out,
-                r#"<text class="tick x category" x="{:.2}" y="{}" text-anchor="middle">{}</text>"#,
-                LEFT + slot * (c as f64 + 0.5),
-                H - BOTTOM + 16.0,
-                escape(name)
+                r#"<text class="tick x category" x="{x:.2}" y="{}" text-anchor="middle">"#,
+                H - BOTTOM + 16.0
             );
+            for (i, line) in lines.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    r#"<tspan x="{x:.2}" dy="{}">{}</tspan>"#,
+                    if i == 0 { 0.0 } else { 13.0 },
+                    escape(line)
+                );
+            }
+            out.push_str("</text>\n");
             let _ = writeln!(
                 out,
                 r#"<text class="total" x="{:.2}" y="{:.2}" text-anchor="middle">{}</text>"#,

@@ -1,26 +1,8 @@
 //! Scenario files, `--set`, bad inputs and the charts of `railyard model`.
 
 mod common;
-use common::{json, railyard};
+use common::{json, railyard, MODELS};
 use std::path::PathBuf;
-
-const MODELS: [&str; 15] = [
-    "message",
-    "ep-dispatch",
-    "nic-relay",
-    "concurrency",
-    "remote-read",
-    "connection-state",
-    "dag",
-    "slots",
-    "queue",
-    "feedback",
-    "incast",
-    "multipath",
-    "ecmp",
-    "spray",
-    "deadlock",
-];
 
 fn scenario(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(format!("{name}.json")).display().to_string()

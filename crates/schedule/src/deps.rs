@@ -39,9 +39,9 @@ struct History {
 }
 
 impl History {
-    /// Split segments so that `start` and `end` are boundaries; return the index range
-    /// of segments inside [start, end), creating an untouched segment for gaps.
-    fn carve(&mut self, rank: Rank, buffer: Buffer, start: u64, end: u64) -> std::ops::Range<usize> {
+    /// Split segments so that `start` and `end` are boundaries; return the segments
+    /// inside [start, end), creating an untouched segment for gaps.
+    fn carve(&mut self, rank: Rank, buffer: Buffer, start: u64, end: u64) -> &mut [Segment] {
         let segs = self.buffers.entry((rank, buffer)).or_default();
         let mut out: Vec<Segment> = Vec::with_capacity(segs.len() + 3);
         let mut cursor = start;
@@ -70,16 +70,14 @@ impl History {
         *segs = out;
         let first = segs.partition_point(|s| s.end <= start);
         let last = segs.partition_point(|s| s.start < end);
-        first..last
+        &mut segs[first..last]
     }
 
     fn read(&mut self, rank: Rank, region: &Region, step: StepId, deps: &mut BTreeSet<StepId>) {
         if region.len == 0 {
             return;
         }
-        let range = self.carve(rank, region.buffer, region.offset, region.end());
-        let segs = self.buffers.get_mut(&(rank, region.buffer)).expect("carved above");
-        for s in &mut segs[range] {
+        for s in self.carve(rank, region.buffer, region.offset, region.end()) {
             deps.extend(s.writer);
             s.readers.push(step);
         }
@@ -89,9 +87,7 @@ impl History {
         if region.len == 0 {
             return;
         }
-        let range = self.carve(rank, region.buffer, region.offset, region.end());
-        let segs = self.buffers.get_mut(&(rank, region.buffer)).expect("carved above");
-        for s in &mut segs[range] {
+        for s in self.carve(rank, region.buffer, region.offset, region.end()) {
             deps.extend(s.writer);
             deps.extend(s.readers.iter().copied().filter(|&r| r != step));
             s.writer = Some(step);
