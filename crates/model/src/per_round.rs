@@ -74,6 +74,10 @@ pub struct Bottleneck {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Breakdown {
     pub name: String,
+    /// Pipelined chunks used (chain and trees).
+    pub pipeline_chunks: Option<usize>,
+    /// Parallel rings (ring algorithms).
+    pub channels: usize,
     pub total_secs: f64,
     pub rounds: usize,
     /// rounds x α
@@ -253,6 +257,8 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
     let alpha_secs = alpha * per_round.len() as f64;
     Ok(Breakdown {
         name: schedule.algorithm.clone(),
+        pipeline_chunks: None,
+        channels: 1,
         total_secs: alpha_secs + transfer_secs,
         rounds: per_round.len(),
         alpha_secs,

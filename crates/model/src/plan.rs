@@ -1,7 +1,7 @@
 //! `railyard plan`: generate the schedule of each requested algorithm for a collective
 //! on a placed topology, cost each with the per-round model, and compare.
 
-use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, Rank};
+use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank};
 use railyard_topology::{Placement, Topology};
 use serde::Serialize;
 
@@ -18,6 +18,12 @@ pub struct PlanRequest {
     pub order: Option<Vec<Rank>>,
     /// Server groups for the hierarchical algorithms (the placement's servers when `None`).
     pub groups: Option<Vec<Vec<Rank>>>,
+    /// Root of rooted collectives.
+    pub root: Rank,
+    /// Parallel rings for ring algorithms.
+    pub channels: usize,
+    /// Pipelined chunks for chain and trees; `None` tries powers of two up to 128 and keeps the fastest.
+    pub pipeline_chunks: Option<usize>,
     /// When set, an algorithm that cannot run here is an error rather than a skipped entry.
     pub strict: bool,
 }
@@ -46,15 +52,47 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
     if request.elem_bytes == 0 || !request.bytes.is_multiple_of(request.elem_bytes) {
         return Err(ModelError::SizeNotMultiple { bytes: request.bytes, elem_bytes: request.elem_bytes });
     }
-    let spec = CollectiveSpec::new(request.collective, placement.len(), request.bytes / request.elem_bytes);
+    let count = request.bytes / request.elem_bytes;
+    let spec = CollectiveSpec::new(request.collective, placement.len(), count).with_root(request.root);
     let groups = request.groups.clone().unwrap_or_else(|| placement.ranks_by_server(topology));
     let mut algorithms = Vec::new();
     let mut skipped = Vec::new();
     for &algorithm in &request.algorithms {
-        let order = if algorithm == Algorithm::Ring { request.order.as_deref() } else { None };
-        let result = generate(algorithm, spec, &groups, order, request.elem_bytes)
-            .map_err(ModelError::from)
-            .and_then(|schedule| cost(&schedule, topology, placement));
+        let chunk_choices: Vec<usize> = match (algorithm.pipelined(), request.pipeline_chunks) {
+            (false, _) => vec![1],
+            (true, Some(c)) => vec![c.max(1)],
+            (true, None) => (0..8).map(|k| 1usize << k).filter(|&c| c == 1 || (c as u64) <= count).collect(),
+        };
+        let mut best: Option<Result<Breakdown, ModelError>> = None;
+        for chunks in chunk_choices {
+            let options = GenOptions {
+                groups: groups.clone(),
+                order: if matches!(algorithm, Algorithm::Ring | Algorithm::Chain) {
+                    request.order.clone()
+                } else {
+                    None
+                },
+                channels: request.channels.max(1),
+                pipeline_chunks: chunks,
+            };
+            let result = generate(algorithm, &spec, &options, request.elem_bytes)
+                .map_err(ModelError::from)
+                .and_then(|schedule| cost(&schedule, topology, placement))
+                .map(|mut b| {
+                    b.pipeline_chunks = algorithm.pipelined().then_some(chunks);
+                    b.channels = options.channels;
+                    b
+                });
+            best = match (best, result) {
+                (Some(Ok(a)), Ok(b)) => Some(Ok(if b.total_secs < a.total_secs { b } else { a })),
+                (Some(Ok(a)), Err(_)) => Some(Ok(a)),
+                (_, r) => Some(r),
+            };
+        }
+        let Some(result) = best else { continue };
+        if !algorithm.supports(request.collective) && !request.strict {
+            continue;
+        }
         match result {
             Ok(breakdown) => algorithms.push(breakdown),
             Err(e) if !request.strict => skipped.push(Skipped { name: algorithm.to_string(), reason: e.to_string() }),

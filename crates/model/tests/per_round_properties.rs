@@ -15,6 +15,9 @@ fn total_secs(topo: &str, algorithm: Algorithm, elems: u64) -> (f64, usize) {
         algorithms: vec![algorithm],
         order: None,
         groups: None,
+        root: 0,
+        channels: 1,
+        pipeline_chunks: None,
         strict: true,
     };
     let b = &plan(&t, &p, &req).unwrap().algorithms[0];

@@ -4,40 +4,94 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::collective::{CollectiveSpec, Rank};
+use crate::bruck::bruck;
+use crate::chain::chain;
+use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::direct::{direct, pairwise};
 use crate::error::ScheduleError;
-use crate::hierarchical::{hierarchical_all_reduce, InterStage};
+use crate::hierarchical::{hierarchical, hierarchical_all_reduce, InterStage};
 use crate::ir::Schedule;
+use crate::rhd::rhd;
 use crate::ring::{interleaved_order, ring};
+use crate::tree::tree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// Ring in rank order (or a given order): the seed's contiguous ring.
+    /// Ring in rank order (or a given order): the seed's contiguous ring; k channels with `channels`.
     Ring,
     /// Ring alternating servers: 0, 8, 1, 9, ... (seed 001 §7.2.1).
     InterleavedRing,
-    /// Intra-server reduce-scatter, inter-server ring all-reduce per shard, intra-server all-gather.
+    /// Pipelined chain from (broadcast) or to (reduce) the root.
+    Chain,
+    /// One binary tree, pipelined.
+    Tree,
+    /// NCCL's double binary tree: two complementary trees, half of the data each.
+    DoubleTree,
+    /// Recursive halving-doubling, with Rabenseifner's folding for non-powers of two.
+    Rhd,
+    /// Bruck: all-gather, all-to-all, barrier in ⌈log2 P⌉ rounds.
+    Bruck,
+    /// Pairwise-exchange all-to-all: P − 1 rounds.
+    Pairwise,
+    /// Everyone sends straight to its destinations.
+    Direct,
+    /// Intra-server and inter-server stages (all-reduce, reduce-scatter, all-gather, all-to-all).
     Hierarchical,
-    /// Hierarchical with the inter-server stage done by the switches (SHARP / NVLS).
+    /// Hierarchical all-reduce with the inter-server stage done by the switches (SHARP / NVLS).
     InNetwork,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 4] =
-        [Algorithm::Ring, Algorithm::InterleavedRing, Algorithm::Hierarchical, Algorithm::InNetwork];
+    pub const ALL: [Algorithm; 11] = [
+        Algorithm::Ring,
+        Algorithm::InterleavedRing,
+        Algorithm::Chain,
+        Algorithm::Tree,
+        Algorithm::DoubleTree,
+        Algorithm::Rhd,
+        Algorithm::Bruck,
+        Algorithm::Pairwise,
+        Algorithm::Direct,
+        Algorithm::Hierarchical,
+        Algorithm::InNetwork,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Algorithm::Ring => "ring",
             Algorithm::InterleavedRing => "interleaved-ring",
+            Algorithm::Chain => "chain",
+            Algorithm::Tree => "tree",
+            Algorithm::DoubleTree => "double-tree",
+            Algorithm::Rhd => "rhd",
+            Algorithm::Bruck => "bruck",
+            Algorithm::Pairwise => "pairwise",
+            Algorithm::Direct => "direct",
             Algorithm::Hierarchical => "hierarchical",
             Algorithm::InNetwork => "in-network",
         }
     }
 
-    /// Whether the algorithm needs the ranks grouped by server.
-    pub fn uses_groups(self) -> bool {
-        !matches!(self, Algorithm::Ring)
+    /// Whether a generator exists for this collective (it may still refuse some rank
+    /// counts, e.g. rhd reduce-scatter for a non-power of two, with a clear error).
+    pub fn supports(self, c: Collective) -> bool {
+        use Collective::*;
+        match self {
+            Algorithm::Ring | Algorithm::InterleavedRing => matches!(c, AllReduce | ReduceScatter | AllGather),
+            Algorithm::Chain => matches!(c, Broadcast | Reduce),
+            Algorithm::Tree => matches!(c, AllReduce | Broadcast | Reduce),
+            Algorithm::DoubleTree | Algorithm::InNetwork => c == AllReduce,
+            Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
+            Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
+            Algorithm::Pairwise => matches!(c, AllToAll | AllToAllv),
+            Algorithm::Direct => true,
+            Algorithm::Hierarchical => matches!(c, AllReduce | ReduceScatter | AllGather | AllToAll | AllToAllv),
+        }
+    }
+
+    /// Whether the algorithm cuts the message into pipelined chunks (`pipeline_chunks`).
+    pub fn pipelined(self) -> bool {
+        matches!(self, Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree)
     }
 }
 
@@ -57,26 +111,51 @@ impl FromStr for Algorithm {
     }
 }
 
-/// Generate the schedule of `algorithm` for `spec`. `groups` are the ranks of each
-/// server (for the algorithms that use them); `order` overrides the ring order.
+/// Everything a generator may need besides the collective.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GenOptions {
+    /// Ranks of each server, for the algorithms that use them (default: one server).
+    pub groups: Vec<Vec<Rank>>,
+    /// Ring / chain order (default: rank order).
+    pub order: Option<Vec<Rank>>,
+    /// Parallel rings, each carrying 1/k of every chunk (default 1).
+    pub channels: usize,
+    /// Pipelined chunks for chain and trees (default 1).
+    pub pipeline_chunks: usize,
+}
+
+/// Generate the schedule of `algorithm` for `spec`.
 pub fn generate(
     algorithm: Algorithm,
-    spec: CollectiveSpec,
-    groups: &[Vec<Rank>],
-    order: Option<&[Rank]>,
+    spec: &CollectiveSpec,
+    options: &GenOptions,
     elem_bytes: u64,
 ) -> Result<Schedule, ScheduleError> {
-    if spec.ranks == 0 {
-        return Err(ScheduleError::NoRanks);
-    }
+    spec.validate().map_err(|message| ScheduleError::BadSpec { message })?;
     let name = algorithm.as_str();
+    if !algorithm.supports(spec.collective) {
+        return Err(ScheduleError::Unsupported { algorithm: name.to_string(), collective: spec.collective.as_str() });
+    }
+    let default_order: Vec<Rank> = (0..spec.ranks).collect();
+    let order = options.order.as_deref().unwrap_or(&default_order);
+    let one_server = vec![default_order.clone()];
+    let groups = if options.groups.is_empty() { &one_server } else { &options.groups };
+    let channels = options.channels.max(1);
+    let chunks = options.pipeline_chunks.max(1);
     match algorithm {
-        Algorithm::Ring => {
-            let default: Vec<Rank> = (0..spec.ranks).collect();
-            ring(spec, order.unwrap_or(&default), elem_bytes, name)
+        Algorithm::Ring => ring(spec, order, channels, elem_bytes, name),
+        Algorithm::InterleavedRing => ring(spec, &interleaved_order(groups), channels, elem_bytes, name),
+        Algorithm::Chain => chain(spec, order, chunks, elem_bytes, name),
+        Algorithm::Tree => tree(spec, false, chunks, elem_bytes, name),
+        Algorithm::DoubleTree => tree(spec, true, chunks, elem_bytes, name),
+        Algorithm::Rhd => rhd(spec, elem_bytes, name),
+        Algorithm::Bruck => bruck(spec, elem_bytes, name),
+        Algorithm::Pairwise => pairwise(spec, elem_bytes, name),
+        Algorithm::Direct => direct(spec, elem_bytes, name),
+        Algorithm::Hierarchical if spec.collective == Collective::AllReduce => {
+            hierarchical_all_reduce(spec, groups, InterStage::Ring, elem_bytes, name)
         }
-        Algorithm::InterleavedRing => ring(spec, &interleaved_order(groups), elem_bytes, name),
-        Algorithm::Hierarchical => hierarchical_all_reduce(spec, groups, InterStage::Ring, elem_bytes, name),
+        Algorithm::Hierarchical => hierarchical(spec, groups, elem_bytes, name),
         Algorithm::InNetwork => hierarchical_all_reduce(spec, groups, InterStage::InNetwork, elem_bytes, name),
     }
 }

@@ -10,7 +10,7 @@
 
 use fixedbitset::FixedBitSet;
 
-use crate::collective::{Collective, Rank};
+use crate::collective::{Contributors, Rank};
 use crate::error::CheckError;
 use crate::ir::{Buffer, LocalOp, Op, Region, Schedule};
 
@@ -278,7 +278,6 @@ fn check_postcondition(schedule: &Schedule, state: &State) -> Result<(), CheckEr
     let spec = &schedule.spec;
     let mut everyone = FixedBitSet::with_capacity(spec.ranks);
     everyone.insert_range(..);
-    let parts = crate::partition::partition(spec.count, spec.ranks);
     for r in 0..spec.ranks {
         // Inputs are untouched.
         for (i, v) in state.buffers[r][slot(Buffer::Input)].iter().enumerate() {
@@ -290,18 +289,13 @@ fn check_postcondition(schedule: &Schedule, state: &State) -> Result<(), CheckEr
             }
         }
         let output = &state.buffers[r][slot(Buffer::Output)];
-        for (i, v) in output.iter().enumerate() {
-            let i = i as u64;
-            let (index, contributors) = match spec.collective {
-                Collective::AllReduce => (i, everyone.clone()),
-                Collective::ReduceScatter => (parts[r].start + i, everyone.clone()),
-                Collective::AllGather => {
-                    // Chunks are sorted; the owner is the last chunk starting at or before i.
-                    let owner = parts.partition_point(|c| c.start <= i).saturating_sub(1);
-                    let owner = (owner..spec.ranks).find(|&q| parts[q].contains(&i)).unwrap_or(owner);
+        for (i, ((index, who), v)) in spec.expected_output(r).into_iter().zip(output).enumerate() {
+            let contributors = match who {
+                Contributors::All => everyone.clone(),
+                Contributors::One(q) => {
                     let mut one = FixedBitSet::with_capacity(spec.ranks);
-                    one.insert(owner);
-                    (i - parts[owner].start, one)
+                    one.insert(q);
+                    one
                 }
             };
             let expected = Value { index, contributors };

@@ -143,11 +143,12 @@ pub fn dependencies(schedule: &Schedule) -> Vec<Vec<(StepId, Vec<StepId>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{generate, Algorithm, Collective, CollectiveSpec};
+    use crate::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
 
     #[test]
     fn ring_steps_wait_for_the_chunk_they_forward() {
-        let s = generate(Algorithm::Ring, CollectiveSpec::new(Collective::AllReduce, 4, 8), &[], None, 4).unwrap();
+        let s = generate(Algorithm::Ring, &CollectiveSpec::new(Collective::AllReduce, 4, 8), &GenOptions::default(), 4)
+            .unwrap();
         let deps = dependencies(&s);
         // Round 0 depends on nothing (the prologue is implicit).
         assert!(deps[0].iter().all(|(_, d)| d.is_empty()));
@@ -167,8 +168,9 @@ mod tests {
     #[test]
     fn hierarchical_inter_stage_waits_only_on_its_own_shard() {
         let groups = vec![vec![0, 1], vec![2, 3]];
-        let s = generate(Algorithm::Hierarchical, CollectiveSpec::new(Collective::AllReduce, 4, 8), &groups, None, 4)
-            .unwrap();
+        let options = GenOptions { groups, ..GenOptions::default() };
+        let s =
+            generate(Algorithm::Hierarchical, &CollectiveSpec::new(Collective::AllReduce, 4, 8), &options, 4).unwrap();
         let deps = dependencies(&s);
         // Round 1 is the first inter-server round; its transfer of shard j depends only
         // on the intra-server round that delivered shard j to the sender.

@@ -9,8 +9,8 @@ pub enum ScheduleError {
     BadGroups { message: String },
     #[error("algorithm {algorithm} does not implement {collective}")]
     Unsupported { algorithm: String, collective: &'static str },
-    #[error("a collective needs at least one rank")]
-    NoRanks,
+    #[error("{message}")]
+    BadSpec { message: String },
 }
 
 /// Where and why the symbolic checker rejected a schedule.

@@ -1,16 +1,30 @@
-//! Hierarchical all-reduce (seed 001 §7.2.1, 例題 7.2): each server's L ranks do a ring
+//! Hierarchical collectives.
+//!
+//! All-reduce (seed 001 §7.2.1, 例題 7.2): each server's L ranks do a ring
 //! reduce-scatter, so local rank j holds the server's reduction of shard j; the S ranks
 //! holding shard j (one per server) all-reduce it across servers — as a ring over the
 //! S servers, or as one in-network reduction (SHARP / NVLS); each server then does a
 //! ring all-gather. Group g's rank j pairs with every other group's rank j, so the
 //! order inside the groups decides the pairing (§7.2.5: i <-> i+8 stays on one rail,
 //! i <-> i+9 crosses the spines).
+//!
+//! Reduce-scatter: intra-server first (local rank j reduces the server's contributions
+//! to every chunk held by a local-rank-j rank anywhere), then an inter-server ring per
+//! local index. All-gather: inter-server first (each rank exchanges only its own chunk
+//! with the same local index elsewhere), then intra-server. Either way every byte
+//! crosses servers once. All-to-all (seed 000 §8.7.4): intra-server first — a block
+//! for rank (h, j) goes to the local rank j, which then sends all its server's blocks
+//! for server h to (h, j) — so cross-server traffic is aggregated per rail.
+
+use std::ops::Range;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::error::ScheduleError;
-use crate::ir::{merge_parallel, with_shard, Buffer, InNetwork, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step};
+use crate::ir::{
+    merge_parallel, with_shard, Buffer, InNetwork, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer,
+};
 use crate::partition::partition;
-use crate::ring::{all_gather_steps, all_reduce_steps, check_order, reduce_scatter_steps};
+use crate::ring::{all_gather_steps, all_reduce_steps, check_order, copy, reduce_scatter_steps, single_blocks, Block};
 
 /// How the shards cross servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +55,7 @@ pub fn check_groups(groups: &[Vec<Rank>], ranks: usize) -> Result<(), ScheduleEr
 
 /// Hierarchical all-reduce over `groups` (one group per server, equal sizes).
 pub fn hierarchical_all_reduce(
-    spec: CollectiveSpec,
+    spec: &CollectiveSpec,
     groups: &[Vec<Rank>],
     inter: InterStage,
     elem_bytes: u64,
@@ -56,7 +70,8 @@ pub fn hierarchical_all_reduce(
     check_groups(groups, spec.ranks)?;
     let local = groups[0].len();
     let shards = partition(spec.count, local);
-    let mut b = ScheduleBuilder::new(spec, algorithm, elem_bytes);
+    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
+    let shard_blocks = single_blocks(shards.clone());
     for r in 0..spec.ranks {
         b.prologue(LocalOp {
             rank: r,
@@ -65,7 +80,8 @@ pub fn hierarchical_all_reduce(
             op: Op::Copy,
         });
     }
-    let intra_rs = merge_parallel(groups.iter().map(|g| reduce_scatter_steps(g, &shards, Buffer::Output)).collect());
+    let intra_rs =
+        merge_parallel(groups.iter().map(|g| reduce_scatter_steps(g, &shard_blocks, Buffer::Output)).collect());
     b.phase("intra-server reduce-scatter", intra_rs);
     // The ranks holding shard j, one per server.
     let holders: Vec<Vec<Rank>> = (0..local).map(|j| groups.iter().map(|g| g[j]).collect()).collect();
@@ -101,7 +117,155 @@ pub fn hierarchical_all_reduce(
             b.phase("inter-server in-network all-reduce", vec![step]);
         }
     }
-    let intra_ag = merge_parallel(groups.iter().map(|g| all_gather_steps(g, &shards, Buffer::Output)).collect());
+    let intra_ag = merge_parallel(groups.iter().map(|g| all_gather_steps(g, &shard_blocks, Buffer::Output)).collect());
     b.phase("intra-server all-gather", intra_ag);
     Ok(b.build())
+}
+
+/// Hierarchical reduce-scatter, all-gather or all-to-all over `groups`.
+pub fn hierarchical(
+    spec: &CollectiveSpec,
+    groups: &[Vec<Rank>],
+    elem_bytes: u64,
+    algorithm: &str,
+) -> Result<Schedule, ScheduleError> {
+    check_groups(groups, spec.ranks)?;
+    let parts = spec.parts();
+    let local = groups[0].len();
+    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
+    // Block of local index j: the chunks of every rank with local index j.
+    let local_blocks: Vec<Block> = (0..local).map(|j| groups.iter().map(|g| parts[g[j]].clone()).collect()).collect();
+    // Ranks with local index j across servers, and their own chunks.
+    let across = |j: usize| -> (Vec<Rank>, Vec<Block>) {
+        let ranks: Vec<Rank> = groups.iter().map(|g| g[j]).collect();
+        let blocks = ranks.iter().map(|&r| vec![parts[r].clone()]).collect();
+        (ranks, blocks)
+    };
+    match spec.collective {
+        Collective::ReduceScatter => {
+            for (r, part) in parts.iter().enumerate() {
+                b.scratch(r, spec.count);
+                b.prologue(copy(
+                    r,
+                    Region::new(Buffer::Input, 0..spec.count),
+                    Region::new(Buffer::Scratch, 0..spec.count),
+                ));
+                b.epilogue(copy(
+                    r,
+                    Region::new(Buffer::Scratch, part.clone()),
+                    Region::new(Buffer::Output, 0..part.end - part.start),
+                ));
+            }
+            let intra = merge_parallel(
+                groups.iter().map(|g| reduce_scatter_steps(g, &local_blocks, Buffer::Scratch)).collect(),
+            );
+            b.phase("intra-server reduce-scatter", intra);
+            let inter = merge_parallel(
+                (0..local)
+                    .map(|j| {
+                        let (ranks, blocks) = across(j);
+                        with_shard(reduce_scatter_steps(&ranks, &blocks, Buffer::Scratch), j as u32)
+                    })
+                    .collect(),
+            );
+            b.phase("inter-server reduce-scatter", inter);
+        }
+        Collective::AllGather => {
+            for (r, part) in parts.iter().enumerate() {
+                b.prologue(copy(
+                    r,
+                    Region::new(Buffer::Input, 0..part.end - part.start),
+                    Region::new(Buffer::Output, part.clone()),
+                ));
+            }
+            let inter = merge_parallel(
+                (0..local)
+                    .map(|j| {
+                        let (ranks, blocks) = across(j);
+                        with_shard(all_gather_steps(&ranks, &blocks, Buffer::Output), j as u32)
+                    })
+                    .collect(),
+            );
+            b.phase("inter-server all-gather", inter);
+            let intra =
+                merge_parallel(groups.iter().map(|g| all_gather_steps(g, &local_blocks, Buffer::Output)).collect());
+            b.phase("intra-server all-gather", intra);
+        }
+        Collective::AllToAll | Collective::AllToAllv => all_to_all(spec, groups, &mut b),
+        other => {
+            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
+        }
+    }
+    Ok(b.build())
+}
+
+fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuilder) {
+    let position = |r: Rank| -> (usize, usize) {
+        groups
+            .iter()
+            .enumerate()
+            .find_map(|(g, ranks)| ranks.iter().position(|&x| x == r).map(|j| (g, j)))
+            .unwrap_or((0, 0))
+    };
+    let send = |s: Rank, d: Rank| Region::new(Buffer::Input, range(spec.send_offset(s, d), spec.pair_count(s, d)));
+    let recv = |s: Rank, d: Rank| Region::new(Buffer::Output, range(spec.recv_offset(s, d), spec.pair_count(s, d)));
+    let mut scratch_used = vec![0u64; spec.ranks];
+    let (mut intra, mut inter) = (Step::default(), Step::default());
+    for s in 0..spec.ranks {
+        let (g, i) = position(s);
+        for d in 0..spec.ranks {
+            let (h, j) = position(d);
+            let n = spec.pair_count(s, d);
+            if s == d {
+                b.prologue(copy(s, send(s, d), recv(s, d)));
+            } else if g == h {
+                intra.transfers.push(Transfer {
+                    from: s,
+                    to: d,
+                    read: send(s, d),
+                    write: recv(s, d),
+                    op: Op::Copy,
+                    shard: None,
+                });
+            } else if i == j {
+                inter.transfers.push(Transfer {
+                    from: s,
+                    to: d,
+                    read: send(s, d),
+                    write: recv(s, d),
+                    op: Op::Copy,
+                    shard: None,
+                });
+            } else {
+                // Relay through the local rank with the destination's local index.
+                let relay = groups[g][j];
+                let slot = Region::new(Buffer::Scratch, range(scratch_used[relay], n));
+                scratch_used[relay] += n;
+                intra.transfers.push(Transfer {
+                    from: s,
+                    to: relay,
+                    read: send(s, d),
+                    write: slot,
+                    op: Op::Copy,
+                    shard: None,
+                });
+                inter.transfers.push(Transfer {
+                    from: relay,
+                    to: d,
+                    read: slot,
+                    write: recv(s, d),
+                    op: Op::Copy,
+                    shard: None,
+                });
+            }
+        }
+    }
+    for (r, &used) in scratch_used.iter().enumerate() {
+        b.scratch(r, used);
+    }
+    b.phase("intra-server all-to-all", vec![intra]).phase("inter-server all-to-all", vec![inter]);
+}
+
+fn range(start: u64, len: u64) -> Range<u64> {
+    start..start + len
 }

@@ -187,10 +187,10 @@ impl ScheduleBuilder {
     pub fn new(spec: CollectiveSpec, algorithm: impl Into<String>, elem_bytes: u64) -> Self {
         ScheduleBuilder {
             schedule: Schedule {
+                scratch_len: vec![0; spec.ranks],
                 spec,
                 algorithm: algorithm.into(),
                 elem_bytes,
-                scratch_len: vec![0; spec.ranks],
                 phases: Vec::new(),
                 prologue: Vec::new(),
                 rounds: Vec::new(),

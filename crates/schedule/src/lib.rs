@@ -4,19 +4,24 @@
 //! the symbolic checker (`check`) proves it implements its collective.
 
 pub mod algorithm;
+pub mod bruck;
+pub mod chain;
 pub mod check;
 pub mod collective;
 pub mod deps;
+pub mod direct;
 pub mod dtype;
 pub mod error;
 pub mod hierarchical;
 pub mod ir;
 pub mod partition;
+pub mod rhd;
 pub mod ring;
+pub mod tree;
 
-pub use algorithm::{generate, Algorithm};
+pub use algorithm::{generate, Algorithm, GenOptions};
 pub use check::{check, CheckReport};
-pub use collective::{Collective, CollectiveSpec, InPlace, Rank};
+pub use collective::{Collective, CollectiveSpec, Contributors, InPlace, Rank};
 pub use deps::{dependencies, StepId};
 pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};

@@ -1,38 +1,52 @@
-//! Ring algorithms over any rank order (seed 000 §8.2; seed 001 §7.2.1: the contiguous
+//! Ring algorithms over any rank order (seed 000 §8.2.1; seed 001 §7.2.1: the contiguous
 //! ring 0..15 and the interleaved ring 0,8,1,9,...). A ring of p ranks does a
 //! reduce-scatter in p−1 steps and an all-gather in p−1 steps; in each step every rank
 //! sends one chunk to the next rank, so each rank sends 2(p−1)/p · M for an all-reduce.
+//! With k channels, k rings (over rotated / reversed orders, so they use different
+//! links) each carry 1/k of every chunk, in the same rounds.
 
 use std::ops::Range;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{merge_parallel, Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
 
+/// A block: the element ranges one position of a ring owns (usually one range).
+pub type Block = Vec<Range<u64>>;
+
 /// Reduce-scatter steps on one buffer: afterwards position i of `order` holds the full
-/// reduction of `chunks[i]`. Step k: position i sends the chunk of position i−k−1 to
+/// reduction of `blocks[i]`. Step k: position i sends the block of position i−k−1 to
 /// position i+1, which reduces it into its own copy.
-pub fn reduce_scatter_steps(order: &[Rank], chunks: &[Range<u64>], buffer: Buffer) -> Vec<Step> {
-    ring_steps(order, chunks, buffer, Op::Reduce, 1)
+pub fn reduce_scatter_steps(order: &[Rank], blocks: &[Block], buffer: Buffer) -> Vec<Step> {
+    ring_steps(order, blocks, buffer, Op::Reduce, 1)
 }
 
-/// All-gather steps on one buffer: position i starts with `chunks[i]` and every
-/// position ends with all of them. Step k: position i forwards the chunk of position i−k.
-pub fn all_gather_steps(order: &[Rank], chunks: &[Range<u64>], buffer: Buffer) -> Vec<Step> {
-    ring_steps(order, chunks, buffer, Op::Copy, 0)
+/// All-gather steps on one buffer: position i starts with `blocks[i]` and every
+/// position ends with all of them. Step k: position i forwards the block of position i−k.
+pub fn all_gather_steps(order: &[Rank], blocks: &[Block], buffer: Buffer) -> Vec<Step> {
+    ring_steps(order, blocks, buffer, Op::Copy, 0)
 }
 
-fn ring_steps(order: &[Rank], chunks: &[Range<u64>], buffer: Buffer, op: Op, lag: usize) -> Vec<Step> {
+fn ring_steps(order: &[Rank], blocks: &[Block], buffer: Buffer, op: Op, lag: usize) -> Vec<Step> {
     let p = order.len();
-    debug_assert_eq!(p, chunks.len());
+    debug_assert_eq!(p, blocks.len());
     (0..p.saturating_sub(1))
         .map(|k| Step {
             transfers: (0..p)
-                .map(|i| {
-                    let chunk = &chunks[(i + 2 * p - k - lag) % p];
-                    let region = Region::new(buffer, chunk.clone());
-                    Transfer { from: order[i], to: order[(i + 1) % p], read: region, write: region, op, shard: None }
+                .flat_map(|i| {
+                    let block = &blocks[(i + 2 * p - k - lag) % p];
+                    block.iter().map(move |range| {
+                        let region = Region::new(buffer, range.clone());
+                        Transfer {
+                            from: order[i],
+                            to: order[(i + 1) % p],
+                            read: region,
+                            write: region,
+                            op,
+                            shard: None,
+                        }
+                    })
                 })
                 .collect(),
             in_network: Vec::new(),
@@ -40,10 +54,15 @@ fn ring_steps(order: &[Rank], chunks: &[Range<u64>], buffer: Buffer, op: Op, lag
         .collect()
 }
 
+/// One range per position.
+pub fn single_blocks(ranges: Vec<Range<u64>>) -> Vec<Block> {
+    ranges.into_iter().map(|r| vec![r]).collect()
+}
+
 /// All-reduce steps (reduce-scatter then all-gather) of `range` on one buffer.
 pub fn all_reduce_steps(order: &[Rank], range: Range<u64>, buffer: Buffer) -> (Vec<Step>, Vec<Step>) {
-    let chunks = partition_range(range, order.len());
-    (reduce_scatter_steps(order, &chunks, buffer), all_gather_steps(order, &chunks, buffer))
+    let blocks = single_blocks(partition_range(range, order.len()));
+    (reduce_scatter_steps(order, &blocks, buffer), all_gather_steps(order, &blocks, buffer))
 }
 
 /// Check that `order` lists every rank of `ranks` exactly once.
@@ -65,15 +84,40 @@ pub fn check_order(order: &[Rank], ranks: usize) -> Result<(), ScheduleError> {
     Ok(())
 }
 
-fn copy(rank: Rank, read: Region, write: Region) -> LocalOp {
+pub fn copy(rank: Rank, read: Region, write: Region) -> LocalOp {
     LocalOp { rank, read, write, op: Op::Copy }
 }
 
-/// A ring schedule of `spec` over the ring `order` (positions -> ranks).
-pub fn ring(spec: CollectiveSpec, order: &[Rank], elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
+/// The ring of channel `c`: the base order for channel 0, then alternately reversed and
+/// rotated so that channels use different links.
+pub fn channel_order(order: &[Rank], c: usize) -> Vec<Rank> {
+    let p = order.len().max(1);
+    let mut o: Vec<Rank> = order.to_vec();
+    o.rotate_left((c / 2) % p);
+    if c % 2 == 1 {
+        o.reverse();
+    }
+    o
+}
+
+/// A ring schedule of `spec` over the ring `order` (positions -> ranks), `channels` rings.
+pub fn ring(
+    spec: &CollectiveSpec,
+    order: &[Rank],
+    channels: usize,
+    elem_bytes: u64,
+    algorithm: &str,
+) -> Result<Schedule, ScheduleError> {
     check_order(order, spec.ranks)?;
+    let channels = channels.max(1);
     let p = spec.ranks;
-    let mut b = ScheduleBuilder::new(spec, algorithm, elem_bytes);
+    let parts = partition(spec.count, p);
+    let orders: Vec<Vec<Rank>> = (0..channels).map(|c| channel_order(order, c)).collect();
+    // Channel c's share of each rank's chunk, as blocks per position of its ring.
+    let blocks_of = |c: usize| -> Vec<Block> {
+        orders[c].iter().map(|&r| vec![partition_range(parts[r].clone(), channels)[c].clone()]).collect()
+    };
+    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     match spec.collective {
         Collective::AllReduce => {
             for r in 0..p {
@@ -83,13 +127,14 @@ pub fn ring(spec: CollectiveSpec, order: &[Rank], elem_bytes: u64, algorithm: &s
                     Region::new(Buffer::Output, 0..spec.count),
                 ));
             }
-            let (rs, ag) = all_reduce_steps(order, 0..spec.count, Buffer::Output);
-            b.phase("reduce-scatter", rs).phase("all-gather", ag);
+            let (rs, ag): (Vec<_>, Vec<_>) = partition(spec.count, channels)
+                .into_iter()
+                .enumerate()
+                .map(|(c, range)| all_reduce_steps(&orders[c], range, Buffer::Output))
+                .unzip();
+            b.phase("reduce-scatter", merge_parallel(rs)).phase("all-gather", merge_parallel(ag));
         }
         Collective::ReduceScatter => {
-            // Position i must end with the chunk of the rank standing there.
-            let parts = partition(spec.count, p);
-            let chunks: Vec<_> = order.iter().map(|&r| parts[r].clone()).collect();
             for (r, part) in parts.iter().enumerate() {
                 b.scratch(r, spec.count);
                 b.prologue(copy(
@@ -103,11 +148,11 @@ pub fn ring(spec: CollectiveSpec, order: &[Rank], elem_bytes: u64, algorithm: &s
                     Region::new(Buffer::Output, 0..part.end - part.start),
                 ));
             }
-            b.phase("reduce-scatter", reduce_scatter_steps(order, &chunks, Buffer::Scratch));
+            let steps =
+                (0..channels).map(|c| reduce_scatter_steps(&orders[c], &blocks_of(c), Buffer::Scratch)).collect();
+            b.phase("reduce-scatter", merge_parallel(steps));
         }
         Collective::AllGather => {
-            let parts = partition(spec.count, p);
-            let chunks: Vec<_> = order.iter().map(|&r| parts[r].clone()).collect();
             for (r, part) in parts.iter().enumerate() {
                 b.prologue(copy(
                     r,
@@ -115,13 +160,17 @@ pub fn ring(spec: CollectiveSpec, order: &[Rank], elem_bytes: u64, algorithm: &s
                     Region::new(Buffer::Output, part.clone()),
                 ));
             }
-            b.phase("all-gather", all_gather_steps(order, &chunks, Buffer::Output));
+            let steps = (0..channels).map(|c| all_gather_steps(&orders[c], &blocks_of(c), Buffer::Output)).collect();
+            b.phase("all-gather", merge_parallel(steps));
+        }
+        other => {
+            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
         }
     }
     Ok(b.build())
 }
 
-/// The interleaved ring order over equal server groups: the first rank of every group,
+/// The interleaved ring order over server groups: the first rank of every group,
 /// then the second of every group, ... (seed 001 §7.2.1: 0, 8, 1, 9, ..., 7, 15).
 pub fn interleaved_order(groups: &[Vec<Rank>]) -> Vec<Rank> {
     let longest = groups.iter().map(Vec::len).max().unwrap_or(0);

@@ -22,7 +22,7 @@ pub struct PlanArgs {
     /// (`rail:servers=4`), or a TOML/JSON topology file
     #[arg(long, default_value = "hgx-h100x2")]
     pub topo: String,
-    /// Collective: allreduce, reducescatter or allgather
+    /// Collective: allreduce, reducescatter, allgather, broadcast, reduce, gather, scatter, alltoall, barrier, sendrecv
     #[arg(long, default_value = "allreduce")]
     pub collective: Collective,
     /// Message size (binary units: 192MiB, 8KiB; the large buffer, as nccl-tests counts it)
@@ -31,9 +31,19 @@ pub struct PlanArgs {
     /// Element type: f32, f64, f16, bf16, i32, i64, u8
     #[arg(long, default_value = "f32")]
     pub dtype: Dtype,
-    /// Algorithms, comma-separated, or `all`: ring, interleaved-ring, hierarchical, in-network
+    /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective):
+    /// ring, interleaved-ring, chain, tree, double-tree, rhd, bruck, pairwise, direct, hierarchical, in-network
     #[arg(long, default_value = "all")]
     pub algo: String,
+    /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv)
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Parallel rings (channels) for the ring algorithms, each carrying 1/k of every chunk
+    #[arg(long, default_value_t = 1)]
+    pub channels: usize,
+    /// Pipelined chunks for chain and trees (default: try 1, 2, 4, ... 128 and keep the fastest)
+    #[arg(long)]
+    pub pipeline_chunks: Option<usize>,
     /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
     #[arg(long, default_value = "contiguous")]
     pub placement: PlacementPolicy,
@@ -55,9 +65,9 @@ pub struct PlanArgs {
     pub format: Format,
 }
 
-fn algorithms(text: &str) -> Result<(Vec<Algorithm>, bool)> {
+fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algorithm>, bool)> {
     if text == "all" {
-        return Ok((Algorithm::ALL.to_vec(), false));
+        return Ok((Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect(), false));
     }
     let list = text
         .split(',')
@@ -72,7 +82,7 @@ fn algorithms(text: &str) -> Result<(Vec<Algorithm>, bool)> {
 pub fn run(args: &PlanArgs) -> Result<String> {
     let topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
     let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
-    let (algorithms, strict) = algorithms(&args.algo)?;
+    let (algorithms, strict) = algorithms(&args.algo, args.collective)?;
     let request = PlanRequest {
         collective: args.collective,
         bytes: args.size,
@@ -80,6 +90,9 @@ pub fn run(args: &PlanArgs) -> Result<String> {
         algorithms,
         order: args.order.as_ref().map(|o| o.0.clone()),
         groups: args.groups.as_ref().map(|g| g.0.clone()),
+        root: args.root,
+        channels: args.channels,
+        pipeline_chunks: args.pipeline_chunks,
         strict,
     };
     let result = plan(&topology, &placement, &request)?;
@@ -90,6 +103,15 @@ pub fn run(args: &PlanArgs) -> Result<String> {
     match args.format {
         Format::Json => Ok(serde_json::to_string_pretty(&result)? + "\n"),
         Format::Md => Ok(markdown(&result, args.all_rounds)),
+    }
+}
+
+/// The algorithm's name with the options that shaped it: "tree (8 chunks)", "ring (2 channels)".
+fn label(b: &Breakdown) -> String {
+    match (b.pipeline_chunks, b.channels) {
+        (Some(c), _) if c > 1 => format!("{} ({c} chunks)", b.name),
+        (_, k) if k > 1 => format!("{} ({k} channels)", b.name),
+        _ => b.name.clone(),
     }
 }
 
@@ -126,7 +148,7 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
     ]);
     for b in &p.algorithms {
         t.row([
-            b.name.clone(),
+            label(b),
             format_secs(b.total_secs),
             b.rounds.to_string(),
             format_secs(b.alpha_secs),
@@ -156,7 +178,7 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
 }
 
 fn breakdown_markdown(b: &Breakdown, all_rounds: bool) -> String {
-    let mut out = format!("\n## {}: {}\n\n", b.name, format_secs(b.total_secs));
+    let mut out = format!("\n## {}: {}\n\n", label(b), format_secs(b.total_secs));
     out.push_str(&format!(
         "{} rounds: {} of start-up (α) + {} of transfer (the slowest resource of each round).\n\n",
         b.rounds,

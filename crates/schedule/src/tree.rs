@@ -1,0 +1,192 @@
+//! Binary trees and NCCL's double binary tree (seed 000 §8.2.2). A reduce climbs the
+//! tree (a node at depth d sends chunk c to its parent at step (D − d) + c, after its
+//! children's chunk c arrived) and a broadcast descends it (chunk c leaves depth d at
+//! step d + c): with C pipelined chunks each takes D + C − 1 steps of M/C. The double
+//! binary tree runs two complementary trees — every rank is interior in at most one —
+//! each on half of the data, so no rank forwards more than one tree's traffic.
+
+use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::error::ScheduleError;
+use crate::ir::{merge_parallel, Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::partition::{partition, partition_range};
+use crate::ring::copy;
+
+/// A tree over ranks: parent of each rank (None at the root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    pub parent: Vec<Option<Rank>>,
+}
+
+impl Tree {
+    pub fn root(&self) -> Rank {
+        self.parent.iter().position(Option::is_none).unwrap_or(0)
+    }
+
+    pub fn children(&self, r: Rank) -> Vec<Rank> {
+        (0..self.parent.len()).filter(|&c| self.parent[c] == Some(r)).collect()
+    }
+
+    pub fn depth(&self, r: Rank) -> usize {
+        let mut d = 0;
+        let mut at = r;
+        while let Some(p) = self.parent[at] {
+            d += 1;
+            at = p;
+            if d > self.parent.len() {
+                break;
+            }
+        }
+        d
+    }
+
+    pub fn max_depth(&self) -> usize {
+        (0..self.parent.len()).map(|r| self.depth(r)).max().unwrap_or(0)
+    }
+
+    /// Ranks with at least one child.
+    pub fn interior(&self) -> Vec<Rank> {
+        (0..self.parent.len()).filter(|&r| !self.children(r).is_empty()).collect()
+    }
+}
+
+/// NCCL's binary tree on ranks 0..n rooted at 0: a rank's level is its lowest set bit.
+pub fn binary_tree(n: usize) -> Tree {
+    let parent = (0..n)
+        .map(|rank| {
+            if rank == 0 {
+                return None;
+            }
+            let bit = (0..usize::BITS).map(|b| 1usize << b).find(|b| rank & b != 0).unwrap_or(1);
+            let up = (rank ^ bit) | (bit << 1);
+            Some(if up >= n { rank ^ bit } else { up })
+        })
+        .collect();
+    Tree { parent }
+}
+
+/// The complementary tree: the binary tree shifted by one rank (odd n) or mirrored (even n).
+pub fn complementary_tree(n: usize) -> Tree {
+    let base = binary_tree(n);
+    let shift = n % 2 == 1;
+    // Rank r plays base rank m(r); m is its own inverse when mirroring.
+    let to_base = |r: Rank| if shift { (r + n - 1) % n } else { n - 1 - r };
+    let from_base = |r: Rank| if shift { (r + 1) % n } else { n - 1 - r };
+    Tree { parent: (0..n).map(|r| base.parent[to_base(r)].map(from_base)).collect() }
+}
+
+/// A tree relabelled so that `root` is its root: rank r plays virtual rank (r − root) mod n.
+fn rerooted(tree: &Tree, root: Rank) -> Tree {
+    let n = tree.parent.len();
+    Tree { parent: (0..n).map(|r| tree.parent[(r + n - root) % n].map(|p| (p + root) % n)).collect() }
+}
+
+/// Pipelined reduce up `tree`: chunk c leaves depth d at step (D − d) + c.
+pub fn reduce_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer_of: &dyn Fn(Rank) -> Buffer) -> Vec<Step> {
+    let d_max = tree.max_depth();
+    let c = chunks.len();
+    if d_max == 0 || c == 0 {
+        return Vec::new();
+    }
+    let depth: Vec<usize> = (0..tree.parent.len()).map(|r| tree.depth(r)).collect();
+    (0..d_max + c - 1)
+        .map(|k| Step {
+            transfers: (0..tree.parent.len())
+                .filter_map(|r| {
+                    let parent = tree.parent[r]?;
+                    let start = d_max - depth[r];
+                    (k >= start && k - start < c).then(|| Transfer {
+                        from: r,
+                        to: parent,
+                        read: Region::new(buffer_of(r), chunks[k - start].clone()),
+                        write: Region::new(buffer_of(parent), chunks[k - start].clone()),
+                        op: Op::Reduce,
+                        shard: None,
+                    })
+                })
+                .collect(),
+            in_network: Vec::new(),
+        })
+        .collect()
+}
+
+/// Pipelined broadcast down `tree`: chunk c leaves depth d at step d + c.
+pub fn broadcast_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer: Buffer) -> Vec<Step> {
+    let d_max = tree.max_depth();
+    let c = chunks.len();
+    if d_max == 0 || c == 0 {
+        return Vec::new();
+    }
+    let depth: Vec<usize> = (0..tree.parent.len()).map(|r| tree.depth(r)).collect();
+    (0..d_max + c - 1)
+        .map(|k| Step {
+            transfers: (0..tree.parent.len())
+                .filter_map(|r| {
+                    let parent = tree.parent[r]?;
+                    let start = depth[parent];
+                    (k >= start && k - start < c).then(|| {
+                        let region = Region::new(buffer, chunks[k - start].clone());
+                        Transfer { from: parent, to: r, read: region, write: region, op: Op::Copy, shard: None }
+                    })
+                })
+                .collect(),
+            in_network: Vec::new(),
+        })
+        .collect()
+}
+
+/// Binary tree (one tree) or double binary tree (`double`) for all-reduce, broadcast, reduce.
+pub fn tree(
+    spec: &CollectiveSpec,
+    double: bool,
+    chunks: usize,
+    elem_bytes: u64,
+    algorithm: &str,
+) -> Result<Schedule, ScheduleError> {
+    let n = spec.ranks;
+    let all = 0..spec.count;
+    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
+    let unsupported =
+        || ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: spec.collective.as_str() };
+    match spec.collective {
+        Collective::AllReduce => {
+            for r in 0..n {
+                b.prologue(copy(r, Region::new(Buffer::Input, all.clone()), Region::new(Buffer::Output, all.clone())));
+            }
+            let trees = if double { vec![binary_tree(n), complementary_tree(n)] } else { vec![binary_tree(n)] };
+            let halves = partition(spec.count, trees.len());
+            let (up, down): (Vec<_>, Vec<_>) = trees
+                .iter()
+                .zip(halves)
+                .map(|(t, half)| {
+                    let pieces = partition_range(half, chunks.max(1));
+                    (reduce_steps(t, &pieces, &|_| Buffer::Output), broadcast_steps(t, &pieces, Buffer::Output))
+                })
+                .unzip();
+            b.phase("tree reduce", merge_parallel(up)).phase("tree broadcast", merge_parallel(down));
+        }
+        Collective::Broadcast if !double => {
+            let t = rerooted(&binary_tree(n), spec.root);
+            b.prologue(copy(
+                spec.root,
+                Region::new(Buffer::Input, all.clone()),
+                Region::new(Buffer::Output, all.clone()),
+            ));
+            b.phase("tree broadcast", broadcast_steps(&t, &partition(spec.count, chunks.max(1)), Buffer::Output));
+        }
+        Collective::Reduce if !double => {
+            let t = rerooted(&binary_tree(n), spec.root);
+            let root = spec.root;
+            for r in 0..n {
+                let target = if r == root { Buffer::Output } else { Buffer::Scratch };
+                if r != root {
+                    b.scratch(r, spec.count);
+                }
+                b.prologue(copy(r, Region::new(Buffer::Input, all.clone()), Region::new(target, all.clone())));
+            }
+            let buffer_of = move |r: Rank| if r == root { Buffer::Output } else { Buffer::Scratch };
+            b.phase("tree reduce", reduce_steps(&t, &partition(spec.count, chunks.max(1)), &buffer_of));
+        }
+        _ => return Err(unsupported()),
+    }
+    Ok(b.build())
+}
