@@ -9,6 +9,7 @@
 //!   of an input struct whose `Default` is the chapter's worked example.
 
 pub mod clos;
+pub mod closed_form;
 pub mod concurrency;
 pub mod connection_state;
 pub mod dag;

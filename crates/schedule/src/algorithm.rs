@@ -84,7 +84,7 @@ impl Algorithm {
             Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
             Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
             Algorithm::Pairwise => matches!(c, AllToAll | AllToAllv),
-            Algorithm::Direct => true,
+            Algorithm::Direct => c != AllReduce,
             Algorithm::Hierarchical => matches!(c, AllReduce | ReduceScatter | AllGather | AllToAll | AllToAllv),
         }
     }

@@ -1,6 +1,8 @@
 //! Direct algorithms: every rank sends straight to its destinations — one round for
 //! broadcast, reduce, gather, scatter, send/recv, all-gather, reduce-scatter, barrier
-//! and all-to-all; two for all-reduce (direct reduce-scatter, then direct all-gather).
+//! and all-to-all. (No direct all-reduce: the per-round model charges one start-up per
+//! round, not per message, and would flatter an algorithm whose every rank sends P − 1
+//! messages at once; rings, trees and RHD are what the seeds compare.)
 //! Pairwise all-to-all (seed 000 §8.1.3) spreads the same blocks over P−1 rounds: at
 //! round k rank i sends to i+k, so each rank has one block in flight per round.
 
@@ -35,6 +37,9 @@ pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     let name = format!("direct {}", spec.collective.as_str());
     match spec.collective {
+        Collective::AllReduce => {
+            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: "allreduce" })
+        }
         Collective::Broadcast => {
             b.prologue(copy(root, input(all.clone()), output(all.clone())));
             b.phase(
@@ -92,20 +97,6 @@ pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result
                 .flat_map(|r| others(r).map(move |q| (r, q)))
                 .map(|(r, q)| t(r, q, input(parts[q].clone()), output(own(q)), Op::Reduce));
             b.phase(name, one(transfers.collect()));
-        }
-        Collective::AllReduce => {
-            for r in 0..n {
-                b.prologue(copy(r, input(all.clone()), output(all.clone())));
-            }
-            // Inputs are read in the first round, so the outputs can take reductions meanwhile.
-            let rs = (0..n)
-                .flat_map(|r| others(r).map(move |q| (r, q)))
-                .map(|(r, q)| t(r, q, input(parts[q].clone()), output(parts[q].clone()), Op::Reduce));
-            b.phase("direct reduce-scatter", one(rs.collect()));
-            let ag = (0..n)
-                .flat_map(|r| others(r).map(move |q| (r, q)))
-                .map(|(r, q)| t(r, q, output(parts[r].clone()), output(parts[r].clone()), Op::Copy));
-            b.phase("direct all-gather", one(ag.collect()));
         }
         Collective::AllToAll | Collective::AllToAllv => {
             for (s, d, send, recv) in blocks(spec) {

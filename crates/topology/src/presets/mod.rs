@@ -4,12 +4,14 @@
 
 mod a100_pcie;
 mod clos;
+mod mesh;
 mod rail;
 
 use std::collections::BTreeMap;
 
 pub use a100_pcie::{a100_pcie_control, A100PcieParams};
 pub use clos::{clos, ClosParams};
+pub use mesh::{mesh, MeshParams};
 pub use rail::{rail_optimized, server_name, RailParams};
 
 use crate::error::TopologyError;
@@ -57,6 +59,12 @@ pub const PRESETS: &[PresetDoc] = &[
                   leaves with d down and u up ports (d:u oversubscription)",
         parameters: "k=PORTS (default 8), tiers=2|3 (2), over=D:U (1:1), endpoints=N (all), port=BW (50GB/s), alpha=TIME (0.833us)",
         source: "seed 001 §7.1.2, footnote 34",
+    },
+    PresetDoc {
+        name: "mesh",
+        summary: "uniform full mesh: every pair of GPUs on a dedicated link; where the per-round model meets the α-β closed forms",
+        parameters: "ranks=P (default 8), bw=BW per pair per direction (50GB/s), alpha=TIME per round (5us)",
+        source: "seed 000 §8.1.3",
     },
 ];
 
@@ -154,6 +162,7 @@ pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
             rail_optimized(spec, &p)
         }
         "clos" => clos(spec, &ClosParams::from_params(&mut params)?),
+        "mesh" => mesh(spec, &MeshParams::from_params(&mut params)?),
         _ => return Err(TopologyError::UnknownPreset { name: name.to_string() }),
     }?;
     params.finish()?;
