@@ -151,12 +151,14 @@ impl LineChart {
             nice_ticks(x0, x1, 6)
         };
         for t in xticks {
+            // Powers of ten on a log axis read as 1e3, 1e6, ... so that they fit.
+            let label = if self.log_x { format!("1e{}", t.log10().round()) } else { tick_label(t) };
             let _ = writeln!(
                 out,
                 r#"<text class="tick x" x="{}" y="{}" text-anchor="middle">{}</text>"#,
                 px(t),
                 H - BOTTOM + 16.0,
-                tick_label(t)
+                label
             );
         }
         for (i, s) in self.series.iter().enumerate() {

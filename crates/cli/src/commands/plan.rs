@@ -2,10 +2,12 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use railyard_model::selection::{choose, sweep, sweep_sizes, Choice, Sweep};
 use railyard_model::{plan, Breakdown, Plan, PlanRequest, RoundCost};
 use railyard_schedule::{Algorithm, Collective, Dtype};
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy};
+use serde::Serialize;
 
 use crate::args::{parse_groups, parse_order, parse_size, Format, Groups, RankList};
 use railyard_model::report::Table;
@@ -60,13 +62,23 @@ pub struct PlanArgs {
     /// Print every round instead of grouping equal consecutive rounds
     #[arg(long)]
     pub all_rounds: bool,
+    /// Sweep sizes FROM:TO (e.g. 8B:16GiB) multiplying by --sweep-factor: time, algbw and
+    /// busbw per algorithm, the fastest per size, and the crossover sizes
+    #[arg(long, value_name = "FROM:TO")]
+    pub sweep: Option<String>,
+    /// Factor between swept sizes
+    #[arg(long, default_value_t = 2)]
+    pub sweep_factor: u64,
+    /// With --sweep: draw time vs size per algorithm to this SVG file
+    #[arg(long)]
+    pub svg: Option<std::path::PathBuf>,
     /// Output format
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
 }
 
 fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algorithm>, bool)> {
-    if text == "all" {
+    if text == "all" || text == "auto" {
         return Ok((Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect(), false));
     }
     let list = text
@@ -95,15 +107,133 @@ pub fn run(args: &PlanArgs) -> Result<String> {
         pipeline_chunks: args.pipeline_chunks,
         strict,
     };
+    let in_network = topology.devices.iter().any(|d| d.in_network_reduction);
+    if let Some(range) = &args.sweep {
+        let (from, to) = range.split_once(':').context("--sweep takes FROM:TO, e.g. 8B:16GiB")?;
+        let sizes = sweep_sizes(
+            parse_size(from).map_err(anyhow::Error::msg)?,
+            parse_size(to).map_err(anyhow::Error::msg)?,
+            args.sweep_factor,
+            request.elem_bytes,
+        )?;
+        let result = sweep(&topology, &placement, &request, &sizes, in_network)?;
+        if let Some(path) = &args.svg {
+            std::fs::write(path, sweep_chart(&result)).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        return match args.format {
+            Format::Json => Ok(serde_json::to_string_pretty(&result)? + "\n"),
+            Format::Md => Ok(sweep_markdown(&result)),
+        };
+    }
+    if args.svg.is_some() {
+        bail!("--svg draws the --sweep curves; add --sweep FROM:TO");
+    }
     let result = plan(&topology, &placement, &request)?;
     if result.algorithms.is_empty() {
         let reasons: Vec<String> = result.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect();
         bail!("no algorithm can run here:\n  {}", reasons.join("\n  "));
     }
+    let choice = choose(&result, in_network);
     match args.format {
-        Format::Json => Ok(serde_json::to_string_pretty(&result)? + "\n"),
-        Format::Md => Ok(markdown(&result, args.all_rounds)),
+        Format::Json => {
+            Ok(serde_json::to_string_pretty(&PlanWithChoice { plan: &result, choice: choice.as_ref() })? + "\n")
+        }
+        Format::Md => Ok(markdown(&result, choice.as_ref(), args.all_rounds)),
     }
+}
+
+#[derive(Serialize)]
+struct PlanWithChoice<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    choice: Option<&'a Choice>,
+}
+
+fn choice_markdown(c: &Choice) -> String {
+    let runner = match (&c.runner_up, c.runner_up_secs, c.margin) {
+        (Some(r), Some(t), Some(m)) => format!(", ahead of {r} ({}) by {:.1}%", format_secs(t), m * 100.0),
+        _ => String::new(),
+    };
+    format!(
+        "\nChosen: **{}** ({}){runner}. NCCL's rule of thumb (seed 000 §8.3.4) picks {} with protocol {} ({}) — {}.\n",
+        c.algorithm,
+        format_secs(c.secs),
+        c.nccl.algorithm,
+        c.nccl.protocol,
+        c.nccl.reason,
+        if c.agrees_with_nccl {
+            "the same family"
+        } else {
+            "**we disagree**: the model predicts the choice above is faster here"
+        }
+    )
+}
+
+fn sweep_markdown(s: &Sweep) -> String {
+    let mut out = format!("# {} sweep over {} ranks on {}\n\n", s.collective.as_str(), s.ranks, s.topology);
+    let mut headers = vec!["size".to_string(), "fastest".into(), "NCCL rule".into()];
+    headers.extend(s.series.iter().map(|x| x.algorithm.clone()));
+    let mut t = Table::new(headers);
+    for (i, row) in s.rows.iter().enumerate() {
+        let mut cells = vec![
+            format_bytes(row.bytes as f64),
+            row.fastest.clone(),
+            format!(
+                "{} / {}{}",
+                row.nccl.algorithm,
+                row.nccl.protocol,
+                if row.agrees_with_nccl { "" } else { " (differs)" }
+            ),
+        ];
+        cells.extend(s.series.iter().map(|x| {
+            x.points.get(i).filter(|p| p.bytes == row.bytes).map_or("-".into(), |p| {
+                format!("{} ({})", format_secs(p.secs), format_bytes_per_sec(p.busbw_bytes_per_sec))
+            })
+        }));
+        t.row(cells);
+    }
+    out.push_str("Each cell: time (bus bandwidth).\n\n");
+    out.push_str(&t.render());
+    out.push_str("\nCrossovers:\n\n");
+    if s.crossovers.is_empty() {
+        out.push_str("- none: one algorithm is fastest at every size\n");
+    }
+    for c in &s.crossovers {
+        out.push_str(&format!("- at {}: {} takes over from {}\n", format_bytes(c.bytes as f64), c.to, c.from));
+    }
+    out
+}
+
+fn sweep_chart(s: &Sweep) -> String {
+    use crate::chart::{LineChart, Mark, Series};
+    LineChart {
+        title: format!("{} over {} ranks on {}: time per algorithm", s.collective.as_str(), s.ranks, s.topology),
+        x_label: "message size (bytes, log scale)".into(),
+        y_label: "time, log10(ns)".into(),
+        log_x: true,
+        series: s
+            .series
+            .iter()
+            .map(|x| Series {
+                name: x.algorithm.clone(),
+                points: x.points.iter().map(|p| (p.bytes as f64, p.secs.log10() + 9.0)).collect(),
+            })
+            .collect(),
+        marks: s
+            .crossovers
+            .iter()
+            .map(|c| {
+                let y = s
+                    .series
+                    .iter()
+                    .find(|x| x.algorithm == c.to)
+                    .and_then(|x| x.points.iter().find(|p| p.bytes == c.bytes))
+                    .map_or(0.0, |p| p.secs.log10() + 9.0);
+                Mark { x: c.bytes as f64, y, label: format!("{} → {}", c.from, c.to) }
+            })
+            .collect(),
+    }
+    .svg()
 }
 
 /// The algorithm's name with the options that shaped it: "tree (8 chunks)", "ring (2 channels)".
@@ -122,7 +252,7 @@ fn bottleneck_cell(b: &Breakdown) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn markdown(p: &Plan, all_rounds: bool) -> String {
+fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
     let mut out = format!(
         "# {} of {} over {} ranks on {}\n\n",
         p.collective.as_str(),
@@ -167,6 +297,9 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
             out.push_str(&format!(", {:.2}x faster than {}", slowest.total_secs / fastest.total_secs, slowest.name));
         }
         out.push_str(".\nNICs idle counts NICs with nothing to send; `sent total` counts every rank's sends, in-network sends once per rank.\n");
+    }
+    if let Some(c) = choice {
+        out.push_str(&choice_markdown(c));
     }
     for s in &p.skipped {
         out.push_str(&format!("\nSkipped {}: {}\n", s.name, s.reason));

@@ -1,0 +1,103 @@
+//! Every primitive through `railyard plan`, automatic selection with its explanation,
+//! and the size sweep (seed 000 §8.1–§8.3).
+
+mod common;
+use common::{json, railyard};
+
+#[test]
+fn every_collective_plans_on_the_seed_cluster() {
+    for (collective, expect) in [
+        ("broadcast", vec!["chain", "tree", "direct"]),
+        ("reduce", vec!["chain", "tree", "direct"]),
+        ("gather", vec!["direct"]),
+        ("scatter", vec!["direct"]),
+        ("alltoall", vec!["bruck", "pairwise", "direct", "hierarchical"]),
+        ("allgather", vec!["ring", "interleaved-ring", "rhd", "bruck", "direct", "hierarchical"]),
+        ("reducescatter", vec!["ring", "interleaved-ring", "rhd", "direct", "hierarchical"]),
+        ("barrier", vec!["bruck", "direct"]),
+        ("sendrecv", vec!["direct"]),
+    ] {
+        let plan = json(&["plan", "--collective", collective, "--size", "1MiB", "--root", "3", "--format", "json"]);
+        let names: Vec<&str> =
+            plan["algorithms"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+        assert_eq!(names, expect, "{collective}: {plan}");
+        for a in plan["algorithms"].as_array().unwrap() {
+            assert!(a["total_secs"].as_f64().unwrap() > 0.0, "{collective} {}", a["name"]);
+        }
+    }
+}
+
+#[test]
+fn auto_explains_its_choice_and_compares_with_nccl() {
+    let plan = json(&["plan", "--algo", "auto", "--format", "json"]);
+    let c = &plan["choice"];
+    assert_eq!(c["algorithm"], "in-network");
+    assert_eq!(c["runner_up"], "hierarchical");
+    assert!(c["margin"].as_f64().unwrap() >= 0.0);
+    assert_eq!(c["nccl"]["algorithm"], "collnet");
+    assert_eq!(c["nccl"]["protocol"], "Simple");
+    assert_eq!(c["agrees_with_nccl"], true);
+    // 8 bytes: latency-bound; the rule of thumb says tree with LL.
+    let small = json(&["plan", "--algo", "auto", "--size", "8B", "--format", "json"]);
+    assert_eq!(small["choice"]["nccl"]["algorithm"], "tree");
+    assert_eq!(small["choice"]["nccl"]["protocol"], "LL");
+    assert!(["tree", "double-tree", "rhd"].contains(&small["choice"]["algorithm"].as_str().unwrap()));
+    let md = railyard(&["plan", "--algo", "auto"]);
+    assert!(md.stdout.contains("Chosen: **in-network**") && md.stdout.contains("rule of thumb"), "{}", md.stdout);
+}
+
+#[test]
+fn sweep_shows_both_regimes_and_the_crossovers() {
+    let svg = std::env::temp_dir().join(format!("railyard-sweep-{}.svg", std::process::id()));
+    let s = json(&[
+        "plan",
+        "--sweep",
+        "8B:1GiB",
+        "--sweep-factor",
+        "4",
+        "--svg",
+        svg.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let rows = s["rows"].as_array().unwrap();
+    let first = rows.first().unwrap();
+    let last = rows.last().unwrap();
+    assert_eq!(first["bytes"], 8);
+    assert!(["tree", "double-tree", "rhd"].contains(&first["fastest"].as_str().unwrap()), "{first}");
+    assert_eq!(last["bytes"], 1u64 << 30);
+    assert!(
+        ["ring", "interleaved-ring", "hierarchical", "in-network"].contains(&last["fastest"].as_str().unwrap()),
+        "{last}"
+    );
+    assert!(!s["crossovers"].as_array().unwrap().is_empty());
+    // algbw and busbw follow nccl-tests: busbw = algbw x 2(P-1)/P for all-reduce.
+    let p = &s["series"][0]["points"][3];
+    let ratio = p["busbw_bytes_per_sec"].as_f64().unwrap() / p["algbw_bytes_per_sec"].as_f64().unwrap();
+    assert!((ratio - 2.0 * 15.0 / 16.0).abs() < 1e-12);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let series = doc.descendants().filter(|n| n.attribute("class") == Some("series")).count();
+    assert_eq!(series, s["series"].as_array().unwrap().len());
+    assert!(text.contains("message size (bytes, log scale)"));
+}
+
+#[test]
+fn options_and_bad_input() {
+    let ring2 = json(&["plan", "--algo", "ring", "--channels", "2", "--format", "json"]);
+    assert_eq!(ring2["algorithms"][0]["channels"], 2);
+    let tree = json(&["plan", "--algo", "tree", "--pipeline-chunks", "4", "--format", "json"]);
+    assert_eq!(tree["algorithms"][0]["pipeline_chunks"], 4);
+    for (args, needle) in [
+        (vec!["plan", "--collective", "gather", "--algo", "ring"], "does not implement gather"),
+        (vec!["plan", "--collective", "broadcast", "--root", "99"], "root 99"),
+        (vec!["plan", "--sweep", "1GiB:8B"], "FROM <= TO"),
+        (vec!["plan", "--sweep", "8B"], "FROM:TO"),
+        (vec!["plan", "--svg", "/tmp/x.svg"], "--sweep"),
+        (vec!["plan", "--algo", "rhd", "--collective", "allgather", "--ranks", "12"], "power of two"),
+    ] {
+        let out = railyard(&args);
+        assert_ne!(out.code, 0, "{args:?}");
+        assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
+    }
+}
