@@ -30,6 +30,7 @@ pub mod quantity;
 pub mod queue;
 pub mod remote_read;
 pub mod report;
+pub mod ring_search;
 pub mod selection;
 pub mod slots;
 pub mod spray;

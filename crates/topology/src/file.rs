@@ -26,40 +26,44 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::TopologyError;
 use crate::graph::{Device, DeviceKind, Interface, InterfaceUse, Link, LinkClass, Topology, TopologyBuilder};
 use crate::units::{parse_bytes_per_sec, parse_secs};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct TopologyFile {
     name: Option<String>,
     description: Option<String>,
     round_startup: Option<Quantity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ranks: Option<Vec<String>>,
     #[serde(default, rename = "device", alias = "devices")]
     devices: Vec<DeviceEntry>,
     #[serde(default, rename = "interface", alias = "interfaces")]
     interfaces: Vec<InterfaceEntry>,
     #[serde(default, rename = "link", alias = "links")]
     links: Vec<LinkEntry>,
-    ranks: Option<Vec<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct DeviceEntry {
     name: String,
     kind: DeviceKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
     server: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     tier: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     rail: Option<u32>,
     #[serde(default)]
     in_network_reduction: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct InterfaceEntry {
     name: String,
@@ -68,20 +72,23 @@ struct InterfaceEntry {
     reverse_label: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct LinkEntry {
     from: String,
     to: String,
     bandwidth: Quantity,
+    #[serde(skip_serializing_if = "Option::is_none")]
     latency: Option<Quantity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     duplex: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     class: Option<LinkClass>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     interfaces: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(untagged)]
 enum Quantity {
     Number(f64),
@@ -221,4 +228,122 @@ fn build(file: TopologyFile, default_name: &str) -> Result<Topology, TopologyErr
         b.default_ranks(ids);
     }
     b.build()
+}
+
+/// Write a topology in the file format. Every directed link is written as its own
+/// `duplex = false` link, so a reloaded file is the same topology (interface directions
+/// included: a link using an interface in reverse is written with the interface's
+/// reverse-direction twin only where the topology already pairs them).
+pub fn write(t: &Topology, format: FileFormat) -> Result<String, TopologyError> {
+    let name = |id: usize| t.devices[id].name.clone();
+    let mut links = Vec::new();
+    let mut done = vec![false; t.links.len()];
+    for (i, l) in t.links.iter().enumerate() {
+        if done[i] {
+            continue;
+        }
+        // Pair it with its reverse twin (same bandwidth, latency, class, reversed interfaces) as one duplex link.
+        let twin = t.out_links(l.to).iter().copied().find(|&j| {
+            let m = &t.links[j];
+            !done[j]
+                && j != i
+                && m.to == l.from
+                && m.bytes_per_sec == l.bytes_per_sec
+                && m.latency_secs == l.latency_secs
+                && m.class == l.class
+                && m.interfaces.len() == l.interfaces.len()
+                && m.interfaces
+                    .iter()
+                    .zip(&l.interfaces)
+                    .all(|(a, b)| a.interface == b.interface && a.reverse != b.reverse)
+        });
+        let forward_ok = l.interfaces.iter().all(|u| !u.reverse);
+        let duplex = twin.is_some() && forward_ok;
+        done[i] = true;
+        if duplex {
+            if let Some(j) = twin {
+                done[j] = true;
+            }
+        }
+        if !forward_ok && twin.is_none() {
+            return Err(TopologyError::Parse {
+                format: "topology file",
+                message: format!(
+                    "link {} uses an interface in reverse without a forward twin; the file format cannot express it",
+                    t.link_name(i)
+                ),
+            });
+        }
+        links.push(LinkEntry {
+            from: name(l.from),
+            to: name(l.to),
+            bandwidth: Quantity::Number(l.bytes_per_sec),
+            latency: (l.latency_secs > 0.0).then_some(Quantity::Number(l.latency_secs)),
+            duplex: Some(duplex),
+            class: Some(l.class),
+            interfaces: l.interfaces.iter().map(|u| t.interfaces[u.interface].name.clone()).collect(),
+        });
+    }
+    let file = TopologyFile {
+        name: Some(t.name.clone()),
+        description: (!t.description.is_empty()).then(|| t.description.clone()),
+        round_startup: Some(Quantity::Number(t.round_startup_secs)),
+        ranks: Some(t.default_ranks.iter().map(|&d| name(d)).collect()),
+        devices: t
+            .devices
+            .iter()
+            .map(|d| DeviceEntry {
+                name: d.name.clone(),
+                kind: d.kind,
+                server: d.server.clone(),
+                tier: d.tier,
+                rail: d.rail,
+                in_network_reduction: d.in_network_reduction,
+            })
+            .collect(),
+        interfaces: t
+            .interfaces
+            .iter()
+            .map(|i| InterfaceEntry {
+                name: i.name.clone(),
+                bandwidth: Quantity::Number(i.bytes_per_sec),
+                forward_label: Some(i.forward_label.clone()),
+                reverse_label: Some(i.reverse_label.clone()),
+            })
+            .collect(),
+        links,
+    };
+    let text = match format {
+        FileFormat::Toml => {
+            toml::to_string(&file).map_err(|e| TopologyError::Parse { format: "TOML", message: e.to_string() })?
+        }
+        FileFormat::Json => {
+            serde_json::to_string_pretty(&file)
+                .map_err(|e| TopologyError::Parse { format: "JSON", message: e.to_string() })?
+                + "\n"
+        }
+    };
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_round_trip_through_both_formats() {
+        for spec in ["hgx-h100x2", "a100-pcie-control:ports=2", "clos:k=4,tiers=3"] {
+            let t = crate::presets::preset(spec).unwrap();
+            for format in [FileFormat::Toml, FileFormat::Json] {
+                let text = write(&t, format).unwrap();
+                let back = parse(&text, format, "x").unwrap();
+                assert_eq!(back.devices, t.devices, "{spec}");
+                assert_eq!(back.links.len(), t.links.len(), "{spec}");
+                assert_eq!(back.default_ranks, t.default_ranks);
+                let a = t.route(t.default_ranks[0], *t.default_ranks.last().unwrap()).unwrap();
+                let b = back.route(back.default_ranks[0], *back.default_ranks.last().unwrap()).unwrap();
+                assert_eq!(a.bottleneck_bytes_per_sec, b.bottleneck_bytes_per_sec);
+            }
+        }
+    }
 }

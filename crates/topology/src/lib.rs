@@ -6,6 +6,7 @@
 pub mod error;
 pub mod file;
 pub mod graph;
+pub mod import;
 pub mod placement;
 pub mod presets;
 pub mod route;

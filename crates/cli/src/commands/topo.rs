@@ -1,13 +1,18 @@
 //! `railyard topo`: list the presets, show a topology, validate a topology file.
 
-use anyhow::{Context, Result};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use railyard_model::ring_search::best_ring;
+use railyard_topology::import::{nccl_xml, nvidia_smi, LinkDefaults};
 use railyard_topology::presets::PRESETS;
 use railyard_topology::units::{format_bytes_per_sec, format_secs};
 use railyard_topology::{DeviceKind, Topology};
+use railyard_topology::{Placement, PlacementPolicy};
 use serde::Serialize;
 
-use crate::args::Format;
+use crate::args::{parse_bandwidth, Format};
 use railyard_model::report::Table;
 
 #[derive(Debug, Subcommand)]
@@ -24,6 +29,16 @@ pub enum TopoCommand {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
+    /// Import `nvidia-smi topo -m` output or an NCCL topology XML dump (NCCL_TOPO_DUMP_FILE)
+    Import(ImportArgs),
+    /// Write a topology as NCCL topology XML (the shape NCCL_TOPO_FILE reads)
+    Export {
+        /// Preset spec or TOML/JSON file
+        topology: String,
+        /// Write to this file instead of standard output
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Check a topology file; prints a summary, or the first problem with the field it is in
     Validate {
         /// TOML or JSON topology file (see `railyard topo show` for the shape)
@@ -31,6 +46,46 @@ pub enum TopoCommand {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    nvidia-smi topo -m > topo.txt && railyard topo import --nvidia-smi topo.txt --ring\n  \
+    railyard topo import --nvidia-smi topo.txt --servers 2 -o cluster.toml && railyard plan --topo cluster.toml\n  \
+    railyard topo import --nccl-xml nccl_topo.xml --format json")]
+pub struct ImportArgs {
+    /// A file holding `nvidia-smi topo -m` output
+    #[arg(long, conflicts_with = "nccl_xml", required_unless_present = "nccl_xml")]
+    pub nvidia_smi: Option<PathBuf>,
+    /// An NCCL topology XML file (NCCL_TOPO_DUMP_FILE)
+    #[arg(long)]
+    pub nccl_xml: Option<PathBuf>,
+    /// nvidia-smi: repeat the machine this many times, NICs wired to one fabric switch
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
+    /// Bandwidth of one NVLink per direction (NV12 = 12 of these)
+    #[arg(long, default_value = "25GB/s", value_parser = parse_bandwidth)]
+    pub nvlink_bw: f64,
+    /// PCIe link bandwidth where the input gives none
+    #[arg(long, default_value = "32GB/s", value_parser = parse_bandwidth)]
+    pub pcie_bw: f64,
+    /// Between CPU sockets (SYS)
+    #[arg(long, default_value = "40GB/s", value_parser = parse_bandwidth)]
+    pub socket_bw: f64,
+    /// NIC bandwidth where the input gives none
+    #[arg(long, default_value = "50GB/s", value_parser = parse_bandwidth)]
+    pub nic_bw: f64,
+    /// Per-round start-up α of the imported topology
+    #[arg(long, default_value = "0.833us")]
+    pub alpha: String,
+    /// Write the imported topology in railyard's format (.toml or .json)
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Also search the ring order with the widest bottleneck over all its GPUs
+    #[arg(long)]
+    pub ring: bool,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
 }
 
 #[derive(Serialize)]
@@ -190,8 +245,81 @@ fn summary_markdown(t: &Topology) -> String {
     out
 }
 
+fn import(a: &ImportArgs) -> Result<String> {
+    let defaults = LinkDefaults {
+        nvlink_bytes_per_sec: a.nvlink_bw,
+        pcie_bytes_per_sec: a.pcie_bw,
+        inter_socket_bytes_per_sec: a.socket_bw,
+        nic_bytes_per_sec: a.nic_bw,
+        round_startup_secs: railyard_topology::units::parse_secs(&a.alpha)
+            .map_err(|e| anyhow::anyhow!("--alpha: {e}"))?,
+    };
+    let (path, t) = match (&a.nvidia_smi, &a.nccl_xml) {
+        (Some(p), None) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("nvidia-smi");
+            (p, nvidia_smi::import(&text, name, a.servers, &defaults)?)
+        }
+        (None, Some(p)) => {
+            if a.servers != 1 {
+                bail!("--servers is for --nvidia-smi; an NCCL XML names its hosts itself");
+            }
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("nccl-xml");
+            (p, nccl_xml::import(&text, name, &defaults)?)
+        }
+        _ => bail!("give exactly one of --nvidia-smi FILE or --nccl-xml FILE"),
+    };
+    if let Some(out) = &a.output {
+        let format = if out.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+            railyard_topology::file::FileFormat::Json
+        } else {
+            railyard_topology::file::FileFormat::Toml
+        };
+        std::fs::write(out, railyard_topology::file::write(&t, format)?)
+            .with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    let ring = if a.ring {
+        let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None)?;
+        Some(best_ring(&t, &placement, false)?)
+    } else {
+        None
+    };
+    match a.format {
+        Format::Json => {
+            Ok(serde_json::to_string_pretty(&serde_json::json!({ "topology": view(&t), "ring": ring }))? + "\n")
+        }
+        Format::Md => {
+            let mut out = format!("Imported {}.\n\n{}", path.display(), summary_markdown(&t));
+            if let Some(r) = ring {
+                let names: Vec<&str> = r.order.iter().map(|&i| t.devices[t.default_ranks[i]].name.as_str()).collect();
+                out.push_str(&format!(
+                    "\nBest ring ({}): {} → back; every edge sustains {} (bottleneck `{}`).\n",
+                    if r.exhaustive { "exhaustive search" } else { "heuristic" },
+                    names.join(" → "),
+                    format_bytes_per_sec(r.ring_bytes_per_sec),
+                    r.bottleneck
+                ));
+            }
+            Ok(out)
+        }
+    }
+}
+
 pub fn run(cmd: &TopoCommand) -> Result<String> {
     match cmd {
+        TopoCommand::Import(a) => import(a),
+        TopoCommand::Export { topology, output } => {
+            let t = railyard_topology::load(topology).with_context(|| format!("topology {topology}"))?;
+            let xml = nccl_xml::export(&t, &LinkDefaults::default());
+            match output {
+                Some(path) => {
+                    std::fs::write(path, &xml).with_context(|| format!("cannot write {}", path.display()))?;
+                    Ok(format!("wrote {} ({} GPUs)\n", path.display(), t.gpus().len()))
+                }
+                None => Ok(xml),
+            }
+        }
         TopoCommand::List { format } => {
             let presets: Vec<PresetView> = PRESETS
                 .iter()

@@ -1,0 +1,365 @@
+//! NCCL's topology XML (`NCCL_TOPO_DUMP_FILE`, nccl-facts §3.1):
+//! `<system><cpu numaid host_hash><pci busid class link_speed link_width>…<gpu dev>
+//! <nvlink target count tclass/></gpu>…<nic><net name dev speed/></nic>…`.
+//!
+//! Bandwidths as NCCL derives them (nccl-facts §1.3), except NVLink: a PCIe link is
+//! link_width × per-lane rate (32 GT/s → 3 GB/s per lane, so Gen5 x16 = 48 GB/s; Gen4
+//! x16 = 24 GB/s); a NIC is speed (Mb/s) / 8; an NVLink bundle is count x
+//! `LinkDefaults::nvlink_bytes_per_sec`. `tclass` 0x068000 targets are NVSwitch chips,
+//! merged into one switch per host as NCCL does (5+5+4+4 links = 18 x 25 = 450 GB/s per
+//! H100/H200); 0x03… targets are GPUs. CPUs with different `host_hash` are different servers; their NICs are wired to
+//! one fabric switch. The export writes our topology back in this shape.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use roxmltree::Node;
+
+use super::LinkDefaults;
+use crate::error::TopologyError;
+use crate::graph::{DeviceId, DeviceKind, LinkClass, Topology, TopologyBuilder};
+
+fn err(message: impl Into<String>) -> TopologyError {
+    TopologyError::Parse { format: "NCCL topology XML", message: message.into() }
+}
+
+/// Per-lane GB/s of a `link_speed` string (NCCL's kvDictPciGen / 80 → GB/s per lane).
+fn lane_bytes_per_sec(speed: &str) -> Option<f64> {
+    let units_of_100mbps =
+        [("2.5 GT/s", 15.0), ("5 GT/s", 30.0), ("8 GT/s", 60.0), ("16 GT/s", 120.0), ("32 GT/s", 240.0), ("64", 480.0)]
+            .iter()
+            .find(|(k, _)| speed.starts_with(k) || speed.starts_with(&k.replace(" GT/s", ".0 GT/s")))
+            .map(|(_, v)| *v)?;
+    Some(units_of_100mbps / 80.0 * 1e9)
+}
+
+struct Importer<'a> {
+    b: TopologyBuilder,
+    defaults: &'a LinkDefaults,
+    server: String,
+    /// busid -> device (for nvlink targets)
+    by_busid: BTreeMap<String, DeviceId>,
+    nvlinks: Vec<(DeviceId, String, f64, String)>,
+    nics: Vec<DeviceId>,
+    nic_bw: Vec<f64>,
+    counter: usize,
+}
+
+impl Importer<'_> {
+    fn attr<'n>(node: Node<'n, 'n>, name: &str) -> Result<&'n str, TopologyError> {
+        node.attribute(name).ok_or_else(|| {
+            let pos = node.document().text_pos_at(node.range().start);
+            err(format!("line {}: <{}> has no {name} attribute", pos.row, node.tag_name().name()))
+        })
+    }
+
+    fn pci_bandwidth(&self, node: Node) -> f64 {
+        let width: Option<f64> = node.attribute("link_width").and_then(|w| w.trim().parse().ok());
+        let lane = node.attribute("link_speed").and_then(lane_bytes_per_sec);
+        match (width, lane) {
+            (Some(w), Some(l)) if w > 0.0 && w <= 64.0 => w * l,
+            _ => self.defaults.pcie_bytes_per_sec,
+        }
+    }
+
+    fn name(&mut self, base: &str) -> String {
+        self.counter += 1;
+        if self.server.is_empty() {
+            base.to_string()
+        } else {
+            format!("{}.{base}", self.server)
+        }
+    }
+
+    /// Import a `<pci>` subtree hanging off `parent`.
+    fn pci(&mut self, node: Node, parent: DeviceId, depth: usize) -> Result<(), TopologyError> {
+        if depth > 16 {
+            return Err(err("PCIe tree deeper than 16 levels"));
+        }
+        let busid = Self::attr(node, "busid")?.to_string();
+        let class = node.attribute("class").unwrap_or("");
+        let bw = self.pci_bandwidth(node);
+        let server = self.server.clone();
+        let gpu = node.children().find(|c| c.has_tag_name("gpu"));
+        let nic = node.children().find(|c| c.has_tag_name("nic"));
+        let me = if let Some(g) = gpu {
+            let dev = Self::attr(g, "dev")?;
+            let n = self.name(&format!("gpu{dev}"));
+            let id = self.b.device(n, DeviceKind::Gpu, Some(&server));
+            for l in g.children().filter(|c| c.has_tag_name("nvlink")) {
+                let target = Self::attr(l, "target")?.to_string();
+                let count: f64 = Self::attr(l, "count")?
+                    .parse()
+                    .map_err(|_| err(format!("nvlink count on gpu{dev} is not a number")))?;
+                if !(count > 0.0 && count <= 64.0) {
+                    return Err(err(format!("nvlink count {count} on gpu{dev} out of range")));
+                }
+                self.nvlinks.push((id, target, count, l.attribute("tclass").unwrap_or("").to_string()));
+            }
+            id
+        } else if class.starts_with("0x02") || nic.is_some() {
+            let n = self.name(&format!("nicpci{}", self.counter));
+            let id = self.b.device(n, DeviceKind::PcieSwitch, Some(&server));
+            for net in nic.iter().flat_map(|n| n.children().filter(|c| c.has_tag_name("net"))) {
+                let dev = Self::attr(net, "dev")?;
+                let speed: f64 = net.attribute("speed").and_then(|s| s.parse().ok()).unwrap_or(0.0);
+                let nic_bw = if speed > 0.0 { speed * 1e6 / 8.0 } else { self.defaults.nic_bytes_per_sec };
+                let n = self.name(&format!("nic{dev}"));
+                let nic_id = self.b.device(n, DeviceKind::Nic, Some(&server));
+                self.b.duplex(id, nic_id, bw, 0.0, &[]);
+                self.nics.push(nic_id);
+                self.nic_bw.push(nic_bw);
+            }
+            id
+        } else {
+            let n = self.name(&format!("pcie{}", self.counter));
+            self.b.device(n, DeviceKind::PcieSwitch, Some(&server))
+        };
+        self.b.duplex(me, parent, bw, 0.0, &[]);
+        self.by_busid.insert(busid.to_ascii_lowercase(), me);
+        for child in node.children().filter(|c| c.has_tag_name("pci")) {
+            self.pci(child, me, depth + 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// Import NCCL topology XML.
+pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topology, TopologyError> {
+    if text.len() > 16 << 20 {
+        return Err(err("more than 16 MiB of XML"));
+    }
+    let doc = roxmltree::Document::parse(text).map_err(|e| err(e.to_string()))?;
+    let root = doc.root_element();
+    if !root.has_tag_name("system") {
+        return Err(err(format!("the root element is <{}>, expected <system>", root.tag_name().name())));
+    }
+    let cpus: Vec<Node> = root.children().filter(|c| c.has_tag_name("cpu")).collect();
+    if cpus.is_empty() {
+        return Err(err("<system> has no <cpu>"));
+    }
+    let mut hosts: Vec<String> = Vec::new();
+    for c in &cpus {
+        let h = c.attribute("host_hash").unwrap_or("0").to_string();
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let mut imp = Importer {
+        b: TopologyBuilder::new(name),
+        defaults,
+        server: String::new(),
+        by_busid: BTreeMap::new(),
+        nvlinks: Vec::new(),
+        nics: Vec::new(),
+        counter: 0,
+        nic_bw: Vec::new(),
+    };
+    imp.b.description(format!("imported from NCCL topology XML: {} server(s)", hosts.len()));
+    imp.b.round_startup_secs(defaults.round_startup_secs);
+    let fabric = (hosts.len() > 1).then(|| {
+        let f = imp.b.device("fabric", DeviceKind::Switch, None);
+        imp.b.device_mut(f).tier = Some(1);
+        f
+    });
+    let mut nvswitches: BTreeMap<String, DeviceId> = BTreeMap::new();
+    for (h, host) in hosts.iter().enumerate() {
+        imp.server = if hosts.len() == 1 { String::new() } else { crate::presets::server_name(h, hosts.len()) };
+        let server = if imp.server.is_empty() { "node".to_string() } else { imp.server.clone() };
+        let first_nic = imp.nics.len();
+        imp.by_busid.clear();
+        imp.nvlinks.clear();
+        let mut socket_ids = Vec::new();
+        for (k, c) in cpus.iter().filter(|c| c.attribute("host_hash").unwrap_or("0") == host).enumerate() {
+            let numa = c.attribute("numaid").unwrap_or("?").to_string();
+            let n = imp.name(&format!("cpu{}", if numa == "?" { k.to_string() } else { numa }));
+            let cpu = imp.b.device(n, DeviceKind::Cpu, Some(&server));
+            socket_ids.push(cpu);
+            for p in c.children().filter(|x| x.has_tag_name("pci")) {
+                imp.pci(p, cpu, 0)?;
+            }
+        }
+        for (i, &a) in socket_ids.iter().enumerate() {
+            for &c in &socket_ids[i + 1..] {
+                imp.b.duplex(a, c, defaults.inter_socket_bytes_per_sec, 0.0, &[]);
+            }
+        }
+        let links = std::mem::take(&mut imp.nvlinks);
+        let mut gpu_pairs_done = Vec::new();
+        let mut to_switch: BTreeMap<(DeviceId, DeviceId), f64> = BTreeMap::new();
+        for (gpu, target, count, tclass) in links {
+            let bw = count * defaults.nvlink_bytes_per_sec;
+            let target_l = target.to_ascii_lowercase();
+            if tclass.starts_with("0x03") {
+                if let Some(&other) = imp.by_busid.get(&target_l) {
+                    let key = (gpu.min(other), gpu.max(other));
+                    if !gpu_pairs_done.contains(&key) {
+                        gpu_pairs_done.push(key);
+                        imp.b.duplex(gpu, other, bw, 0.0, &[]);
+                    }
+                    continue;
+                }
+                return Err(err(format!("nvlink target {target} is not a GPU of this host")));
+            }
+            // NVSwitch chips (0x068000) or anything else NVLink reaches: like NCCL, all of
+            // a host's NVSwitch chips form one switch, and a GPU's bundles to them add up.
+            let key = format!("{server}/nvswitch");
+            let sw = match nvswitches.get(&key) {
+                Some(&s) => s,
+                None => {
+                    let n = imp.name(&format!("nvswitch{}", nvswitches.len()));
+                    let s = imp.b.device(n, DeviceKind::NvSwitch, Some(&server));
+                    nvswitches.insert(key, s);
+                    s
+                }
+            };
+            *to_switch.entry((gpu, sw)).or_insert(0.0) += bw;
+        }
+        for ((gpu, sw), bw) in to_switch {
+            imp.b.duplex(gpu, sw, bw, 0.0, &[]);
+        }
+        if let Some(f) = fabric {
+            for i in first_nic..imp.nics.len() {
+                let (nic, bw) = (imp.nics[i], imp.nic_bw[i]);
+                imp.b.duplex(nic, f, bw, 0.0, &[]);
+            }
+        }
+    }
+    imp.b.build()
+}
+
+/// Write a topology in NCCL's XML shape: one `<cpu host_hash>` per server; below it a
+/// `<pci class="0x060400">` bridge per PCIe switch holding the GPUs and NICs attached to
+/// it (so GPU–NIC affinity survives), other GPUs and NICs directly below the CPU; GPU
+/// NVLink bundles as `<nvlink count>` (bandwidth / the per-link default). Shared
+/// interfaces (a NIC's PCIe slot) have no XML form and are not written.
+pub fn export(t: &Topology, defaults: &LinkDefaults) -> String {
+    let mut out = String::from("<system version=\"1\">\n");
+    let server_of = |id: DeviceId| t.devices[id].server.clone().unwrap_or_else(|| t.devices[id].name.clone());
+    let mut servers: Vec<String> = Vec::new();
+    for (id, d) in t.devices.iter().enumerate() {
+        if matches!(d.kind, DeviceKind::Gpu | DeviceKind::Nic) && !servers.contains(&server_of(id)) {
+            servers.push(server_of(id));
+        }
+    }
+    let busid = |id: DeviceId| format!("0000:{:02x}:{:02x}.0", (id >> 8) & 0xff, id & 0xff);
+    let link_to = |from: DeviceId, kinds: &[DeviceKind]| -> Option<(DeviceId, f64)> {
+        t.out_links(from)
+            .iter()
+            .map(|&l| &t.links[l])
+            .find(|l| kinds.contains(&t.devices[l.to].kind))
+            .map(|l| (l.to, l.bytes_per_sec))
+    };
+    let endpoint = |out: &mut String, id: DeviceId, indent: &str| {
+        let d = &t.devices[id];
+        let pci = link_to(id, &[DeviceKind::PcieSwitch, DeviceKind::Cpu]).map_or(defaults.pcie_bytes_per_sec, |x| x.1);
+        if d.kind == DeviceKind::Gpu {
+            let _ = writeln!(
+                out,
+                "{indent}<pci busid=\"{}\" class=\"0x030200\" link_speed=\"32.0 GT/s PCIe\" link_width=\"{}\">",
+                busid(id),
+                lanes(pci)
+            );
+            let rank = t.default_ranks.iter().position(|&r| r == id).unwrap_or(0);
+            let _ = writeln!(out, "{indent}  <gpu dev=\"{rank}\" sm=\"90\" rank=\"{rank}\" gdr=\"1\">");
+            for l in t.out_links(id).iter().map(|&l| &t.links[l]).filter(|l| l.class == LinkClass::Nvlink) {
+                let count = (l.bytes_per_sec / defaults.nvlink_bytes_per_sec).round().max(1.0);
+                let tclass = if t.devices[l.to].kind == DeviceKind::Gpu { "0x030200" } else { "0x068000" };
+                let _ = writeln!(
+                    out,
+                    "{indent}    <nvlink target=\"{}\" count=\"{count}\" tclass=\"{tclass}\"/>",
+                    busid(l.to)
+                );
+            }
+            let _ = writeln!(out, "{indent}  </gpu>\n{indent}</pci>");
+        } else {
+            let wire = t
+                .out_links(id)
+                .iter()
+                .map(|&l| &t.links[l])
+                .find(|l| l.class == LinkClass::Nic)
+                .map_or(defaults.nic_bytes_per_sec, |l| l.bytes_per_sec);
+            let _ = writeln!(
+                out,
+                "{indent}<pci busid=\"{}\" class=\"0x020000\" link_speed=\"32.0 GT/s PCIe\" link_width=\"{}\">",
+                busid(id),
+                lanes(pci)
+            );
+            let _ = writeln!(
+                out,
+                "{indent}  <nic>\n{indent}    <net name=\"{}\" dev=\"{id}\" speed=\"{:.0}\" port=\"1\" latency=\"0.000000\" gdr=\"1\"/>\n{indent}  </nic>\n{indent}</pci>",
+                d.name,
+                wire * 8.0 / 1e6
+            );
+        }
+    };
+    for (h, server) in servers.iter().enumerate() {
+        let _ =
+            writeln!(out, "  <cpu host_hash=\"0x{:x}\" numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\">", h + 1);
+        let mine = |id: &usize| server_of(*id) == *server;
+        let ends: Vec<DeviceId> = (0..t.devices.len())
+            .filter(mine)
+            .filter(|&i| matches!(t.devices[i].kind, DeviceKind::Gpu | DeviceKind::Nic))
+            .collect();
+        let mut placed = vec![false; t.devices.len()];
+        for sw in (0..t.devices.len()).filter(mine).filter(|&i| t.devices[i].kind == DeviceKind::PcieSwitch) {
+            let below: Vec<DeviceId> = ends
+                .iter()
+                .copied()
+                .filter(|&e| !placed[e] && link_to(e, &[DeviceKind::PcieSwitch]).is_some_and(|x| x.0 == sw))
+                .collect();
+            if below.is_empty() {
+                continue;
+            }
+            let width = t.out_links(sw).iter().map(|&l| t.links[l].bytes_per_sec).fold(0.0, f64::max);
+            let _ = writeln!(
+                out,
+                "    <pci busid=\"{}\" class=\"0x060400\" link_speed=\"32.0 GT/s PCIe\" link_width=\"{}\">",
+                busid(sw),
+                lanes(width)
+            );
+            for e in below {
+                placed[e] = true;
+                endpoint(&mut out, e, "      ");
+            }
+            out.push_str("    </pci>\n");
+        }
+        for e in ends.into_iter().filter(|&e| !placed[e]) {
+            endpoint(&mut out, e, "    ");
+        }
+        out.push_str("  </cpu>\n");
+    }
+    out.push_str("</system>\n");
+    out
+}
+
+/// PCIe lanes at 32 GT/s (3 GB/s each) that carry `bytes_per_sec`, at least 1, at most 32.
+fn lanes(bytes_per_sec: f64) -> u32 {
+    (bytes_per_sec / 3e9).round().clamp(1.0, 32.0) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lane_rates_follow_nccl() {
+        assert_eq!(lane_bytes_per_sec("32.0 GT/s PCIe"), Some(3e9));
+        assert_eq!(lane_bytes_per_sec("16 GT/s"), Some(1.5e9));
+        assert_eq!(lane_bytes_per_sec("warp speed"), None);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        for bad in [
+            "",
+            "<system",
+            "<notsystem/>",
+            "<system/>",
+            "<system><cpu><pci/></cpu></system>",
+            "<system><cpu><pci busid=\"1\"><gpu/></pci></cpu></system>",
+        ] {
+            assert!(import(bad, "x", &LinkDefaults::default()).is_err(), "{bad}");
+        }
+    }
+}
