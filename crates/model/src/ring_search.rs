@@ -29,6 +29,11 @@ pub struct RingSearch {
     pub bottleneck: String,
     pub exhaustive: bool,
     pub orders_evaluated: usize,
+    /// The channel set: the best ring alone, or with its reverse (which uses the other
+    /// direction of every full-duplex link), whichever moves more bytes per second.
+    pub channels: Vec<Vec<Rank>>,
+    /// Bytes per second the channel set moves along the ring in total.
+    pub channels_bytes_per_sec: f64,
 }
 
 /// (seconds per byte of the slowest resource, that resource), and the smooth tie-breaker.
@@ -188,7 +193,35 @@ pub fn best_ring(topology: &Topology, placement: &Placement, force_heuristic: bo
         let (order, (current, _)) = best.unwrap_or((vec![0], ((0.0, 0), 0.0)));
         (order, current, false)
     };
+    // Channel set: k rings each carrying 1/k; a resource's load is the sum over rings.
+    let reversed: Vec<Rank> = order.iter().rev().copied().collect();
+    let mut pair_load = |rings: &[&[Rank]]| -> Result<f64, ModelError> {
+        let mut total = vec![0.0; topology.resource_count()];
+        for ring in rings {
+            scorer.score(ring)?;
+            for (t, l) in total.iter_mut().zip(&scorer.load) {
+                *t += l / rings.len() as f64;
+            }
+        }
+        let worst = total
+            .iter()
+            .enumerate()
+            .filter(|(_, &l)| l > 0.0)
+            .map(|(i, &l)| l / topology.resource_bytes_per_sec(topology.resource(i)))
+            .fold(0.0, f64::max);
+        // Each ring edge carries 1/k of the bytes: the set moves 1/worst per edge in total.
+        Ok(if worst > 0.0 { 1.0 / worst } else { f64::INFINITY })
+    };
+    let single = pair_load(&[&order])?;
+    let double = if p > 2 { pair_load(&[&order, &reversed])? } else { single };
+    let (channels, channels_bytes_per_sec) = if double > single * (1.0 + 1e-9) {
+        (vec![canonical(&order), reversed.clone()], double)
+    } else {
+        (vec![canonical(&order)], single)
+    };
     Ok(RingSearch {
+        channels,
+        channels_bytes_per_sec,
         order: canonical(&order),
         ring_bytes_per_sec: if secs > 0.0 { 1.0 / secs } else { f64::INFINITY },
         bottleneck: if secs > 0.0 { topology.resource_name(topology.resource(resource)) } else { "-".into() },

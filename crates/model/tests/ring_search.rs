@@ -19,6 +19,9 @@ fn the_seeds_four_gpu_bridge_machine() {
     assert_eq!(ring.order, vec![0, 1, 3, 2]);
     assert_eq!(ring.ring_bytes_per_sec, 100e9);
     assert!(ring.exhaustive);
+    // The reverse ring uses the other direction of the same NVLinks: two channels, twice the rate.
+    assert_eq!(ring.channels.len(), 2);
+    assert_eq!(ring.channels_bytes_per_sec, 200e9);
     let heuristic = best_ring(&t, &p, true).unwrap();
     assert_eq!(heuristic.order, vec![0, 1, 3, 2]);
 }

@@ -289,7 +289,14 @@ fn check_postcondition(schedule: &Schedule, state: &State) -> Result<(), CheckEr
             }
         }
         let output = &state.buffers[r][slot(Buffer::Output)];
-        for (i, ((index, who), v)) in spec.expected_output(r).into_iter().zip(output).enumerate() {
+        let expected = spec.expected_output(r);
+        if expected.len() != output.len() {
+            return Err(fail(
+                "postcondition",
+                format!("rank {r}'s output has {} elements, the collective defines {}", output.len(), expected.len()),
+            ));
+        }
+        for (i, ((index, who), v)) in expected.into_iter().zip(output).enumerate() {
             let contributors = match who {
                 Contributors::All => everyone.clone(),
                 Contributors::One(q) => {

@@ -256,6 +256,7 @@ impl CollectiveSpec {
         match self.collective {
             Collective::AllReduce | Collective::Reduce => (0..len).map(|i| (i, Contributors::All)).collect(),
             Collective::ReduceScatter => (0..len).map(|i| (parts[r].start + i, Contributors::All)).collect(),
+            Collective::Gather if r != self.root => Vec::new(),
             Collective::AllGather | Collective::Gather => parts
                 .iter()
                 .enumerate()

@@ -300,6 +300,16 @@ fn import(a: &ImportArgs) -> Result<String> {
                     format_bytes_per_sec(r.ring_bytes_per_sec),
                     r.bottleneck
                 ));
+                out.push_str(&format!(
+                    "Channel set: {} ring(s){}, {} in total.\n",
+                    r.channels.len(),
+                    if r.channels.len() > 1 {
+                        " (the ring and its reverse, on the other direction of each link)"
+                    } else {
+                        ""
+                    },
+                    format_bytes_per_sec(r.channels_bytes_per_sec)
+                ));
             }
             Ok(out)
         }

@@ -1,0 +1,228 @@
+//! Rendezvous (like `ncclUniqueId`): rank 0 listens at an address known to all, with a
+//! random 128-bit secret; every other rank connects, proves the secret and says where it
+//! listens; rank 0 answers with everyone's address; then every pair connects (the higher
+//! rank dials), each connection again proving the secret. A connection without the secret
+//! is closed and ignored. Every wait has a deadline.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use crate::error::CommError;
+
+const HELLO_MAGIC: u32 = 0x5259_4248; // "RYBH"
+/// Ranks a rendezvous accepts at most (a bound on what a peer can make us allocate).
+pub const MAX_RANKS: usize = 4096;
+
+/// Where rank 0 listens and the shared secret: `HOST:PORT#SECRET` in text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UniqueId {
+    pub addr: SocketAddr,
+    pub secret: u128,
+}
+
+impl UniqueId {
+    /// A fresh secret for `addr`.
+    pub fn new(addr: SocketAddr) -> Result<UniqueId, CommError> {
+        let mut bytes = [0u8; 16];
+        getrandom::getrandom(&mut bytes)
+            .map_err(|e| CommError::Bootstrap { message: format!("no randomness for the secret: {e}") })?;
+        Ok(UniqueId { addr, secret: u128::from_le_bytes(bytes) })
+    }
+}
+
+impl std::fmt::Display for UniqueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{:032x}", self.addr, self.secret)
+    }
+}
+
+impl FromStr for UniqueId {
+    type Err = CommError;
+    fn from_str(text: &str) -> Result<Self, CommError> {
+        let bad = || CommError::Bootstrap { message: format!("\"{text}\" is not HOST:PORT#SECRET") };
+        let (addr, secret) = text.split_once('#').ok_or_else(bad)?;
+        Ok(UniqueId {
+            addr: addr.parse().map_err(|_| bad())?,
+            secret: u128::from_str_radix(secret, 16).map_err(|_| bad())?,
+        })
+    }
+}
+
+fn boot_err(message: impl Into<String>) -> CommError {
+    CommError::Bootstrap { message: message.into() }
+}
+
+/// hello = magic u32 | rank u32 | size u32 | secret u128 | port u16 | ip (16 bytes, v6-mapped)
+const HELLO_BYTES: usize = 4 + 4 + 4 + 16 + 2 + 16;
+
+fn encode_hello(secret: u128, rank: usize, size: usize, listen: SocketAddr) -> [u8; HELLO_BYTES] {
+    let mut b = [0u8; HELLO_BYTES];
+    b[0..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
+    b[4..8].copy_from_slice(&(rank as u32).to_le_bytes());
+    b[8..12].copy_from_slice(&(size as u32).to_le_bytes());
+    b[12..28].copy_from_slice(&secret.to_le_bytes());
+    b[28..30].copy_from_slice(&listen.port().to_le_bytes());
+    let ip = match listen.ip() {
+        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        std::net::IpAddr::V6(v6) => v6,
+    };
+    b[30..46].copy_from_slice(&ip.octets());
+    b
+}
+
+fn decode_hello(b: &[u8; HELLO_BYTES]) -> Option<(u128, usize, usize, SocketAddr)> {
+    if u32::from_le_bytes(b[0..4].try_into().ok()?) != HELLO_MAGIC {
+        return None;
+    }
+    let rank = u32::from_le_bytes(b[4..8].try_into().ok()?) as usize;
+    let size = u32::from_le_bytes(b[8..12].try_into().ok()?) as usize;
+    let secret = u128::from_le_bytes(b[12..28].try_into().ok()?);
+    let port = u16::from_le_bytes(b[28..30].try_into().ok()?);
+    let octets: [u8; 16] = b[30..46].try_into().ok()?;
+    let v6 = std::net::Ipv6Addr::from(octets);
+    let ip = v6.to_ipv4_mapped().map(std::net::IpAddr::V4).unwrap_or(std::net::IpAddr::V6(v6));
+    Some((secret, rank, size, SocketAddr::new(ip, port)))
+}
+
+fn accept_until(listener: &TcpListener, deadline: Instant) -> Result<TcpStream, CommError> {
+    listener.set_nonblocking(true).map_err(|e| boot_err(e.to_string()))?;
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).map_err(|e| boot_err(e.to_string()))?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(boot_err("timed out waiting for the other ranks to connect"));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(boot_err(format!("accept: {e}"))),
+        }
+    }
+}
+
+fn connect_until(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, CommError> {
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                if Instant::now() >= deadline {
+                    return Err(boot_err(format!("cannot reach {addr}: {e}")));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Read a hello with the deadline; None for anything that is not a valid hello with our secret.
+fn read_hello(s: &mut TcpStream, secret: u128, size: usize, deadline: Instant) -> Option<(usize, SocketAddr)> {
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    s.set_read_timeout(Some(left.min(Duration::from_secs(5)))).ok()?;
+    let mut b = [0u8; HELLO_BYTES];
+    s.read_exact(&mut b).ok()?;
+    let (got_secret, rank, got_size, addr) = decode_hello(&b)?;
+    (got_secret == secret && got_size == size && rank < size).then_some((rank, addr))
+}
+
+/// Connected links to every other rank: `links[peer]`, `None` for this rank.
+pub fn rendezvous(
+    id: &UniqueId,
+    rank: usize,
+    size: usize,
+    timeout: Duration,
+) -> Result<Vec<Option<TcpStream>>, CommError> {
+    if size == 0 || size > MAX_RANKS || rank >= size {
+        return Err(boot_err(format!("rank {rank} of {size}: ranks must be 0..size and size 1..={MAX_RANKS}")));
+    }
+    let deadline = Instant::now() + timeout;
+    let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
+    if size == 1 {
+        return Ok(links);
+    }
+    // Rank 0 listens at the id's address; the others on an ephemeral port of the same interface.
+    let bind = if rank == 0 { id.addr } else { SocketAddr::new(local_ip_towards(id.addr), 0) };
+    let listener = TcpListener::bind(bind).map_err(|e| boot_err(format!("cannot listen on {bind}: {e}")))?;
+    let listen = listener.local_addr().map_err(|e| boot_err(e.to_string()))?;
+    let mut table: Vec<SocketAddr> = vec![id.addr; size];
+    if rank == 0 {
+        let mut joined = 0;
+        while joined < size - 1 {
+            let mut s = accept_until(&listener, deadline)?;
+            // A connection that does not know the secret is dropped, and we keep waiting.
+            if let Some((peer, addr)) = read_hello(&mut s, id.secret, size, deadline) {
+                if peer != 0 && links[peer].is_none() {
+                    table[peer] = addr;
+                    links[peer] = Some(s);
+                    joined += 1;
+                }
+            }
+        }
+        table[0] = listen;
+        let mut reply = Vec::with_capacity(size * HELLO_BYTES);
+        for (r, &addr) in table.iter().enumerate() {
+            reply.extend_from_slice(&encode_hello(id.secret, r, size, addr));
+        }
+        for (peer, link) in links.iter_mut().enumerate().skip(1) {
+            let s = link.as_mut().ok_or_else(|| boot_err("lost a joined rank"))?;
+            s.write_all(&reply).map_err(|e| CommError::io(peer, "bootstrap send", e))?;
+        }
+    } else {
+        let mut s = connect_until(id.addr, deadline)?;
+        s.write_all(&encode_hello(id.secret, rank, size, listen)).map_err(|e| CommError::io(0, "bootstrap send", e))?;
+        s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))).ok();
+        for (r, slot) in table.iter_mut().enumerate() {
+            let mut b = [0u8; HELLO_BYTES];
+            s.read_exact(&mut b).map_err(|e| CommError::io(0, "bootstrap receive", e))?;
+            let (secret, got, _, addr) =
+                decode_hello(&b).ok_or_else(|| boot_err("rank 0 sent a garbled address table"))?;
+            if secret != id.secret || got != r {
+                return Err(boot_err("rank 0's address table does not match"));
+            }
+            *slot = addr;
+        }
+        links[0] = Some(s);
+    }
+    // Pairs among ranks >= 1: the higher rank dials, the lower accepts.
+    for (peer, &addr) in table.iter().enumerate().take(rank).skip(1) {
+        let mut s = connect_until(addr, deadline)?;
+        s.write_all(&encode_hello(id.secret, rank, size, listen))
+            .map_err(|e| CommError::io(peer, "bootstrap send", e))?;
+        links[peer] = Some(s);
+    }
+    if rank >= 1 {
+        let mut expected = size - 1 - rank;
+        while expected > 0 {
+            let mut s = accept_until(&listener, deadline)?;
+            if let Some((peer, _)) = read_hello(&mut s, id.secret, size, deadline) {
+                if peer > rank && links[peer].is_none() {
+                    links[peer] = Some(s);
+                    expected -= 1;
+                }
+            }
+        }
+    }
+    for s in links.iter().flatten() {
+        s.set_nodelay(true).map_err(|e| boot_err(e.to_string()))?;
+        s.set_read_timeout(None).ok();
+    }
+    Ok(links)
+}
+
+/// The local address that routes towards `to` (loopback stays loopback).
+fn local_ip_towards(to: SocketAddr) -> std::net::IpAddr {
+    if to.ip().is_loopback() {
+        return to.ip();
+    }
+    std::net::UdpSocket::bind(SocketAddr::new(
+        if to.is_ipv4() { [0, 0, 0, 0].into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() },
+        0,
+    ))
+    .and_then(|u| u.connect(to).and_then(|_| u.local_addr()))
+    .map(|a| a.ip())
+    .unwrap_or(if to.is_ipv4() { [0, 0, 0, 0].into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() })
+}

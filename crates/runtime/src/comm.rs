@@ -1,0 +1,412 @@
+//! The communicator: executes a schedule for this rank. Per round it sends what the
+//! schedule says this rank sends (from a snapshot of the round's sources, on a helper
+//! thread, so two ranks sending to each other never block on full socket buffers) and
+//! receives, in schedule order, what it receives, copying or reducing into place. Every
+//! frame carries the call's signature, so ranks running different calls fail loudly;
+//! every read has the configured timeout; the first error breaks the communicator.
+
+use std::io::BufWriter;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use railyard_schedule::{
+    generate, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, Op, Region, Schedule,
+};
+
+use crate::bootstrap::{rendezvous, UniqueId};
+use crate::element::Element;
+use crate::error::CommError;
+use crate::frame::{read_frame, write_frame, Header, MAX_FRAME_BYTES};
+use crate::reduce::{divide, reduce_into, RedOp};
+
+/// Everything configurable, read once (from the environment by `Config::from_env`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Every wait for a peer gives up after this.
+    pub timeout: Duration,
+    /// Force an algorithm (RAILYARD_ALGO), else the default per collective.
+    pub algorithm: Option<Algorithm>,
+    /// Parallel rings (RAILYARD_NCHANNELS).
+    pub channels: usize,
+    /// Pipelined chunks for chain and trees (RAILYARD_PIPELINE_CHUNKS).
+    pub pipeline_chunks: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { timeout: Duration::from_secs(30), algorithm: None, channels: 1, pipeline_chunks: 1 }
+    }
+}
+
+impl Config {
+    /// RAILYARD_TIMEOUT_SECS, RAILYARD_ALGO, RAILYARD_NCHANNELS, RAILYARD_PIPELINE_CHUNKS.
+    pub fn from_env() -> Result<Config, CommError> {
+        let mut c = Config::default();
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let bad = |k: &str, v: &str| CommError::BadArgs { message: format!("{k}={v} is not valid") };
+        if let Some(v) = var("RAILYARD_TIMEOUT_SECS") {
+            let secs: f64 = v.parse().map_err(|_| bad("RAILYARD_TIMEOUT_SECS", &v))?;
+            if !(secs > 0.0 && secs < 1e6) {
+                return Err(bad("RAILYARD_TIMEOUT_SECS", &v));
+            }
+            c.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(v) = var("RAILYARD_ALGO") {
+            c.algorithm =
+                Some(v.parse().map_err(|e: String| CommError::BadArgs { message: format!("RAILYARD_ALGO: {e}") })?);
+        }
+        if let Some(v) = var("RAILYARD_NCHANNELS") {
+            c.channels =
+                v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| bad("RAILYARD_NCHANNELS", &v))?;
+        }
+        if let Some(v) = var("RAILYARD_PIPELINE_CHUNKS") {
+            c.pipeline_chunks = v
+                .parse()
+                .ok()
+                .filter(|&n| (1..=1024).contains(&n))
+                .ok_or_else(|| bad("RAILYARD_PIPELINE_CHUNKS", &v))?;
+        }
+        Ok(c)
+    }
+}
+
+/// The algorithm a call uses when none is forced: a ring where a ring exists, else the
+/// first algorithm implementing the collective.
+pub fn default_algorithm(c: Collective) -> Algorithm {
+    match c {
+        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => Algorithm::Ring,
+        Collective::Broadcast | Collective::Reduce => Algorithm::Chain,
+        Collective::Barrier => Algorithm::Bruck,
+        Collective::AllToAll | Collective::AllToAllv => Algorithm::Pairwise,
+        _ => Algorithm::Direct,
+    }
+}
+
+pub struct Communicator {
+    rank: usize,
+    size: usize,
+    readers: Vec<Option<TcpStream>>,
+    writers: Vec<Option<TcpStream>>,
+    config: Config,
+    calls: u64,
+    broken: Option<CommError>,
+}
+
+fn fnv(parts: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn region_bytes(r: &Region, elem: usize) -> std::ops::Range<usize> {
+    r.offset as usize * elem..(r.offset + r.len) as usize * elem
+}
+
+impl Communicator {
+    /// Join the rendezvous of `id` as `rank` of `size`.
+    pub fn init(id: &UniqueId, rank: usize, size: usize, config: Config) -> Result<Communicator, CommError> {
+        let links = rendezvous(id, rank, size, config.timeout)?;
+        let mut readers = Vec::with_capacity(size);
+        let mut writers = Vec::with_capacity(size);
+        for (peer, link) in links.into_iter().enumerate() {
+            match link {
+                Some(s) => {
+                    s.set_read_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
+                    s.set_write_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
+                    writers.push(Some(s.try_clone().map_err(|e| CommError::io(peer, "configure", e))?));
+                    readers.push(Some(s));
+                }
+                None => {
+                    readers.push(None);
+                    writers.push(None);
+                }
+            }
+        }
+        Ok(Communicator { rank, size, readers, writers, config, calls: 0, broken: None })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The first error, if any call failed.
+    pub fn error(&self) -> Option<&CommError> {
+        self.broken.as_ref()
+    }
+
+    /// Run `spec` with `algorithm` on byte buffers of `dtype` elements.
+    pub fn run(
+        &mut self,
+        spec: &CollectiveSpec,
+        algorithm: Option<Algorithm>,
+        input: &[u8],
+        output: &mut [u8],
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        if let Some(e) = &self.broken {
+            return Err(CommError::Broken(Box::new(e.clone())));
+        }
+        let result = self.run_inner(spec, algorithm, input, output, dtype, op);
+        if let Err(e) = &result {
+            let e = match e {
+                CommError::Timeout { peer, .. } => {
+                    CommError::Timeout { peer: *peer, secs: self.config.timeout.as_secs() }
+                }
+                other => other.clone(),
+            };
+            self.broken = Some(e.clone());
+            return Err(e);
+        }
+        result
+    }
+
+    fn run_inner(
+        &mut self,
+        spec: &CollectiveSpec,
+        algorithm: Option<Algorithm>,
+        input: &[u8],
+        output: &mut [u8],
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        if spec.ranks != self.size {
+            return Err(CommError::BadArgs {
+                message: format!("the call names {} ranks, the communicator has {}", spec.ranks, self.size),
+            });
+        }
+        let elem = dtype.size_bytes() as usize;
+        let (want_in, want_out) =
+            (spec.input_len(self.rank) as usize * elem, spec.output_len(self.rank) as usize * elem);
+        if input.len() != want_in || output.len() != want_out {
+            return Err(CommError::BadArgs {
+                message: format!(
+                    "{} needs {want_in} input and {want_out} output bytes on rank {}, got {} and {}",
+                    spec.collective.as_str(),
+                    self.rank,
+                    input.len(),
+                    output.len()
+                ),
+            });
+        }
+        let algorithm = algorithm
+            .or(self.config.algorithm)
+            .filter(|a| a.supports(spec.collective))
+            .unwrap_or_else(|| default_algorithm(spec.collective));
+        let options = GenOptions {
+            channels: self.config.channels,
+            pipeline_chunks: self.config.pipeline_chunks,
+            ..GenOptions::default()
+        };
+        let schedule = generate(algorithm, spec, &options, elem as u64)
+            .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
+        self.calls += 1;
+        let signature = fnv(&[
+            spec.collective as u64,
+            spec.count,
+            spec.root as u64,
+            dtype as u64,
+            op.code() as u64,
+            Algorithm::ALL.iter().position(|a| *a == algorithm).unwrap_or(99) as u64,
+        ]);
+        self.execute(&schedule, signature, input, output, dtype, op)?;
+        if op == RedOp::Avg && spec.collective.reduces() {
+            divide(dtype, output, self.size);
+        }
+        Ok(())
+    }
+
+    fn execute(
+        &mut self,
+        s: &Schedule,
+        signature: u64,
+        input: &[u8],
+        output: &mut [u8],
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        let me = self.rank;
+        let elem = s.elem_bytes as usize;
+        let mut scratch = vec![0u8; s.scratch_len[me] as usize * elem];
+        let call = self.calls;
+        // A local copy or reduction between this rank's buffers.
+        let local = |read: &Region, write: &Region, op_kind: Op, output: &mut [u8], scratch: &mut Vec<u8>| {
+            let src: Vec<u8> = match read.buffer {
+                Buffer::Input => input[region_bytes(read, elem)].to_vec(),
+                Buffer::Output => output[region_bytes(read, elem)].to_vec(),
+                Buffer::Scratch => scratch[region_bytes(read, elem)].to_vec(),
+            };
+            let dst = match write.buffer {
+                Buffer::Input => {
+                    return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() })
+                }
+                Buffer::Output => &mut output[region_bytes(write, elem)],
+                Buffer::Scratch => &mut scratch[region_bytes(write, elem)],
+            };
+            match op_kind {
+                Op::Copy => dst.copy_from_slice(&src),
+                Op::Reduce => reduce_into(dtype, op, dst, &src),
+            }
+            Ok(())
+        };
+        for l in s.prologue.iter().filter(|l| l.rank == me) {
+            local(&l.read, &l.write, l.op, output, &mut scratch)?;
+        }
+        let mut buf = Vec::new();
+        for round in &s.rounds {
+            if !round.in_network.is_empty() {
+                return Err(CommError::BadArgs {
+                    message: "in-network steps need a reducing switch; the runtime cannot run them".into(),
+                });
+            }
+            // Snapshot what this rank sends, before this round's receives land.
+            let sends: Vec<(usize, Vec<u8>)> = round
+                .transfers
+                .iter()
+                .filter(|t| t.from == me)
+                .map(|t| {
+                    let r = region_bytes(&t.read, elem);
+                    let data = match t.read.buffer {
+                        Buffer::Input => input[r].to_vec(),
+                        Buffer::Output => output[r].to_vec(),
+                        Buffer::Scratch => scratch[r].to_vec(),
+                    };
+                    (t.to, data)
+                })
+                .collect();
+            let writers = &mut self.writers;
+            let send_result = std::thread::scope(|scope| -> Result<(), CommError> {
+                let sender = scope.spawn(move || -> Result<(), CommError> {
+                    // Pieces are numbered from 0 in each round over this rank's sends in schedule order.
+                    let mut p = 0u64;
+                    for (to, data) in &sends {
+                        let stream = writers[*to]
+                            .as_mut()
+                            .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {to}") })?;
+                        let mut w = BufWriter::with_capacity(1 << 16, stream);
+                        for chunk in data.chunks(MAX_FRAME_BYTES) {
+                            let h = Header { call, signature, piece: p, len: chunk.len() as u64 };
+                            write_frame(&mut w, &h, chunk, *to)?;
+                            p += 1;
+                        }
+                        std::io::Write::flush(&mut w).map_err(|e| CommError::io(*to, "send", e))?;
+                    }
+                    Ok(())
+                });
+                // Receive in schedule order.
+                for t in round.transfers.iter().filter(|t| t.to == me) {
+                    let from = t.from;
+                    let len = t.write.len as usize * elem;
+                    let stream = self.readers[from]
+                        .as_mut()
+                        .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {from}") })?;
+                    let mut p = first_piece_of(round, t, elem);
+                    let mut data = Vec::with_capacity(len);
+                    while data.len() < len {
+                        let want = (len - data.len()).min(MAX_FRAME_BYTES);
+                        read_frame(stream, &Header { call, signature, piece: p, len: want as u64 }, &mut buf, from)?;
+                        data.extend_from_slice(&buf);
+                        p += 1;
+                    }
+                    let dst = match t.write.buffer {
+                        Buffer::Input => {
+                            return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() })
+                        }
+                        Buffer::Output => &mut output[region_bytes(&t.write, elem)],
+                        Buffer::Scratch => &mut scratch[region_bytes(&t.write, elem)],
+                    };
+                    match t.op {
+                        Op::Copy => dst.copy_from_slice(&data),
+                        Op::Reduce => reduce_into(dtype, op, dst, &data),
+                    }
+                }
+                sender.join().map_err(|_| CommError::BadArgs { message: "the send thread panicked".into() })?
+            });
+            send_result?;
+        }
+        for l in s.epilogue.iter().filter(|l| l.rank == me) {
+            local(&l.read, &l.write, l.op, output, &mut scratch)?;
+        }
+        Ok(())
+    }
+}
+
+/// The piece number the sender of `t` used for its first frame of `t`: senders number
+/// pieces from 0 in each round, over all their sends in schedule order.
+fn first_piece_of(round: &railyard_schedule::Round, t: &railyard_schedule::Transfer, elem: usize) -> u64 {
+    let mut p = 0u64;
+    for x in &round.transfers {
+        if std::ptr::eq(x, t) {
+            return p;
+        }
+        if x.from == t.from {
+            let len = x.read.len as usize * elem;
+            p += (len.div_ceil(MAX_FRAME_BYTES)).max(1) as u64;
+        }
+    }
+    p
+}
+
+/// Typed collectives.
+impl Communicator {
+    fn bytes<T: Element>(v: &[T]) -> &[u8] {
+        T::as_bytes(v)
+    }
+
+    pub fn all_reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::AllReduce, self.size, send.len() as u64);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+    }
+
+    pub fn all_reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp) -> Result<(), CommError> {
+        let send = buf.to_vec();
+        self.all_reduce(&send, buf, op)
+    }
+
+    pub fn reduce_scatter<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::ReduceScatter, self.size, send.len() as u64);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+    }
+
+    /// `recv` holds every rank's chunk; `send` is this rank's chunk of the balanced partition of `recv.len()`.
+    pub fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::AllGather, self.size, recv.len() as u64);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+    }
+
+    pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::Broadcast, self.size, buf.len() as u64).with_root(root);
+        let send = if self.rank == root { buf.to_vec() } else { Vec::new() };
+        self.run(&spec, None, Self::bytes(&send), T::as_bytes_mut(buf), T::DTYPE, RedOp::Sum)
+    }
+
+    /// `recv` must be `send.len()` long on the root and empty elsewhere.
+    pub fn reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp, root: usize) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::Reduce, self.size, send.len() as u64).with_root(root);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+    }
+
+    pub fn all_to_all<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::AllToAll, self.size, send.len() as u64);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+    }
+
+    pub fn barrier(&mut self) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::Barrier, self.size, 0);
+        let mut out = vec![0u8; self.size];
+        self.run(&spec, None, &[self.rank as u8], &mut out, Dtype::U8, RedOp::Sum)
+    }
+}

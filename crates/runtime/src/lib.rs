@@ -1,0 +1,20 @@
+//! railyard's runtime: communicators that execute the schedule crate's schedules across
+//! processes (and hosts) over TCP, with real data. The same generators the model costs
+//! are what runs here, so a prediction and a measurement describe the same plan.
+//!
+//! Status: TCP transport, rendezvous with a shared secret, every collective and
+//! algorithm of the schedule crate (but in-network), all dtypes and ops, timeouts and a
+//! sticky first error. Shared memory, async handles, `railyard perf` and `launch` are to come.
+
+pub mod bootstrap;
+pub mod comm;
+pub mod element;
+pub mod error;
+pub mod frame;
+pub mod reduce;
+
+pub use bootstrap::UniqueId;
+pub use comm::{default_algorithm, Communicator, Config};
+pub use element::Element;
+pub use error::CommError;
+pub use reduce::RedOp;

@@ -1,0 +1,156 @@
+//! Element-wise reductions on raw buffers, for every dtype and op (PRODUCT.md: f32, f64,
+//! f16, bf16, i32, i64, u8; sum, prod, min, max, avg). Buffers are byte slices in native
+//! byte order; loops are plain so the compiler can vectorise them.
+
+use std::str::FromStr;
+
+use half::{bf16, f16};
+use railyard_schedule::Dtype;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RedOp {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    /// Sum, then divided by the rank count once at the end.
+    Avg,
+}
+
+impl RedOp {
+    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedOp::Sum => "sum",
+            RedOp::Prod => "prod",
+            RedOp::Min => "min",
+            RedOp::Max => "max",
+            RedOp::Avg => "avg",
+        }
+    }
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl FromStr for RedOp {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        RedOp::ALL
+            .into_iter()
+            .find(|o| o.as_str() == text)
+            .ok_or_else(|| format!("unknown op \"{text}\" (expected sum, prod, min, max, avg)"))
+    }
+}
+
+macro_rules! combine {
+    ($t:ty, $dst:expr, $src:expr, $op:expr, $from:expr, $to:expr) => {{
+        const N: usize = std::mem::size_of::<$t>();
+        for (d, s) in $dst.chunks_exact_mut(N).zip($src.chunks_exact(N)) {
+            let a: $t = $from(d.try_into().expect("chunks_exact gives N bytes"));
+            let b: $t = $from(s.try_into().expect("chunks_exact gives N bytes"));
+            let r: $t = match $op {
+                RedOp::Sum | RedOp::Avg => a + b,
+                RedOp::Prod => a * b,
+                RedOp::Min => {
+                    if b < a {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                RedOp::Max => {
+                    if b > a {
+                        b
+                    } else {
+                        a
+                    }
+                }
+            };
+            d.copy_from_slice(&$to(r));
+        }
+    }};
+}
+
+macro_rules! combine_int {
+    ($t:ty, $dst:expr, $src:expr, $op:expr) => {{
+        const N: usize = std::mem::size_of::<$t>();
+        for (d, s) in $dst.chunks_exact_mut(N).zip($src.chunks_exact(N)) {
+            let a = <$t>::from_ne_bytes(d.try_into().expect("N bytes"));
+            let b = <$t>::from_ne_bytes(s.try_into().expect("N bytes"));
+            // Integers wrap, as NCCL's do.
+            let r = match $op {
+                RedOp::Sum | RedOp::Avg => a.wrapping_add(b),
+                RedOp::Prod => a.wrapping_mul(b),
+                RedOp::Min => a.min(b),
+                RedOp::Max => a.max(b),
+            };
+            d.copy_from_slice(&r.to_ne_bytes());
+        }
+    }};
+}
+
+/// dst := dst (op) src, element-wise. Both slices hold whole elements of `dtype`.
+pub fn reduce_into(dtype: Dtype, op: RedOp, dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    match dtype {
+        Dtype::F32 => combine!(f32, dst, src, op, f32::from_ne_bytes, f32::to_ne_bytes),
+        Dtype::F64 => combine!(f64, dst, src, op, f64::from_ne_bytes, f64::to_ne_bytes),
+        Dtype::F16 => combine!(f16, dst, src, op, f16::from_ne_bytes, f16::to_ne_bytes),
+        Dtype::Bf16 => combine!(bf16, dst, src, op, bf16::from_ne_bytes, bf16::to_ne_bytes),
+        Dtype::I32 => combine_int!(i32, dst, src, op),
+        Dtype::I64 => combine_int!(i64, dst, src, op),
+        Dtype::U8 => combine_int!(u8, dst, src, op),
+    }
+}
+
+/// Divide every element by `n` (the avg op's last step; integers divide and truncate).
+pub fn divide(dtype: Dtype, buf: &mut [u8], n: usize) {
+    macro_rules! div_float {
+        ($t:ty, $from:expr, $to:expr, $n:expr) => {
+            for d in buf.chunks_exact_mut(std::mem::size_of::<$t>()) {
+                let a: $t = $from(d.try_into().expect("element bytes"));
+                d.copy_from_slice(&$to(a / $n));
+            }
+        };
+    }
+    match dtype {
+        Dtype::F32 => div_float!(f32, f32::from_ne_bytes, f32::to_ne_bytes, n as f32),
+        Dtype::F64 => div_float!(f64, f64::from_ne_bytes, f64::to_ne_bytes, n as f64),
+        Dtype::F16 => div_float!(f16, f16::from_ne_bytes, f16::to_ne_bytes, f16::from_f32(n as f32)),
+        Dtype::Bf16 => div_float!(bf16, bf16::from_ne_bytes, bf16::to_ne_bytes, bf16::from_f32(n as f32)),
+        Dtype::I32 => div_float!(i32, i32::from_ne_bytes, i32::to_ne_bytes, n as i32),
+        Dtype::I64 => div_float!(i64, i64::from_ne_bytes, i64::to_ne_bytes, n as i64),
+        Dtype::U8 => div_float!(u8, u8::from_ne_bytes, u8::to_ne_bytes, n as u8),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn every_op_on_f32_and_ints() {
+        let cases = [(RedOp::Sum, 5.0), (RedOp::Prod, 6.0), (RedOp::Min, 2.0), (RedOp::Max, 3.0), (RedOp::Avg, 5.0)];
+        for (op, want) in cases {
+            let mut d = f32s(&[2.0]);
+            reduce_into(Dtype::F32, op, &mut d, &f32s(&[3.0]));
+            assert_eq!(f32::from_ne_bytes(d[..4].try_into().unwrap()), want, "{op:?}");
+        }
+        let mut d = 250u8.to_ne_bytes().to_vec();
+        reduce_into(Dtype::U8, RedOp::Sum, &mut d, &10u8.to_ne_bytes());
+        assert_eq!(d[0], 4, "u8 sums wrap");
+        let mut d = f16::from_f32(1.5).to_ne_bytes().to_vec();
+        reduce_into(Dtype::F16, RedOp::Sum, &mut d, &f16::from_f32(2.0).to_ne_bytes());
+        assert_eq!(f16::from_ne_bytes([d[0], d[1]]).to_f32(), 3.5);
+        let mut d = f32s(&[9.0, 3.0]);
+        divide(Dtype::F32, &mut d, 3);
+        assert_eq!(d, f32s(&[3.0, 1.0]));
+    }
+}
