@@ -35,6 +35,10 @@ enum Command {
     /// Analytical network models
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
+    /// Run collectives for real and report like nccl-tests (time, algbw, busbw, #wrong)
+    Perf(commands::perf::PerfArgs),
+    /// Start N local ranks of a program with launcher variables set
+    Launch(commands::launch::LaunchArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,11 +47,13 @@ fn main() -> ExitCode {
         Command::Plan(args) => commands::plan::run(&args),
         Command::Topo(cmd) => commands::topo::run(&cmd),
         Command::Model(cmd) => commands::model::run(&cmd),
+        Command::Perf(args) => commands::perf::run(&args),
+        Command::Launch(args) => commands::launch::run(&args),
     };
     match result {
         Ok(text) => {
             print!("{text}");
-            if !text.ends_with('\n') {
+            if !text.is_empty() && !text.ends_with('\n') {
                 println!();
             }
             ExitCode::SUCCESS

@@ -30,11 +30,13 @@ pub struct Config {
     pub channels: usize,
     /// Pipelined chunks for chain and trees (RAILYARD_PIPELINE_CHUNKS).
     pub pipeline_chunks: usize,
+    /// RAILYARD_DEBUG=INFO: log the links and every call's algorithm to standard error.
+    pub debug: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { timeout: Duration::from_secs(30), algorithm: None, channels: 1, pipeline_chunks: 1 }
+        Config { timeout: Duration::from_secs(30), algorithm: None, channels: 1, pipeline_chunks: 1, debug: false }
     }
 }
 
@@ -59,6 +61,8 @@ impl Config {
             c.channels =
                 v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| bad("RAILYARD_NCHANNELS", &v))?;
         }
+        c.debug =
+            var("RAILYARD_DEBUG").is_some_and(|v| v.eq_ignore_ascii_case("INFO") || v.eq_ignore_ascii_case("TRACE"));
         if let Some(v) = var("RAILYARD_PIPELINE_CHUNKS") {
             c.pipeline_chunks = v
                 .parse()
@@ -90,6 +94,12 @@ pub struct Communicator {
     config: Config,
     calls: u64,
     broken: Option<CommError>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
 }
 
 fn fnv(parts: &[u64]) -> u64 {
@@ -126,6 +136,16 @@ impl Communicator {
                     writers.push(None);
                 }
             }
+        }
+        if config.debug {
+            eprintln!(
+                "{}:{} [{rank}] RAILYARD INFO rank {rank} of {size}: tcp links to {} peers (TCP_NODELAY), timeout {:?}, channels {}",
+                hostname(),
+                std::process::id(),
+                size - 1,
+                config.timeout,
+                config.channels
+            );
         }
         Ok(Communicator { rank, size, readers, writers, config, calls: 0, broken: None })
     }
@@ -214,6 +234,20 @@ impl Communicator {
         let schedule = generate(algorithm, spec, &options, elem as u64)
             .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
         self.calls += 1;
+        if self.config.debug {
+            eprintln!(
+                "{}:{} [{}] RAILYARD INFO call {}: {} of {} x {} ({}) with {algorithm}, {} rounds",
+                hostname(),
+                std::process::id(),
+                self.rank,
+                self.calls,
+                spec.collective.as_str(),
+                spec.count,
+                dtype,
+                op.as_str(),
+                schedule.rounds.len()
+            );
+        }
         let signature = fnv(&[
             spec.collective as u64,
             spec.count,

@@ -4,11 +4,12 @@
 //!
 //! Status: TCP transport, rendezvous with a shared secret, every collective and
 //! algorithm of the schedule crate (but in-network), all dtypes and ops, timeouts and a
-//! sticky first error. Shared memory, async handles, `railyard perf` and `launch` are to come.
+//! sticky first error. Shared memory and async handles are to come.
 
 pub mod bootstrap;
 pub mod comm;
 pub mod element;
+pub mod env;
 pub mod error;
 pub mod frame;
 pub mod reduce;
@@ -16,5 +17,6 @@ pub mod reduce;
 pub use bootstrap::UniqueId;
 pub use comm::{default_algorithm, Communicator, Config};
 pub use element::Element;
+pub use env::{from_env, Launch};
 pub use error::CommError;
 pub use reduce::RedOp;

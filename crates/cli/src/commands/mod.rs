@@ -1,3 +1,5 @@
+pub mod launch;
 pub mod model;
+pub mod perf;
 pub mod plan;
 pub mod topo;

@@ -1,0 +1,463 @@
+//! `railyard perf COLLECTIVE`: run collectives for real and report like nccl-tests
+//! (nccl-facts §2): size, count, type, redop, root, then time (µs), algbw and busbw
+//! (GB/s) and #wrong for out-of-place and in-place. `--np N` starts N local ranks as
+//! processes; under a launcher (torchrun, mpirun, srun, `railyard launch`) each process
+//! is one rank. Rank 0 prints.
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use railyard_runtime::{from_env, Communicator, Config, RedOp, UniqueId};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype};
+use serde::Serialize;
+
+use crate::args::{parse_size, Format};
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    railyard perf all_reduce --np 2 -b 8 -e 128M -f 2\n  \
+    railyard perf all_gather --np 4 -b 1K -e 1M -f 4 -d half\n  \
+    torchrun --nproc-per-node 2 $(which railyard) perf all_reduce -b 1M -e 64M -f 2\n\n\
+    Sizes take K, M, G (binary, as nccl-tests). RAILYARD_ALGO, RAILYARD_NCHANNELS, RAILYARD_TIMEOUT_SECS\n\
+    and RAILYARD_DEBUG=INFO are read once at start.")]
+pub struct PerfArgs {
+    /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or reduce
+    pub collective: String,
+    /// Smallest size
+    #[arg(short = 'b', long = "minbytes", default_value = "32M")]
+    pub minbytes: String,
+    /// Largest size
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M")]
+    pub maxbytes: String,
+    /// Step between sizes when no --stepfactor
+    #[arg(short = 'i', long = "stepbytes", default_value = "1M")]
+    pub stepbytes: String,
+    /// Multiply the size by this each step
+    #[arg(short = 'f', long = "stepfactor")]
+    pub stepfactor: Option<u64>,
+    /// Timed iterations per size
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Untimed iterations first
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
+    pub warmup: u32,
+    /// Verify every element (0: skip, #wrong shows N/A)
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: u32,
+    /// sum, prod, min, max, avg
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// float, double, half, bfloat16, int32, int64, uint8 (or f32, f64, f16, bf16, i32, i64, u8)
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub datatype: String,
+    /// Root of broadcast and reduce
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: usize,
+    /// Accepted for nccl-tests compatibility; every call blocks
+    #[arg(short = 'z', long = "blocking", default_value_t = 0)]
+    pub blocking: u32,
+    /// Start this many local ranks as processes
+    #[arg(long)]
+    pub np: Option<usize>,
+    /// Force an algorithm (else RAILYARD_ALGO, else the default for the collective)
+    #[arg(long)]
+    pub algo: Option<Algorithm>,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+}
+
+fn collective(name: &str) -> Result<Collective> {
+    let c: Collective = name.replace('_', "").parse().map_err(anyhow::Error::msg)?;
+    if !matches!(
+        c,
+        Collective::AllReduce
+            | Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::AllToAll
+            | Collective::Broadcast
+            | Collective::Reduce
+    ) {
+        bail!("perf runs all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and reduce");
+    }
+    Ok(c)
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Half {
+    time_us: f64,
+    algbw_gb_per_sec: f64,
+    busbw_gb_per_sec: f64,
+    wrong: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    size: u64,
+    count: u64,
+    #[serde(rename = "type")]
+    dtype: String,
+    redop: String,
+    root: i64,
+    out_of_place: Half,
+    in_place: Half,
+}
+
+fn value(r: usize, i: u64) -> f64 {
+    ((r as u64 * 7 + i * 3) % 5) as f64 + 1.0
+}
+
+fn encode(dtype: Dtype, v: f64, out: &mut Vec<u8>) {
+    match dtype {
+        Dtype::F32 => out.extend_from_slice(&(v as f32).to_ne_bytes()),
+        Dtype::F64 => out.extend_from_slice(&v.to_ne_bytes()),
+        Dtype::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_ne_bytes()),
+        Dtype::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_ne_bytes()),
+        Dtype::I32 => out.extend_from_slice(&(v as i32).to_ne_bytes()),
+        Dtype::I64 => out.extend_from_slice(&(v as i64).to_ne_bytes()),
+        Dtype::U8 => out.push(v as u8),
+    }
+}
+
+fn decode(dtype: Dtype, c: &[u8]) -> f64 {
+    let a = |n: usize| -> &[u8] { &c[..n] };
+    match dtype {
+        Dtype::F32 => f32::from_ne_bytes(a(4).try_into().unwrap_or_default()) as f64,
+        Dtype::F64 => f64::from_ne_bytes(a(8).try_into().unwrap_or_default()),
+        Dtype::F16 => half::f16::from_ne_bytes(a(2).try_into().unwrap_or_default()).to_f64(),
+        Dtype::Bf16 => half::bf16::from_ne_bytes(a(2).try_into().unwrap_or_default()).to_f64(),
+        Dtype::I32 => i32::from_ne_bytes(a(4).try_into().unwrap_or_default()) as f64,
+        Dtype::I64 => i64::from_ne_bytes(a(8).try_into().unwrap_or_default()) as f64,
+        Dtype::U8 => c[0] as f64,
+    }
+}
+
+/// Expected value of one output element (reductions computed in f64, then rounded to the dtype).
+fn expected(spec: &CollectiveSpec, dtype: Dtype, op: RedOp, index: u64, who: Contributors) -> f64 {
+    let round = |v: f64| {
+        let mut b = Vec::new();
+        encode(dtype, v, &mut b);
+        decode(dtype, &b)
+    };
+    match who {
+        Contributors::One(q) => round(value(q, index)),
+        Contributors::All => {
+            let vals: Vec<f64> = (0..spec.ranks).map(|q| value(q, index)).collect();
+            let r = match op {
+                RedOp::Sum => vals.iter().sum(),
+                RedOp::Prod => vals.iter().product(),
+                RedOp::Min => vals.iter().copied().fold(f64::INFINITY, f64::min),
+                RedOp::Max => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                RedOp::Avg => {
+                    let s: f64 = vals.iter().sum();
+                    if matches!(dtype, Dtype::I32 | Dtype::I64 | Dtype::U8) {
+                        (s / spec.ranks as f64).trunc()
+                    } else {
+                        s / spec.ranks as f64
+                    }
+                }
+            };
+            round(r)
+        }
+    }
+}
+
+fn wrong(spec: &CollectiveSpec, rank: usize, dtype: Dtype, op: RedOp, output: &[u8]) -> u64 {
+    let e = dtype.size_bytes() as usize;
+    let float = matches!(dtype, Dtype::F32 | Dtype::F64 | Dtype::F16 | Dtype::Bf16);
+    let tol = match dtype {
+        Dtype::F16 | Dtype::Bf16 => 1e-2,
+        _ => 1e-6,
+    };
+    // Inputs of all-gather and gather ranks are their chunk of the global index space.
+    let parts = spec.parts();
+    spec.expected_output(rank)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (index, who))| {
+            let index = match (spec.collective, who) {
+                (Collective::AllGather, Contributors::One(q)) => index + parts[*q].start,
+                _ => *index,
+            };
+            let want = expected(spec, dtype, op, index, *who);
+            let got = decode(dtype, &output[i * e..(i + 1) * e]);
+            if float {
+                (got - want).abs() > tol * want.abs().max(1.0)
+            } else if op == RedOp::Prod {
+                // Integer products wrap; compare modulo the type's width.
+                let bits = e as u32 * 8;
+                let m = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                (got as i128 as u64 & m) != ((want as i128) as u64 & m)
+            } else {
+                got != want
+            }
+        })
+        .count() as u64
+}
+
+/// nccl-tests' getFloatStr: %.2f, then %.1f, %.0f, then an exponent, to fit `width`.
+fn fit(v: f64, width: usize) -> String {
+    for p in [2, 1, 0] {
+        let s = format!("{v:.p$}");
+        if s.len() <= width {
+            return format!("{s:>width$}");
+        }
+    }
+    format!("{:>width$}", format!("{v:.1e}"))
+}
+
+fn spec_for(c: Collective, size: u64, elem: u64, ranks: usize, root: usize) -> (CollectiveSpec, u64, u64) {
+    let p = ranks as u64;
+    match c {
+        // size = the total; count = per-rank elements, as nccl-tests prints them.
+        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+            let count = size / elem / p;
+            (CollectiveSpec::new(c, ranks, count * p), count * p * elem, count)
+        }
+        _ => {
+            let count = size / elem;
+            (CollectiveSpec::new(c, ranks, count).with_root(root), count * elem, count)
+        }
+    }
+}
+
+fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
+    let c = collective(&args.collective)?;
+    let dtype: Dtype = args.datatype.parse().map_err(anyhow::Error::msg)?;
+    let op: RedOp = args.op.parse().map_err(anyhow::Error::msg)?;
+    let (min, max) = (
+        parse_size(&args.minbytes).map_err(anyhow::Error::msg)?,
+        parse_size(&args.maxbytes).map_err(anyhow::Error::msg)?,
+    );
+    let step = parse_size(&args.stepbytes).map_err(anyhow::Error::msg)?;
+    if min > max
+        || args.iters == 0
+        || args.stepfactor.is_some_and(|f| f < 2)
+        || (args.stepfactor.is_none() && step == 0)
+    {
+        bail!("need minbytes <= maxbytes, iters >= 1, and a step factor >= 2 or a step > 0");
+    }
+    if c.rooted() && args.root >= comm.size() {
+        bail!("root {} is not a rank (0..{})", args.root, comm.size());
+    }
+    let (rank, p, elem) = (comm.rank(), comm.size(), dtype.size_bytes());
+    let mut rows = Vec::new();
+    let mut size = min;
+    while size <= max {
+        let (spec, shown, count) = spec_for(c, size, elem, p, args.root);
+        let mut input = Vec::with_capacity(spec.input_len(rank) as usize * elem as usize);
+        let base = if c == Collective::AllGather { spec.chunk(rank).start } else { 0 };
+        for i in 0..spec.input_len(rank) {
+            encode(dtype, value(rank, base + i), &mut input);
+        }
+        let mut output = vec![0u8; spec.output_len(rank) as usize * elem as usize];
+        let mut halves = Vec::new();
+        for in_place in [false, true] {
+            for _ in 0..args.warmup {
+                comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
+            }
+            comm.barrier()?;
+            let t0 = Instant::now();
+            for _ in 0..args.iters {
+                if in_place {
+                    // The runtime's in-place path copies the input into place first; time it with that copy.
+                    let src = input.clone();
+                    comm.run(&spec, args.algo, &src, &mut output, dtype, op)?;
+                } else {
+                    comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
+                }
+            }
+            let mine = t0.elapsed().as_secs_f64() / args.iters as f64;
+            let mut t = [mine];
+            comm.all_reduce_in_place(&mut t, RedOp::Avg)?;
+            let wrong_count = if args.check > 0 {
+                output.fill(0);
+                comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
+                let mut w = [wrong(&spec, rank, dtype, op, &output) as i64];
+                comm.all_reduce_in_place(&mut w, RedOp::Sum)?;
+                Some(w[0] as u64)
+            } else {
+                None
+            };
+            let algbw = if t[0] > 0.0 { shown as f64 / t[0] / 1e9 } else { 0.0 };
+            halves.push(Half {
+                time_us: t[0] * 1e6,
+                algbw_gb_per_sec: algbw,
+                busbw_gb_per_sec: algbw * c.bus_bandwidth_factor(p),
+                wrong: wrong_count,
+            });
+        }
+        let in_place = halves.pop().context("two halves")?;
+        let out_of_place = halves.pop().context("two halves")?;
+        rows.push(Row {
+            size: shown,
+            count,
+            dtype: nccl_type(dtype).into(),
+            redop: if c.reduces() { op.as_str().into() } else { "none".into() },
+            root: if c.rooted() { args.root as i64 } else { -1 },
+            out_of_place,
+            in_place,
+        });
+        size = match args.stepfactor {
+            Some(f) => size.saturating_mul(f),
+            None => size.saturating_add(step),
+        };
+        if size == 0 {
+            break;
+        }
+    }
+    Ok(rows)
+}
+
+fn nccl_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::F32 => "float",
+        Dtype::F64 => "double",
+        Dtype::F16 => "half",
+        Dtype::Bf16 => "bfloat16",
+        Dtype::I32 => "int32",
+        Dtype::I64 => "int64",
+        Dtype::U8 => "uint8",
+    }
+}
+
+fn report(args: &PerfArgs, rows: &[Row], ranks: usize) -> Result<String> {
+    if args.format == Format::Json {
+        return Ok(serde_json::to_string_pretty(rows)? + "\n");
+    }
+    let mut out = format!(
+        "# railyard perf {}\n# nRanks {ranks} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} validation: {}\n#\n",
+        args.collective,
+        args.minbytes,
+        args.maxbytes,
+        args.stepfactor.map_or(format!("{}(bytes)", args.stepbytes), |f| format!("{f}(factor)")),
+        args.warmup,
+        args.iters,
+        args.check
+    );
+    out.push_str(&format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
+        "", "", "", "", ""
+    ));
+    out.push_str(&format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong"
+    ));
+    out.push_str(&format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""
+    ));
+    let mut busbw_sum = 0.0;
+    let mut wrong_total = 0;
+    for r in rows {
+        out.push_str(&format!("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", r.size, r.count, r.dtype, r.redop, r.root));
+        for h in [&r.out_of_place, &r.in_place] {
+            let w = h.wrong.map_or("   N/A".to_string(), |w| format!("{w:>6}"));
+            out.push_str(&format!(
+                "  {}  {}  {}  {w}",
+                fit(h.time_us, 7),
+                fit(h.algbw_gb_per_sec, 6),
+                fit(h.busbw_gb_per_sec, 6)
+            ));
+            busbw_sum += h.busbw_gb_per_sec;
+            wrong_total += h.wrong.unwrap_or(0);
+        }
+        out.push('\n');
+    }
+    let avg = if rows.is_empty() { 0.0 } else { busbw_sum / (2 * rows.len()) as f64 };
+    out.push_str(&format!(
+        "# Out of bounds values : {wrong_total} {}\n# Avg bus bandwidth    : {avg}\n#\n",
+        if wrong_total == 0 { "OK" } else { "FAILED" }
+    ));
+    if wrong_total > 0 {
+        bail!("{out}{wrong_total} wrong elements");
+    }
+    Ok(out)
+}
+
+pub fn run(args: &PerfArgs) -> Result<String> {
+    collective(&args.collective)?;
+    let config = Config::from_env()?;
+    if let Some(launch) = from_env()? {
+        let mut comm = Communicator::init(&launch.id, launch.rank, launch.size, config)?;
+        let rows = rank_body(args, &mut comm)?;
+        return if launch.rank == 0 { report(args, &rows, launch.size) } else { Ok(String::new()) };
+    }
+    let np = args.np.unwrap_or(1);
+    if np == 0 || np > 64 {
+        bail!("--np must be 1..=64 local ranks");
+    }
+    if np == 1 {
+        let id = UniqueId::new("127.0.0.1:0".parse()?)?;
+        let mut comm = Communicator::init(&id, 0, 1, config)?;
+        let rows = rank_body(args, &mut comm)?;
+        return report(args, &rows, 1);
+    }
+    spawn_ranks(np, &strip_np(std::env::args().skip(1).collect()))
+}
+
+/// The command line without `--np N` / `--np=N`.
+fn strip_np(args: Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if a == "--np" {
+            skip = true;
+        } else if !a.starts_with("--np=") {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// Start `np` copies of this program as ranks of one job; rank 0's output is ours.
+pub fn spawn_ranks(np: usize, args: &[String]) -> Result<String> {
+    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let id = UniqueId::new(port)?;
+    let mut children = Vec::new();
+    for rank in 0..np {
+        let child = Command::new(&exe)
+            .args(args)
+            .env("RAILYARD_ID", id.to_string())
+            .env("RAILYARD_RANK", rank.to_string())
+            .env("RAILYARD_WORLD_SIZE", np.to_string())
+            .env("RAILYARD_LOCAL_RANK", rank.to_string())
+            .stdin(Stdio::null())
+            .stdout(if rank == 0 { Stdio::piped() } else { Stdio::null() })
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot start rank {rank}"))?;
+        children.push(child);
+    }
+    let mut out = String::new();
+    let mut failed = Vec::new();
+    for (rank, child) in children.into_iter().enumerate() {
+        let o = child.wait_with_output()?;
+        if rank == 0 {
+            out = String::from_utf8_lossy(&o.stdout).into_owned();
+        }
+        if !o.status.success() {
+            failed.push(rank);
+        }
+    }
+    if !failed.is_empty() {
+        bail!("{out}ranks {failed:?} failed");
+    }
+    Ok(out)
+}

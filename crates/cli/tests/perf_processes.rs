@@ -1,0 +1,87 @@
+//! `railyard perf` and `railyard launch` with real processes (a small set; the thread
+//! matrix in the runtime crate covers every combination).
+
+mod common;
+use common::{json, railyard};
+
+#[test]
+fn perf_runs_ranks_as_processes_and_checks_every_element() {
+    for (collective, np) in [
+        ("all_reduce", "2"),
+        ("all_gather", "3"),
+        ("reduce_scatter", "2"),
+        ("all_to_all", "3"),
+        ("broadcast", "2"),
+        ("reduce", "3"),
+    ] {
+        let rows = json(&[
+            "perf", collective, "--np", np, "-b", "8", "-e", "4K", "-f", "8", "-n", "2", "-w", "1", "--format", "json",
+        ]);
+        let rows = rows.as_array().unwrap();
+        assert!(!rows.is_empty(), "{collective}");
+        for r in rows {
+            assert_eq!(r["out_of_place"]["wrong"], 0, "{collective}: {r}");
+            assert_eq!(r["in_place"]["wrong"], 0, "{collective}: {r}");
+            assert!(r["out_of_place"]["time_us"].as_f64().unwrap() > 0.0);
+        }
+    }
+}
+
+#[test]
+fn perf_prints_the_nccl_tests_columns() {
+    let out =
+        railyard(&["perf", "all_reduce", "--np", "2", "-b", "1K", "-e", "1K", "-n", "2", "-d", "half", "-o", "max"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("#       size         count      type   redop    root     time   algbw   busbw  #wrong"),
+        "{}",
+        out.stdout
+    );
+    let row = out.stdout.lines().find(|l| l.trim_start().starts_with("1024")).expect("a 1024-byte row");
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[..5], &["1024", "512", "half", "max", "-1"]);
+    assert_eq!(cols[8], "0");
+    assert!(out.stdout.contains("# Out of bounds values : 0 OK"));
+}
+
+#[test]
+fn launch_sets_the_launcher_variables() {
+    let exe = env!("CARGO_BIN_EXE_railyard");
+    let out = railyard(&[
+        "launch",
+        "-n",
+        "2",
+        "--",
+        exe,
+        "perf",
+        "all_reduce",
+        "-b",
+        "64",
+        "-e",
+        "64",
+        "-n",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let rows: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("rank 0's JSON");
+    assert_eq!(rows[0]["size"], 64);
+    assert_eq!(rows[0]["out_of_place"]["wrong"], 0);
+}
+
+#[test]
+fn perf_rejects_bad_arguments() {
+    for args in [
+        vec!["perf", "gather"],
+        vec!["perf", "all_reduce", "-b", "1M", "-e", "1K"],
+        vec!["perf", "all_reduce", "-d", "complex"],
+        vec!["perf", "all_reduce", "-o", "xor"],
+        vec!["perf", "all_reduce", "--np", "0"],
+        vec!["perf", "broadcast", "-r", "5", "--np", "2", "-b", "8", "-e", "8"],
+    ] {
+        let out = railyard(&args);
+        assert_ne!(out.code, 0, "{args:?}");
+        assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
+    }
+}
