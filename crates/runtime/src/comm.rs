@@ -93,8 +93,15 @@ pub struct Communicator {
     writers: Vec<Option<TcpStream>>,
     config: Config,
     calls: u64,
+    /// Calls that exchanged data with each peer: the call number on the wire, so ranks
+    /// that skip a point-to-point call between two others stay in step.
+    calls_with: Vec<u64>,
     broken: Option<CommError>,
 }
+
+/// Rounds whose sends add up to at most this many bytes write them before reading:
+/// well under the smallest default TCP socket buffers, so the write cannot block.
+const INLINE_SEND_BYTES: usize = 32 << 10;
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -147,7 +154,7 @@ impl Communicator {
                 config.channels
             );
         }
-        Ok(Communicator { rank, size, readers, writers, config, calls: 0, broken: None })
+        Ok(Communicator { rank, size, readers, writers, config, calls: 0, calls_with: vec![0; size], broken: None })
     }
 
     pub fn rank(&self) -> usize {
@@ -252,6 +259,7 @@ impl Communicator {
             spec.collective as u64,
             spec.count,
             spec.root as u64,
+            spec.peer as u64,
             dtype as u64,
             op.code() as u64,
             Algorithm::ALL.iter().position(|a| *a == algorithm).unwrap_or(99) as u64,
@@ -275,7 +283,22 @@ impl Communicator {
         let me = self.rank;
         let elem = s.elem_bytes as usize;
         let mut scratch = vec![0u8; s.scratch_len[me] as usize * elem];
-        let call = self.calls;
+        // This call's number with every peer it exchanges data with.
+        let mut talks = vec![false; self.size];
+        for t in s.rounds.iter().flat_map(|r| &r.transfers) {
+            if t.from == me {
+                talks[t.to] = true;
+            }
+            if t.to == me {
+                talks[t.from] = true;
+            }
+        }
+        for (peer, &t) in talks.iter().enumerate() {
+            if t {
+                self.calls_with[peer] += 1;
+            }
+        }
+        let calls_with = self.calls_with.clone();
         // A local copy or reduction between this rank's buffers.
         let local = |read: &Region, write: &Region, op_kind: Op, output: &mut [u8], scratch: &mut Vec<u8>| {
             let src: Vec<u8> = match read.buffer {
@@ -322,24 +345,28 @@ impl Communicator {
                 })
                 .collect();
             let writers = &mut self.writers;
-            let send_result = std::thread::scope(|scope| -> Result<(), CommError> {
-                let sender = scope.spawn(move || -> Result<(), CommError> {
-                    // Pieces are numbered from 0 in each round over this rank's sends in schedule order.
-                    let mut p = 0u64;
-                    for (to, data) in &sends {
-                        let stream = writers[*to]
-                            .as_mut()
-                            .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {to}") })?;
-                        let mut w = BufWriter::with_capacity(1 << 16, stream);
-                        for chunk in data.chunks(MAX_FRAME_BYTES) {
-                            let h = Header { call, signature, piece: p, len: chunk.len() as u64 };
-                            write_frame(&mut w, &h, chunk, *to)?;
-                            p += 1;
-                        }
-                        std::io::Write::flush(&mut w).map_err(|e| CommError::io(*to, "send", e))?;
+            let calls_with = &calls_with;
+            // Sends that fit in the sockets' buffers go inline; larger ones from a helper
+            // thread, so two ranks sending to each other never block on full buffers.
+            let inline = sends.iter().map(|(_, d)| d.len()).sum::<usize>() <= INLINE_SEND_BYTES;
+            let mut send_all = move || -> Result<(), CommError> {
+                // Pieces are numbered from 0 in each round over this rank's sends in schedule order.
+                let mut p = 0u64;
+                for (to, data) in &sends {
+                    let stream = writers[*to]
+                        .as_mut()
+                        .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {to}") })?;
+                    let mut w = BufWriter::with_capacity(1 << 16, stream);
+                    for chunk in data.chunks(MAX_FRAME_BYTES) {
+                        let h = Header { call: calls_with[*to], signature, piece: p, len: chunk.len() as u64 };
+                        write_frame(&mut w, &h, chunk, *to)?;
+                        p += 1;
                     }
-                    Ok(())
-                });
+                    std::io::Write::flush(&mut w).map_err(|e| CommError::io(*to, "send", e))?;
+                }
+                Ok(())
+            };
+            let mut receive_all = || -> Result<(), CommError> {
                 // Receive in schedule order.
                 for t in round.transfers.iter().filter(|t| t.to == me) {
                     let from = t.from;
@@ -351,7 +378,12 @@ impl Communicator {
                     let mut data = Vec::with_capacity(len);
                     while data.len() < len {
                         let want = (len - data.len()).min(MAX_FRAME_BYTES);
-                        read_frame(stream, &Header { call, signature, piece: p, len: want as u64 }, &mut buf, from)?;
+                        read_frame(
+                            stream,
+                            &Header { call: calls_with[from], signature, piece: p, len: want as u64 },
+                            &mut buf,
+                            from,
+                        )?;
                         data.extend_from_slice(&buf);
                         p += 1;
                     }
@@ -367,9 +399,20 @@ impl Communicator {
                         Op::Reduce => reduce_into(dtype, op, dst, &data),
                     }
                 }
-                sender.join().map_err(|_| CommError::BadArgs { message: "the send thread panicked".into() })?
-            });
-            send_result?;
+                Ok(())
+            };
+            if inline {
+                send_all()?;
+                receive_all()?;
+            } else {
+                std::thread::scope(|scope| -> Result<(), CommError> {
+                    let sender = scope.spawn(send_all);
+                    let received = receive_all();
+                    let sent =
+                        sender.join().map_err(|_| CommError::BadArgs { message: "the send thread panicked".into() })?;
+                    received.and(sent)
+                })?;
+            }
         }
         for l in s.epilogue.iter().filter(|l| l.rank == me) {
             local(&l.read, &l.write, l.op, output, &mut scratch)?;
@@ -436,6 +479,55 @@ impl Communicator {
     pub fn all_to_all<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
         let spec = CollectiveSpec::new(Collective::AllToAll, self.size, send.len() as u64);
         self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+    }
+
+    /// `recv` holds every rank's chunk on the root (empty elsewhere); `send` is this
+    /// rank's chunk of the balanced partition of the total.
+    pub fn gather<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        total: usize,
+        root: usize,
+    ) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::Gather, self.size, total as u64).with_root(root);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+    }
+
+    /// `send` is the whole vector on the root (empty elsewhere); `recv` this rank's chunk.
+    pub fn scatter<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        total: usize,
+        root: usize,
+    ) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::Scatter, self.size, total as u64).with_root(root);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+    }
+
+    /// `counts[i][j]` elements from rank i to rank j; every rank passes the same matrix.
+    pub fn all_to_allv<T: Element>(
+        &mut self,
+        send: &[T],
+        recv: &mut [T],
+        counts: Vec<Vec<u64>>,
+    ) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::AllToAllv, self.size, 0).with_counts(counts);
+        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+    }
+
+    /// Point to point: only this rank and `peer` take part.
+    pub fn send<T: Element>(&mut self, buf: &[T], peer: usize) -> Result<(), CommError> {
+        let spec =
+            CollectiveSpec::new(Collective::SendRecv, self.size, buf.len() as u64).with_root(self.rank).with_peer(peer);
+        self.run(&spec, None, Self::bytes(buf), &mut [], T::DTYPE, RedOp::Sum)
+    }
+
+    pub fn recv<T: Element>(&mut self, buf: &mut [T], peer: usize) -> Result<(), CommError> {
+        let spec =
+            CollectiveSpec::new(Collective::SendRecv, self.size, buf.len() as u64).with_root(peer).with_peer(self.rank);
+        self.run(&spec, None, &[], T::as_bytes_mut(buf), T::DTYPE, RedOp::Sum)
     }
 
     pub fn barrier(&mut self) -> Result<(), CommError> {

@@ -4,7 +4,7 @@
 //!
 //! Status: TCP transport, rendezvous with a shared secret, every collective and
 //! algorithm of the schedule crate (but in-network), all dtypes and ops, timeouts and a
-//! sticky first error. Shared memory and async handles are to come.
+//! sticky first error. Shared memory is to come.
 
 pub mod bootstrap;
 pub mod comm;
@@ -12,6 +12,7 @@ pub mod element;
 pub mod env;
 pub mod error;
 pub mod frame;
+pub mod handle;
 pub mod reduce;
 
 pub use bootstrap::UniqueId;
@@ -19,4 +20,5 @@ pub use comm::{default_algorithm, Communicator, Config};
 pub use element::Element;
 pub use env::{from_env, Launch};
 pub use error::CommError;
+pub use handle::{AsyncCommunicator, Handle};
 pub use reduce::RedOp;

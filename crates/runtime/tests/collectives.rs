@@ -267,3 +267,52 @@ fn a_rank_that_disappears_makes_the_others_fail_not_hang() {
         assert!(r.is_err());
     }
 }
+
+#[test]
+fn async_handles_point_to_point_and_rooted_calls() {
+    use railyard_runtime::AsyncCommunicator;
+    let results = with_ranks(3, Config::default(), |comm| {
+        let mut comm = comm.unwrap();
+        let r = comm.rank();
+        // Point to point between 0 and 2; rank 1 skips it and stays in step.
+        if r == 0 {
+            comm.send(&[1u8, 2, 3], 2).unwrap();
+        } else if r == 2 {
+            let mut b = [0u8; 3];
+            comm.recv(&mut b, 0).unwrap();
+            assert_eq!(b, [1, 2, 3]);
+        }
+        // Gather / scatter of 7 elements (chunks 3, 2, 2).
+        let parts = [0..3usize, 3..5, 5..7];
+        let mine: Vec<i64> = parts[r].clone().map(|i| i as i64 * 10).collect();
+        let mut all = if r == 1 { vec![0i64; 7] } else { Vec::new() };
+        comm.gather(&mine, &mut all, 7, 1).unwrap();
+        if r == 1 {
+            assert_eq!(all, (0..7).map(|i| i * 10).collect::<Vec<i64>>());
+        }
+        let whole: Vec<i64> = if r == 0 { (100..107).collect() } else { Vec::new() };
+        let mut part = vec![0i64; parts[r].len()];
+        comm.scatter(&whole, &mut part, 7, 0).unwrap();
+        assert_eq!(part, parts[r].clone().map(|i| 100 + i as i64).collect::<Vec<i64>>());
+        // All-to-allv: rank i sends i + j + 1 elements to rank j.
+        let counts: Vec<Vec<u64>> = (0..3).map(|i| (0..3).map(|j| (i + j + 1) as u64).collect()).collect();
+        let send: Vec<i32> = (0..3).flat_map(|j| std::iter::repeat_n((r * 10 + j) as i32, r + j + 1)).collect();
+        let mut recv = vec![0i32; (0..3).map(|i| i + r + 1).sum()];
+        comm.all_to_allv(&send, &mut recv, counts).unwrap();
+        let want: Vec<i32> = (0..3).flat_map(|i| std::iter::repeat_n((i * 10 + r) as i32, i + r + 1)).collect();
+        assert_eq!(recv, want);
+        // Two queued all-reduces, waited for out of order.
+        let a = AsyncCommunicator::new(comm);
+        let spec = railyard_schedule::CollectiveSpec::new(Collective::AllReduce, 3, 2);
+        let input = |v: f32| [v, v].iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+        let mut h1 = a.start(spec.clone(), None, input(1.0), Dtype::F32, RedOp::Sum);
+        let h2 = a.start(spec, None, input(r as f32), Dtype::F32, RedOp::Max);
+        let second = h2.wait().unwrap();
+        assert!(h1.test());
+        let first = h1.wait().unwrap();
+        (f32::from_ne_bytes(first[..4].try_into().unwrap()), f32::from_ne_bytes(second[..4].try_into().unwrap()))
+    });
+    for (sum, max) in results {
+        assert_eq!((sum, max), (3.0, 2.0));
+    }
+}
