@@ -105,12 +105,10 @@ impl AsyncCommunicator {
         let output = vec![0u8; spec.output_len(self.rank) as usize * dtype.size_bytes() as usize];
         let (done, rx) = mpsc::sync_channel(1);
         let job = Job { spec, algorithm, input, output, dtype, op, done };
-        match self.jobs.as_ref().map(|j| j.send(job)) {
-            Some(Ok(())) => Handle { rx, result: None },
-            _ => Handle {
-                rx,
-                result: Some(Err(CommError::BadArgs { message: "the communicator's worker stopped".into() })),
-            },
+        if self.jobs.as_ref().is_some_and(|j| j.send(job).is_ok()) {
+            Handle { rx, result: None }
+        } else {
+            Handle { rx, result: Some(Err(CommError::BadArgs { message: "the communicator's worker stopped".into() })) }
         }
     }
 
