@@ -5,7 +5,7 @@
 //! frame carries the call's signature, so ranks running different calls fail loudly;
 //! every read has the configured timeout; the first error breaks the communicator.
 
-use std::io::BufWriter;
+use std::io::{BufWriter, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -32,11 +32,23 @@ pub struct Config {
     pub pipeline_chunks: usize,
     /// RAILYARD_DEBUG=INFO: log the links and every call's algorithm to standard error.
     pub debug: bool,
+    /// Use shared memory between ranks on one host (RAILYARD_SHM=0 turns it off).
+    pub shm: bool,
+    /// Bytes of each shared-memory ring, a power of two (RAILYARD_SHM_BYTES).
+    pub shm_ring_bytes: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { timeout: Duration::from_secs(30), algorithm: None, channels: 1, pipeline_chunks: 1, debug: false }
+        Config {
+            timeout: Duration::from_secs(30),
+            algorithm: None,
+            channels: 1,
+            pipeline_chunks: 1,
+            debug: false,
+            shm: true,
+            shm_ring_bytes: 4 << 20,
+        }
     }
 }
 
@@ -86,11 +98,16 @@ pub fn default_algorithm(c: Collective) -> Algorithm {
     }
 }
 
+type Reader = Box<dyn Read + Send>;
+type Writer = Box<dyn Write + Send>;
+
 pub struct Communicator {
     rank: usize,
     size: usize,
-    readers: Vec<Option<TcpStream>>,
-    writers: Vec<Option<TcpStream>>,
+    readers: Vec<Option<Reader>>,
+    writers: Vec<Option<Writer>>,
+    /// Per peer: "shm" or "tcp".
+    transports: Vec<&'static str>,
     config: Config,
     calls: u64,
     /// Calls that exchanged data with each peer: the call number on the wire, so ranks
@@ -102,6 +119,58 @@ pub struct Communicator {
 /// Rounds whose sends add up to at most this many bytes write them before reading:
 /// well under the smallest default TCP socket buffers, so the write cannot block.
 const INLINE_SEND_BYTES: usize = 32 << 10;
+
+/// This host: its name and boot id, hashed (ranks with equal ids share /dev/shm).
+fn host_id() -> u64 {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let text = format!("{}/{}", hostname(), boot.trim());
+    fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
+}
+
+/// Agree with `peer` over their TCP link whether to talk through shared memory, and set
+/// the rings up: the lower rank creates both files, the higher opens them, then the lower
+/// removes the names (the mappings stay). Any failure falls back to TCP on both sides.
+fn upgrade_to_shm(
+    s: &mut TcpStream,
+    me: usize,
+    peer: usize,
+    tag: u64,
+    config: &Config,
+) -> Result<Option<(crate::shm::ShmReader, crate::shm::ShmWriter)>, CommError> {
+    let io = |e| CommError::io(peer, "transport setup", e);
+    let mut hello = [0u8; 9];
+    hello[..8].copy_from_slice(&host_id().to_le_bytes());
+    hello[8] = u8::from(config.shm);
+    s.write_all(&hello).map_err(io)?;
+    let mut theirs = [0u8; 9];
+    s.read_exact(&mut theirs).map_err(io)?;
+    if theirs[..8] != hello[..8] || theirs[8] == 0 || !config.shm {
+        return Ok(None);
+    }
+    let dir = std::path::Path::new("/dev/shm");
+    let (lo, hi) = (me.min(peer), me.max(peer));
+    let (lo_hi, hi_lo) = crate::shm::pair_paths(dir, tag, lo, hi);
+    let (to_peer, from_peer) = if me == lo { (&lo_hi, &hi_lo) } else { (&hi_lo, &lo_hi) };
+    let cap = config.shm_ring_bytes;
+    let open = || -> std::io::Result<(crate::shm::ShmReader, crate::shm::ShmWriter)> {
+        Ok((crate::shm::reader(from_peer, cap, config.timeout)?, crate::shm::writer(to_peer, cap, config.timeout)?))
+    };
+    let mut flag = [0u8; 1];
+    if me == lo {
+        let created = crate::shm::create(&lo_hi, cap).and_then(|_| crate::shm::create(&hi_lo, cap)).is_ok();
+        let mine = if created { open().ok() } else { None };
+        s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
+        s.read_exact(&mut flag).map_err(io)?;
+        let _ = std::fs::remove_file(&lo_hi);
+        let _ = std::fs::remove_file(&hi_lo);
+        Ok(if flag[0] == 1 { mine } else { None })
+    } else {
+        s.read_exact(&mut flag).map_err(io)?;
+        let mine = if flag[0] == 1 { open().ok() } else { None };
+        s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
+        Ok(mine)
+    }
+}
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -128,33 +197,59 @@ impl Communicator {
     /// Join the rendezvous of `id` as `rank` of `size`.
     pub fn init(id: &UniqueId, rank: usize, size: usize, config: Config) -> Result<Communicator, CommError> {
         let links = rendezvous(id, rank, size, config.timeout)?;
-        let mut readers = Vec::with_capacity(size);
-        let mut writers = Vec::with_capacity(size);
+        let mut readers: Vec<Option<Reader>> = Vec::with_capacity(size);
+        let mut writers: Vec<Option<Writer>> = Vec::with_capacity(size);
+        let mut transports = Vec::with_capacity(size);
+        let tag = fnv(&[id.secret as u64, (id.secret >> 64) as u64, id.addr.port() as u64]);
         for (peer, link) in links.into_iter().enumerate() {
-            match link {
-                Some(s) => {
-                    s.set_read_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
-                    s.set_write_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
-                    writers.push(Some(s.try_clone().map_err(|e| CommError::io(peer, "configure", e))?));
-                    readers.push(Some(s));
+            let Some(mut s) = link else {
+                readers.push(None);
+                writers.push(None);
+                transports.push("self");
+                continue;
+            };
+            s.set_read_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
+            s.set_write_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
+            match upgrade_to_shm(&mut s, rank, peer, tag, &config)? {
+                Some((r, w)) => {
+                    readers.push(Some(Box::new(r)));
+                    writers.push(Some(Box::new(w)));
+                    transports.push("shm");
                 }
                 None => {
-                    readers.push(None);
-                    writers.push(None);
+                    writers.push(Some(Box::new(s.try_clone().map_err(|e| CommError::io(peer, "configure", e))?)));
+                    readers.push(Some(Box::new(s)));
+                    transports.push("tcp");
                 }
             }
         }
         if config.debug {
+            let shm = transports.iter().filter(|&&t| t == "shm").count();
             eprintln!(
-                "{}:{} [{rank}] RAILYARD INFO rank {rank} of {size}: tcp links to {} peers (TCP_NODELAY), timeout {:?}, channels {}",
+                "{}:{} [{rank}] RAILYARD INFO rank {rank} of {size}: {shm} shared-memory and {} tcp links (TCP_NODELAY), timeout {:?}, channels {}",
                 hostname(),
                 std::process::id(),
-                size - 1,
+                size - 1 - shm,
                 config.timeout,
                 config.channels
             );
         }
-        Ok(Communicator { rank, size, readers, writers, config, calls: 0, calls_with: vec![0; size], broken: None })
+        Ok(Communicator {
+            rank,
+            size,
+            readers,
+            writers,
+            transports,
+            config,
+            calls: 0,
+            calls_with: vec![0; size],
+            broken: None,
+        })
+    }
+
+    /// Per peer, "shm", "tcp" or "self".
+    pub fn transports(&self) -> &[&'static str] {
+        &self.transports
     }
 
     pub fn rank(&self) -> usize {

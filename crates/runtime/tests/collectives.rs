@@ -1,4 +1,5 @@
-//! Ranks as threads over real TCP sockets on loopback: every collective x every algorithm
+//! Ranks as threads over shared-memory rings and over real TCP sockets on loopback:
+//! every collective x every algorithm
 //! the schedule crate offers for it (but in-network) x rank counts 1, 2, 3, 4, 5, 8 x each
 //! dtype x each op, on sizes 0, 1, P+1 and 37 elements. Integer results must be exact
 //! (with wrapping, as NCCL's), float results within 1e-2 relative (f16 / bf16 rounding).
@@ -156,9 +157,9 @@ fn one_call(
 }
 
 #[test]
-fn every_collective_algorithm_dtype_and_op_over_tcp() {
-    for p in [1usize, 2, 3, 4, 5, 8] {
-        let results = with_ranks(p, Config::default(), move |comm| -> Result<usize, String> {
+fn every_collective_algorithm_dtype_and_op_over_shm_and_tcp() {
+    for (p, shm) in [1usize, 2, 3, 4, 5, 8].into_iter().flat_map(|p| [(p, true), (p, false)]) {
+        let results = with_ranks(p, Config { shm, ..Config::default() }, move |comm| -> Result<usize, String> {
             let mut comm = comm.map_err(|e| e.to_string())?;
             let mut calls = 0;
             for (c, a) in pairs() {
@@ -315,4 +316,35 @@ fn async_handles_point_to_point_and_rooted_calls() {
     for (sum, max) in results {
         assert_eq!((sum, max), (3.0, 2.0));
     }
+}
+
+#[test]
+fn same_host_ranks_use_shared_memory_and_tcp_when_told() {
+    for shm in [true, false] {
+        let config = Config { shm, ..Config::default() };
+        let results = with_ranks(3, config, |comm| {
+            let mut comm = comm.unwrap();
+            let mut x = vec![1.0f64; 100_000];
+            comm.all_reduce_in_place(&mut x, RedOp::Sum).unwrap();
+            assert!(x.iter().all(|&v| v == 3.0));
+            comm.transports().to_vec()
+        });
+        for (rank, t) in results.iter().enumerate() {
+            for (peer, &kind) in t.iter().enumerate() {
+                let want = if peer == rank {
+                    "self"
+                } else if shm {
+                    "shm"
+                } else {
+                    "tcp"
+                };
+                assert_eq!(kind, want, "rank {rank} peer {peer}");
+            }
+        }
+    }
+    // No ring files are left behind.
+    let left = std::fs::read_dir("/dev/shm")
+        .map(|d| d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("railyard-")).count())
+        .unwrap_or(0);
+    assert_eq!(left, 0);
 }
