@@ -16,7 +16,7 @@ use railyard_schedule::{
 use crate::bootstrap::{rendezvous, UniqueId};
 use crate::element::Element;
 use crate::error::CommError;
-use crate::frame::{read_frame, write_frame, Header, MAX_FRAME_BYTES};
+use crate::frame::{read_frame_apply, read_frame_into, write_frame, Header, MAX_FRAME_BYTES};
 use crate::reduce::{divide, reduce_into, RedOp};
 
 /// Everything configurable, read once (from the environment by `Config::from_env`).
@@ -119,6 +119,9 @@ pub struct Communicator {
 /// Rounds whose sends add up to at most this many bytes write them before reading:
 /// well under the smallest default TCP socket buffers, so the write cannot block.
 const INLINE_SEND_BYTES: usize = 32 << 10;
+
+/// Received data is reduced into place in slices of this many bytes.
+const REDUCE_SLICE_BYTES: usize = 256 << 10;
 
 /// This host: its name and boot id, hashed (ranks with equal ids share /dev/shm).
 fn host_id() -> u64 {
@@ -417,37 +420,54 @@ impl Communicator {
         for l in s.prologue.iter().filter(|l| l.rank == me) {
             local(&l.read, &l.write, l.op, output, &mut scratch)?;
         }
-        let mut buf = Vec::new();
+        // Received bytes are reduced in slices of this size, while they are in cache; a
+        // multiple of every element size.
+        let mut buf = vec![0u8; REDUCE_SLICE_BYTES];
+        // Every access during the rounds goes through these raw bases, so the send thread
+        // and the receiving thread never hold overlapping references.
+        let bases =
+            Bases { input: input.as_ptr() as *mut u8, output: output.as_mut_ptr(), scratch: scratch.as_mut_ptr() };
         for round in &s.rounds {
             if !round.in_network.is_empty() {
                 return Err(CommError::BadArgs {
                     message: "in-network steps need a reducing switch; the runtime cannot run them".into(),
                 });
             }
-            // Snapshot what this rank sends, before this round's receives land.
-            let sends: Vec<(usize, Vec<u8>)> = round
-                .transfers
-                .iter()
-                .filter(|t| t.from == me)
-                .map(|t| {
-                    let r = region_bytes(&t.read, elem);
-                    let data = match t.read.buffer {
-                        Buffer::Input => input[r].to_vec(),
-                        Buffer::Output => output[r].to_vec(),
-                        Buffer::Scratch => scratch[r].to_vec(),
-                    };
-                    (t.to, data)
-                })
-                .collect();
+            let receives: Vec<&railyard_schedule::Transfer> = round.transfers.iter().filter(|t| t.to == me).collect();
+            // What this rank sends, as raw byte ranges of its buffers. The schedule promises
+            // (and the symbolic checker proves for every generator) that no byte a rank
+            // sends in a round is written by that round's receives; it is checked here
+            // anyway, and the sources are copied first if it does not hold.
+            let mut owned: Vec<Vec<u8>> = Vec::new();
+            let mut sends: Vec<(usize, Raw)> = Vec::new();
+            for t in round.transfers.iter().filter(|t| t.from == me) {
+                let r = region_bytes(&t.read, elem);
+                let clash = receives
+                    .iter()
+                    .any(|x| x.write.buffer == t.read.buffer && overlaps(&region_bytes(&x.write, elem), &r));
+                let base = bases.get(t.read.buffer);
+                if clash {
+                    // SAFETY: `r` lies inside the buffer (the schedule's regions are bounded by its lengths).
+                    owned.push(unsafe { std::slice::from_raw_parts(base.add(r.start), r.len()) }.to_vec());
+                    let v = owned.last().map_or((std::ptr::null(), 0), |v| (v.as_ptr(), v.len()));
+                    sends.push((t.to, Raw(v.0, v.1)));
+                } else {
+                    // SAFETY: as above.
+                    sends.push((t.to, Raw(unsafe { base.add(r.start) }, r.len())));
+                }
+            }
             let writers = &mut self.writers;
             let calls_with = &calls_with;
-            // Sends that fit in the sockets' buffers go inline; larger ones from a helper
+            // Sends that fit in the links' buffers go inline; larger ones from a helper
             // thread, so two ranks sending to each other never block on full buffers.
-            let inline = sends.iter().map(|(_, d)| d.len()).sum::<usize>() <= INLINE_SEND_BYTES;
+            let inline = sends.iter().map(|(_, d)| d.1).sum::<usize>() <= INLINE_SEND_BYTES;
             let mut send_all = move || -> Result<(), CommError> {
                 // Pieces are numbered from 0 in each round over this rank's sends in schedule order.
                 let mut p = 0u64;
                 for (to, data) in &sends {
+                    // SAFETY: the range is inside a live buffer (or an owned copy) that no
+                    // receive of this round writes (checked above).
+                    let data = unsafe { data.slice() };
                     let stream = writers[*to]
                         .as_mut()
                         .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {to}") })?;
@@ -461,37 +481,33 @@ impl Communicator {
                 }
                 Ok(())
             };
+            let readers = &mut self.readers;
             let mut receive_all = || -> Result<(), CommError> {
-                // Receive in schedule order.
-                for t in round.transfers.iter().filter(|t| t.to == me) {
+                // Receive in schedule order, each piece straight into place.
+                for t in &receives {
                     let from = t.from;
-                    let len = t.write.len as usize * elem;
-                    let stream = self.readers[from]
+                    let stream = readers[from]
                         .as_mut()
                         .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {from}") })?;
-                    let mut p = first_piece_of(round, t, elem);
-                    let mut data = Vec::with_capacity(len);
-                    while data.len() < len {
-                        let want = (len - data.len()).min(MAX_FRAME_BYTES);
-                        read_frame(
-                            stream,
-                            &Header { call: calls_with[from], signature, piece: p, len: want as u64 },
-                            &mut buf,
-                            from,
-                        )?;
-                        data.extend_from_slice(&buf);
-                        p += 1;
+                    if t.write.buffer == Buffer::Input {
+                        return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
                     }
-                    let dst = match t.write.buffer {
-                        Buffer::Input => {
-                            return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() })
+                    let r = region_bytes(&t.write, elem);
+                    // SAFETY: inside the output or scratch buffer; no send of this round reads
+                    // it (checked above) and receives of one round write disjoint ranges or
+                    // run one after another here.
+                    let dst =
+                        unsafe { std::slice::from_raw_parts_mut(bases.get(t.write.buffer).add(r.start), r.len()) };
+                    let mut p = first_piece_of(round, t, elem);
+                    for piece in dst.chunks_mut(MAX_FRAME_BYTES) {
+                        let expect = Header { call: calls_with[from], signature, piece: p, len: piece.len() as u64 };
+                        match t.op {
+                            Op::Copy => read_frame_into(stream, &expect, piece, from)?,
+                            Op::Reduce => read_frame_apply(stream, &expect, piece, &mut buf, from, |d, s| {
+                                reduce_into(dtype, op, d, s)
+                            })?,
                         }
-                        Buffer::Output => &mut output[region_bytes(&t.write, elem)],
-                        Buffer::Scratch => &mut scratch[region_bytes(&t.write, elem)],
-                    };
-                    match t.op {
-                        Op::Copy => dst.copy_from_slice(&data),
-                        Op::Reduce => reduce_into(dtype, op, dst, &data),
+                        p += 1;
                     }
                 }
                 Ok(())
@@ -508,12 +524,56 @@ impl Communicator {
                     received.and(sent)
                 })?;
             }
+            drop(owned);
         }
         for l in s.epilogue.iter().filter(|l| l.rank == me) {
             local(&l.read, &l.write, l.op, output, &mut scratch)?;
         }
         Ok(())
     }
+}
+
+/// A byte range of a buffer, handed to the send thread.
+struct Raw(*const u8, usize);
+
+// SAFETY: the bytes stay alive for the round (the buffers outlive it) and no one writes
+// them during the round (see the disjointness check in `execute`).
+unsafe impl Send for Raw {}
+
+impl Raw {
+    /// SAFETY: the caller guarantees the range is alive and not written meanwhile.
+    unsafe fn slice<'a>(&self) -> &'a [u8] {
+        if self.1 == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(self.0, self.1)
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Bases {
+    input: *mut u8,
+    output: *mut u8,
+    scratch: *mut u8,
+}
+
+// SAFETY: see `Raw`; the pointers are only dereferenced on the disjoint ranges of a round.
+unsafe impl Send for Bases {}
+unsafe impl Sync for Bases {}
+
+impl Bases {
+    fn get(&self, b: Buffer) -> *mut u8 {
+        match b {
+            Buffer::Input => self.input,
+            Buffer::Output => self.output,
+            Buffer::Scratch => self.scratch,
+        }
+    }
+}
+
+fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
 }
 
 /// The piece number the sender of `t` used for its first frame of `t`: senders number

@@ -54,9 +54,32 @@ pub fn write_frame(w: &mut impl Write, header: &Header, payload: &[u8], peer: us
     w.write_all(&header.encode()).and_then(|_| w.write_all(payload)).map_err(|e| CommError::io(peer, "send", e))
 }
 
-/// Read one frame whose header must match `expect` (call, signature, piece, len); the
-/// payload goes into `buf`.
-pub fn read_frame(r: &mut impl Read, expect: &Header, buf: &mut Vec<u8>, peer: usize) -> Result<(), CommError> {
+/// Read one frame straight into `out` (whose length is the expected payload length).
+pub fn read_frame_into(r: &mut impl Read, expect: &Header, out: &mut [u8], peer: usize) -> Result<(), CommError> {
+    read_header(r, expect, peer)?;
+    r.read_exact(out).map_err(|e| CommError::io(peer, "receive", e))
+}
+
+/// Read one frame into `out` in slices of `tmp`'s length, combining each slice into place
+/// with `apply(out_slice, received_slice)` while it is still in cache.
+pub fn read_frame_apply(
+    r: &mut impl Read,
+    expect: &Header,
+    out: &mut [u8],
+    tmp: &mut [u8],
+    peer: usize,
+    mut apply: impl FnMut(&mut [u8], &[u8]),
+) -> Result<(), CommError> {
+    read_header(r, expect, peer)?;
+    for dst in out.chunks_mut(tmp.len().max(1)) {
+        let src = &mut tmp[..dst.len()];
+        r.read_exact(src).map_err(|e| CommError::io(peer, "receive", e))?;
+        apply(dst, src);
+    }
+    Ok(())
+}
+
+fn read_header(r: &mut impl Read, expect: &Header, peer: usize) -> Result<(), CommError> {
     let mut raw = [0u8; HEADER_BYTES];
     r.read_exact(&mut raw).map_err(|e| CommError::io(peer, "receive", e))?;
     let h = Header::decode(&raw, peer)?;
@@ -78,8 +101,15 @@ pub fn read_frame(r: &mut impl Read, expect: &Header, buf: &mut Vec<u8>, peer: u
             ),
         });
     }
+    Ok(())
+}
+
+/// Read one frame whose header must match `expect` (call, signature, piece, len); the
+/// payload goes into `buf`.
+pub fn read_frame(r: &mut impl Read, expect: &Header, buf: &mut Vec<u8>, peer: usize) -> Result<(), CommError> {
+    read_header(r, expect, peer)?;
     buf.clear();
-    buf.resize(h.len as usize, 0);
+    buf.resize(expect.len as usize, 0);
     r.read_exact(buf).map_err(|e| CommError::io(peer, "receive", e))
 }
 

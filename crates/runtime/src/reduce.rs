@@ -92,9 +92,51 @@ macro_rules! combine_int {
     }};
 }
 
+/// Typed fast path: when both byte slices are aligned for T, reduce them as `&[T]` in a
+/// plain zip loop that the compiler vectorises. Returns false when they are not aligned.
+fn typed<T: Copy>(dst: &mut [u8], src: &[u8], f: impl Fn(T, T) -> T) -> bool {
+    // SAFETY: `align_to` only hands out the middle part when it is properly aligned and
+    // sized for T; T is a primitive number for which every bit pattern is valid.
+    let (dp, d, ds) = unsafe { dst.align_to_mut::<T>() };
+    let (sp, s, ss) = unsafe { src.align_to::<T>() };
+    if !(dp.is_empty() && ds.is_empty() && sp.is_empty() && ss.is_empty()) {
+        return false;
+    }
+    for (a, &b) in d.iter_mut().zip(s) {
+        *a = f(*a, b);
+    }
+    true
+}
+
+fn typed_op<T: Copy + PartialOrd>(
+    dst: &mut [u8],
+    src: &[u8],
+    op: RedOp,
+    add: fn(T, T) -> T,
+    mul: fn(T, T) -> T,
+) -> bool {
+    match op {
+        RedOp::Sum | RedOp::Avg => typed(dst, src, add),
+        RedOp::Prod => typed(dst, src, mul),
+        RedOp::Min => typed::<T>(dst, src, |a, b| if b < a { b } else { a }),
+        RedOp::Max => typed::<T>(dst, src, |a, b| if b > a { b } else { a }),
+    }
+}
+
 /// dst := dst (op) src, element-wise. Both slices hold whole elements of `dtype`.
 pub fn reduce_into(dtype: Dtype, op: RedOp, dst: &mut [u8], src: &[u8]) {
     debug_assert_eq!(dst.len(), src.len());
+    let fast = match dtype {
+        Dtype::F32 => typed_op::<f32>(dst, src, op, |a, b| a + b, |a, b| a * b),
+        Dtype::F64 => typed_op::<f64>(dst, src, op, |a, b| a + b, |a, b| a * b),
+        Dtype::I32 => typed_op::<i32>(dst, src, op, i32::wrapping_add, i32::wrapping_mul),
+        Dtype::I64 => typed_op::<i64>(dst, src, op, i64::wrapping_add, i64::wrapping_mul),
+        Dtype::U8 => typed_op::<u8>(dst, src, op, u8::wrapping_add, u8::wrapping_mul),
+        Dtype::F16 | Dtype::Bf16 => false,
+    };
+    if fast {
+        return;
+    }
     match dtype {
         Dtype::F32 => combine!(f32, dst, src, op, f32::from_ne_bytes, f32::to_ne_bytes),
         Dtype::F64 => combine!(f64, dst, src, op, f64::from_ne_bytes, f64::to_ne_bytes),
