@@ -498,8 +498,7 @@ impl Communicator {
                     // run one after another here.
                     let dst =
                         unsafe { std::slice::from_raw_parts_mut(bases.get(t.write.buffer).add(r.start), r.len()) };
-                    let mut p = first_piece_of(round, t, elem);
-                    for piece in dst.chunks_mut(MAX_FRAME_BYTES) {
+                    for (p, piece) in (first_piece_of(round, t, elem)..).zip(dst.chunks_mut(MAX_FRAME_BYTES)) {
                         let expect = Header { call: calls_with[from], signature, piece: p, len: piece.len() as u64 };
                         match t.op {
                             Op::Copy => read_frame_into(stream, &expect, piece, from)?,
@@ -507,7 +506,6 @@ impl Communicator {
                                 reduce_into(dtype, op, d, s)
                             })?,
                         }
-                        p += 1;
                     }
                 }
                 Ok(())
