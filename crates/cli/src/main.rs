@@ -39,6 +39,8 @@ enum Command {
     Perf(commands::perf::PerfArgs),
     /// Start N local ranks of a program with launcher variables set
     Launch(commands::launch::LaunchArgs),
+    /// Measure each transport's α and bandwidth and write a topology file of this cluster
+    Calibrate(commands::calibrate::CalibrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Model(cmd) => commands::model::run(&cmd),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),
+        Command::Calibrate(args) => commands::calibrate::run(&args),
     };
     match result {
         Ok(text) => {

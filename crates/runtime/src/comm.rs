@@ -108,6 +108,8 @@ pub struct Communicator {
     writers: Vec<Option<Writer>>,
     /// Per peer: "shm" or "tcp".
     transports: Vec<&'static str>,
+    /// Ranks of each host.
+    groups: Vec<Vec<usize>>,
     config: Config,
     calls: u64,
     /// Calls that exchanged data with each peer: the call number on the wire, so ranks
@@ -126,9 +128,14 @@ const REDUCE_SLICE_BYTES: usize = 256 << 10;
 /// This host: its name and boot id, hashed (ranks with equal ids share /dev/shm).
 fn host_id() -> u64 {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let text = format!("{}/{}", hostname(), boot.trim());
+    // A network namespace is a host of its own (emulated clusters put "hosts" in namespaces).
+    let netns = std::fs::read_link("/proc/self/ns/net").map(|p| p.display().to_string()).unwrap_or_default();
+    let text = format!("{}/{}/{netns}", hostname(), boot.trim());
     fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
 }
+
+/// The two ends of a shared-memory pair.
+type Rings = (crate::shm::ShmReader, crate::shm::ShmWriter);
 
 /// Agree with `peer` over their TCP link whether to talk through shared memory, and set
 /// the rings up: the lower rank creates both files, the higher opens them, then the lower
@@ -139,7 +146,7 @@ fn upgrade_to_shm(
     peer: usize,
     tag: u64,
     config: &Config,
-) -> Result<Option<(crate::shm::ShmReader, crate::shm::ShmWriter)>, CommError> {
+) -> Result<(u64, Option<Rings>), CommError> {
     let io = |e| CommError::io(peer, "transport setup", e);
     let mut hello = [0u8; 9];
     hello[..8].copy_from_slice(&host_id().to_le_bytes());
@@ -147,8 +154,9 @@ fn upgrade_to_shm(
     s.write_all(&hello).map_err(io)?;
     let mut theirs = [0u8; 9];
     s.read_exact(&mut theirs).map_err(io)?;
+    let peer_host = u64::from_le_bytes(theirs[..8].try_into().unwrap_or_default());
     if theirs[..8] != hello[..8] || theirs[8] == 0 || !config.shm {
-        return Ok(None);
+        return Ok((peer_host, None));
     }
     let dir = std::path::Path::new("/dev/shm");
     let (lo, hi) = (me.min(peer), me.max(peer));
@@ -166,12 +174,12 @@ fn upgrade_to_shm(
         s.read_exact(&mut flag).map_err(io)?;
         let _ = std::fs::remove_file(&lo_hi);
         let _ = std::fs::remove_file(&hi_lo);
-        Ok(if flag[0] == 1 { mine } else { None })
+        Ok((peer_host, if flag[0] == 1 { mine } else { None }))
     } else {
         s.read_exact(&mut flag).map_err(io)?;
         let mine = if flag[0] == 1 { open().ok() } else { None };
         s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
-        Ok(mine)
+        Ok((peer_host, mine))
     }
 }
 
@@ -204,6 +212,7 @@ impl Communicator {
         let mut writers: Vec<Option<Writer>> = Vec::with_capacity(size);
         let mut transports = Vec::with_capacity(size);
         let tag = fnv(&[id.secret as u64, (id.secret >> 64) as u64, id.addr.port() as u64]);
+        let mut hosts = vec![host_id(); size];
         for (peer, link) in links.into_iter().enumerate() {
             let Some(mut s) = link else {
                 readers.push(None);
@@ -213,7 +222,9 @@ impl Communicator {
             };
             s.set_read_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
             s.set_write_timeout(Some(config.timeout)).map_err(|e| CommError::io(peer, "configure", e))?;
-            match upgrade_to_shm(&mut s, rank, peer, tag, &config)? {
+            let (peer_host, rings) = upgrade_to_shm(&mut s, rank, peer, tag, &config)?;
+            hosts[peer] = peer_host;
+            match rings {
                 Some((r, w)) => {
                     readers.push(Some(Box::new(r)));
                     writers.push(Some(Box::new(w)));
@@ -237,12 +248,23 @@ impl Communicator {
                 config.channels
             );
         }
+        // Ranks grouped by host, hosts in order of their lowest rank: the hierarchical
+        // algorithms' servers. Every rank sees the same grouping.
+        let mut by_host: Vec<(u64, Vec<usize>)> = Vec::new();
+        for (r, &h) in hosts.iter().enumerate() {
+            match by_host.iter_mut().find(|g| g.0 == h) {
+                Some(g) => g.1.push(r),
+                None => by_host.push((h, vec![r])),
+            }
+        }
+        let groups = by_host.into_iter().map(|g| g.1).collect();
         Ok(Communicator {
             rank,
             size,
             readers,
             writers,
             transports,
+            groups,
             config,
             calls: 0,
             calls_with: vec![0; size],
@@ -253,6 +275,11 @@ impl Communicator {
     /// Per peer, "shm", "tcp" or "self".
     pub fn transports(&self) -> &[&'static str] {
         &self.transports
+    }
+
+    /// The ranks of each host (hosts by their lowest rank).
+    pub fn groups(&self) -> &[Vec<usize>] {
+        &self.groups
     }
 
     pub fn rank(&self) -> usize {

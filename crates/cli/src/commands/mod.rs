@@ -1,3 +1,4 @@
+pub mod calibrate;
 pub mod launch;
 pub mod model;
 pub mod perf;

@@ -410,7 +410,7 @@ pub fn run(args: &PerfArgs) -> Result<String> {
 }
 
 /// The command line without `--np N` / `--np=N`.
-fn strip_np(args: Vec<String>) -> Vec<String> {
+pub fn strip_np(args: Vec<String>) -> Vec<String> {
     let mut out = Vec::new();
     let mut skip = false;
     for a in args {

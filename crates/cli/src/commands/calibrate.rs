@@ -1,0 +1,157 @@
+//! `railyard calibrate`: measure α and bandwidth of each transport the job uses and write
+//! a topology file describing the cluster as it is, so `railyard plan` predicts what
+//! `railyard perf` measures. Rank 0 ping-pongs with every other rank (point to point, the
+//! rest idle) at a small and two large sizes: α = the small size's one-way time,
+//! bandwidth = (large₂ − large₁) / (t₂ − t₁). Pairs on one host measure shared memory,
+//! pairs across hosts TCP.
+//!
+//! The topology: per host a hub standing for shared memory (each rank's link to it at the
+//! shared-memory bandwidth) and one NIC at the network bandwidth, all NICs on one switch.
+//! The per-round start-up α is the slowest transport's (the model has one α per round).
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use railyard_runtime::{from_env, Communicator, Config, RedOp};
+use railyard_topology::file::{write, FileFormat};
+use railyard_topology::{DeviceKind, TopologyBuilder};
+use serde::Serialize;
+
+#[derive(Debug, Args, Clone)]
+pub struct CalibrateArgs {
+    /// Start this many local ranks as processes (else run under a launcher)
+    #[arg(long)]
+    pub np: Option<usize>,
+    /// Write the measured topology here (.toml or .json)
+    #[arg(short, long, default_value = "calibrated.toml")]
+    pub output: std::path::PathBuf,
+    /// Round trips per size
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub iters: u32,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Link {
+    alpha_secs: f64,
+    bytes_per_sec: f64,
+}
+
+fn ping_pong(comm: &mut Communicator, peer: usize, bytes: usize, iters: u32) -> Result<f64> {
+    let mut buf = vec![0u8; bytes];
+    let me = comm.rank();
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        if me == 0 {
+            comm.send(&buf, peer)?;
+            comm.recv(&mut buf, peer)?;
+        } else {
+            comm.recv(&mut buf, 0)?;
+            comm.send(&buf, 0)?;
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64() / iters as f64 / 2.0)
+}
+
+fn rank_body(args: &CalibrateArgs, comm: &mut Communicator) -> Result<Option<String>> {
+    let (me, size) = (comm.rank(), comm.size());
+    let (small, big1, big2) = (8usize, 1usize << 20, 4usize << 20);
+    // (peer, transport, link) measured by rank 0.
+    let mut measured: Vec<(usize, &'static str, Link)> = Vec::new();
+    for peer in 1..size {
+        if me == 0 || me == peer {
+            let a = ping_pong(comm, peer, small, args.iters)?;
+            let t1 = ping_pong(comm, peer, big1, args.iters.div_ceil(4))?;
+            let t2 = ping_pong(comm, peer, big2, args.iters.div_ceil(4))?;
+            let bw = if t2 > t1 { (big2 - big1) as f64 / (t2 - t1) } else { big2 as f64 / t2 };
+            if me == 0 {
+                measured.push((peer, comm.transports()[peer], Link { alpha_secs: a, bytes_per_sec: bw }));
+            }
+        }
+    }
+    comm.barrier()?;
+    let mut done = [0.0f64];
+    comm.all_reduce_in_place(&mut done, RedOp::Sum)?;
+    if me != 0 {
+        return Ok(None);
+    }
+    let pick = |kind: &str| -> Option<Link> {
+        let ls: Vec<Link> = measured.iter().filter(|m| m.1 == kind).map(|m| m.2).collect();
+        (!ls.is_empty()).then(|| Link {
+            alpha_secs: ls.iter().map(|l| l.alpha_secs).sum::<f64>() / ls.len() as f64,
+            bytes_per_sec: ls.iter().map(|l| l.bytes_per_sec).sum::<f64>() / ls.len() as f64,
+        })
+    };
+    let (shm, tcp) = (pick("shm"), pick("tcp"));
+    let groups = comm.groups().to_vec();
+    let mut b = TopologyBuilder::new("calibrated");
+    b.description(format!(
+        "measured by railyard calibrate: {} hosts, {size} ranks; shared memory {}, network {}",
+        groups.len(),
+        shm.map_or("-".into(), |l| format!("{:.3} us, {:.3} GB/s", l.alpha_secs * 1e6, l.bytes_per_sec / 1e9)),
+        tcp.map_or("-".into(), |l| format!("{:.3} us, {:.3} GB/s", l.alpha_secs * 1e6, l.bytes_per_sec / 1e9)),
+    ));
+    let alpha = [shm, tcp].iter().flatten().map(|l| l.alpha_secs).fold(0.0, f64::max);
+    b.round_startup_secs(alpha);
+    let switch = (groups.len() > 1).then(|| b.device("network", DeviceKind::Switch, None));
+    // Ranks keep their numbers: devices are declared in rank order.
+    let mut rank_device = vec![None; size];
+    let mut hubs = Vec::new();
+    for (h, ranks) in groups.iter().enumerate() {
+        let host = format!("host{h}");
+        let hub = b.device(format!("{host}.shm"), DeviceKind::NvSwitch, Some(&host));
+        hubs.push(hub);
+        for &r in ranks {
+            rank_device[r] = Some((host.clone(), hub));
+        }
+    }
+    let mut ranks_in_order = Vec::new();
+    for (r, slot) in rank_device.iter().enumerate() {
+        let (host, hub) = slot.clone().context("every rank has a host")?;
+        let gpu = b.device(format!("{host}.rank{r}"), DeviceKind::Gpu, Some(&host));
+        b.duplex(gpu, hub, shm.map_or(1e12, |l| l.bytes_per_sec), 0.0, &[]);
+        ranks_in_order.push(gpu);
+    }
+    if let (Some(sw), Some(net)) = (switch, tcp) {
+        for (h, &hub) in hubs.iter().enumerate() {
+            let nic = b.device(format!("host{h}.nic"), DeviceKind::Nic, Some(&format!("host{h}")));
+            // Every rank's TCP traffic leaves through the host's one NIC.
+            b.duplex(hub, nic, 1e12, 0.0, &[]);
+            b.duplex(nic, sw, net.bytes_per_sec, 0.0, &[]);
+        }
+    }
+    b.default_ranks(ranks_in_order);
+    let topology = b.build()?;
+    let format = if args.output.extension().is_some_and(|e| e == "json") { FileFormat::Json } else { FileFormat::Toml };
+    std::fs::write(&args.output, write(&topology, format)?)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    let mut out = format!("# railyard calibrate: {size} ranks on {} host(s)\n\n| peer of rank 0 | transport | α (one way) | bandwidth |\n|---|---|---|---|\n", groups.len());
+    for (peer, kind, l) in &measured {
+        out.push_str(&format!(
+            "| {peer} | {kind} | {:.2} us | {:.3} GB/s |\n",
+            l.alpha_secs * 1e6,
+            l.bytes_per_sec / 1e9
+        ));
+    }
+    out.push_str(&format!(
+        "\nWrote {} (α per round {:.2} us). Try: railyard plan --topo {} --size 4MiB\n",
+        args.output.display(),
+        alpha * 1e6,
+        args.output.display()
+    ));
+    Ok(Some(out))
+}
+
+pub fn run(args: &CalibrateArgs) -> Result<String> {
+    let config = Config::from_env()?;
+    if let Some(launch) = from_env()? {
+        let mut comm = Communicator::init(&launch.id, launch.rank, launch.size, config)?;
+        return Ok(rank_body(args, &mut comm)?.unwrap_or_default());
+    }
+    match args.np {
+        Some(np) if (2..=64).contains(&np) => {
+            crate::commands::perf::spawn_ranks(np, &crate::commands::perf::strip_np(std::env::args().skip(1).collect()))
+        }
+        _ => bail!("calibrate needs at least two ranks: --np N (2..=64) or a launcher"),
+    }
+}
