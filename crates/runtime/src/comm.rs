@@ -134,6 +134,19 @@ fn host_id() -> u64 {
     fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
 }
 
+/// Ranks grouped by host, hosts in order of their lowest rank: the hierarchical
+/// algorithms' servers. Every rank sees the same grouping.
+fn group_by_host(hosts: &[u64]) -> Vec<Vec<usize>> {
+    let mut by_host: Vec<(u64, Vec<usize>)> = Vec::new();
+    for (r, &h) in hosts.iter().enumerate() {
+        match by_host.iter_mut().find(|g| g.0 == h) {
+            Some(g) => g.1.push(r),
+            None => by_host.push((h, vec![r])),
+        }
+    }
+    by_host.into_iter().map(|g| g.1).collect()
+}
+
 /// The two ends of a shared-memory pair.
 type Rings = (crate::shm::ShmReader, crate::shm::ShmWriter);
 
@@ -237,8 +250,14 @@ impl Communicator {
                 }
             }
         }
+        let groups = group_by_host(&hosts);
         if config.debug {
             let shm = transports.iter().filter(|&&t| t == "shm").count();
+            eprintln!(
+                "{}:{} [{rank}] RAILYARD INFO hosts (ranks per host): {groups:?}",
+                hostname(),
+                std::process::id()
+            );
             eprintln!(
                 "{}:{} [{rank}] RAILYARD INFO rank {rank} of {size}: {shm} shared-memory and {} tcp links (TCP_NODELAY), timeout {:?}, channels {}",
                 hostname(),
@@ -248,16 +267,6 @@ impl Communicator {
                 config.channels
             );
         }
-        // Ranks grouped by host, hosts in order of their lowest rank: the hierarchical
-        // algorithms' servers. Every rank sees the same grouping.
-        let mut by_host: Vec<(u64, Vec<usize>)> = Vec::new();
-        for (r, &h) in hosts.iter().enumerate() {
-            match by_host.iter_mut().find(|g| g.0 == h) {
-                Some(g) => g.1.push(r),
-                None => by_host.push((h, vec![r])),
-            }
-        }
-        let groups = by_host.into_iter().map(|g| g.1).collect();
         Ok(Communicator {
             rank,
             size,
@@ -358,10 +367,14 @@ impl Communicator {
             .or(self.config.algorithm)
             .filter(|a| a.supports(spec.collective))
             .unwrap_or_else(|| default_algorithm(spec.collective));
+        // The hierarchical algorithms' servers are the hosts (they need equal hosts; with
+        // unequal ones every rank is one server).
+        let equal = self.groups.iter().all(|g| g.len() == self.groups[0].len());
         let options = GenOptions {
             channels: self.config.channels,
             pipeline_chunks: self.config.pipeline_chunks,
-            ..GenOptions::default()
+            groups: if equal { self.groups.clone() } else { Vec::new() },
+            order: None,
         };
         let schedule = generate(algorithm, spec, &options, elem as u64)
             .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
