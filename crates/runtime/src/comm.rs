@@ -36,6 +36,8 @@ pub struct Config {
     pub shm: bool,
     /// Bytes of each shared-memory ring, a power of two (RAILYARD_SHM_BYTES).
     pub shm_ring_bytes: usize,
+    /// A topology file the tuner costs algorithms on (RAILYARD_TOPO), else the job's hosts.
+    pub topology_file: Option<String>,
 }
 
 impl Default for Config {
@@ -48,6 +50,7 @@ impl Default for Config {
             debug: false,
             shm: true,
             shm_ring_bytes: 4 << 20,
+            topology_file: None,
         }
     }
 }
@@ -110,6 +113,8 @@ pub struct Communicator {
     transports: Vec<&'static str>,
     /// Ranks of each host.
     groups: Vec<Vec<usize>>,
+    /// Chooses algorithms by the model when none is forced (built on first use).
+    tuner: Option<crate::tuner::Tuner>,
     config: Config,
     calls: u64,
     /// Calls that exchanged data with each peer: the call number on the wire, so ranks
@@ -274,6 +279,7 @@ impl Communicator {
             writers,
             transports,
             groups,
+            tuner: None,
             config,
             calls: 0,
             calls_with: vec![0; size],
@@ -363,19 +369,32 @@ impl Communicator {
                 ),
             });
         }
-        let algorithm = algorithm
-            .or(self.config.algorithm)
-            .filter(|a| a.supports(spec.collective))
-            .unwrap_or_else(|| default_algorithm(spec.collective));
+        // Forced (argument, then RAILYARD_ALGO), else chosen by the model, else the default.
+        let forced =
+            algorithm.or(self.config.algorithm).filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork);
         // The hierarchical algorithms' servers are the hosts (they need equal hosts; with
         // unequal ones every rank is one server).
         let equal = self.groups.iter().all(|g| g.len() == self.groups[0].len());
-        let options = GenOptions {
-            channels: self.config.channels,
-            pipeline_chunks: self.config.pipeline_chunks,
-            groups: if equal { self.groups.clone() } else { Vec::new() },
-            order: None,
+        let groups = if equal { self.groups.clone() } else { Vec::new() };
+        let mut pipeline_chunks = self.config.pipeline_chunks;
+        let algorithm = match forced {
+            Some(a) => a,
+            None => {
+                if self.tuner.is_none() {
+                    self.tuner = Some(crate::tuner::Tuner::new(&self.groups, self.config.topology_file.as_deref())?);
+                }
+                let tuned =
+                    self.tuner.as_mut().and_then(|t| t.choose(spec, elem as u64, &groups, self.config.channels));
+                match tuned {
+                    Some(c) => {
+                        pipeline_chunks = c.pipeline_chunks;
+                        c.algorithm
+                    }
+                    None => default_algorithm(spec.collective),
+                }
+            }
         };
+        let options = GenOptions { channels: self.config.channels, pipeline_chunks, groups, order: None };
         let schedule = generate(algorithm, spec, &options, elem as u64)
             .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
         self.calls += 1;

@@ -15,6 +15,7 @@ pub mod frame;
 pub mod handle;
 pub mod reduce;
 pub mod shm;
+pub mod tuner;
 
 pub use bootstrap::UniqueId;
 pub use comm::{default_algorithm, Communicator, Config};

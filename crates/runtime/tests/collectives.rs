@@ -348,3 +348,38 @@ fn same_host_ranks_use_shared_memory_and_tcp_when_told() {
         .unwrap_or(0);
     assert_eq!(left, 0);
 }
+
+mod random_sizes {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(12))]
+        /// Random sizes, collectives, algorithms, dtypes and ops on 2–5 ranks: results
+        /// match the reference. (A communicator per case: each case is its own job.)
+        #[test]
+        fn random_calls_match_the_reference(p in 2usize..6, seed in any::<u64>(), calls in 1usize..6) {
+            let all = pairs();
+            let results = with_ranks(p, Config::default(), move |comm| -> Result<(), String> {
+                let mut comm = comm.map_err(|e| e.to_string())?;
+                let mut x = seed;
+                for _ in 0..calls {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let (c, a) = all[(x >> 33) as usize % all.len()];
+                    let dtype = Dtype::ALL[(x >> 20) as usize % Dtype::ALL.len()];
+                    let op = RedOp::ALL[(x >> 12) as usize % RedOp::ALL.len()];
+                    let count = (x >> 40) % 3000;
+                    match one_call(&mut comm, c, a, dtype, op, count) {
+                        Ok(()) => {}
+                        Err(e) if e.contains("power of two") => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            });
+            for r in results {
+                prop_assert!(r.is_ok(), "{:?}", r);
+            }
+        }
+    }
+}

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use railyard_runtime::{from_env, Communicator, Config, RedOp};
 use railyard_topology::file::{write, FileFormat};
-use railyard_topology::{DeviceKind, TopologyBuilder};
+use railyard_topology::presets::{hosts, Transport};
 use serde::Serialize;
 
 #[derive(Debug, Args, Clone)]
@@ -84,44 +84,17 @@ fn rank_body(args: &CalibrateArgs, comm: &mut Communicator) -> Result<Option<Str
     };
     let (shm, tcp) = (pick("shm"), pick("tcp"));
     let groups = comm.groups().to_vec();
-    let mut b = TopologyBuilder::new("calibrated");
-    b.description(format!(
+    let alpha = [shm, tcp].iter().flatten().map(|l| l.alpha_secs).fold(0.0, f64::max);
+    let description = format!(
         "measured by railyard calibrate: {} hosts, {size} ranks; shared memory {}, network {}",
         groups.len(),
         shm.map_or("-".into(), |l| format!("{:.3} us, {:.3} GB/s", l.alpha_secs * 1e6, l.bytes_per_sec / 1e9)),
         tcp.map_or("-".into(), |l| format!("{:.3} us, {:.3} GB/s", l.alpha_secs * 1e6, l.bytes_per_sec / 1e9)),
-    ));
-    let alpha = [shm, tcp].iter().flatten().map(|l| l.alpha_secs).fold(0.0, f64::max);
-    b.round_startup_secs(alpha);
-    let switch = (groups.len() > 1).then(|| b.device("network", DeviceKind::Switch, None));
-    // Ranks keep their numbers: devices are declared in rank order.
-    let mut rank_device = vec![None; size];
-    let mut hubs = Vec::new();
-    for (h, ranks) in groups.iter().enumerate() {
-        let host = format!("host{h}");
-        let hub = b.device(format!("{host}.shm"), DeviceKind::NvSwitch, Some(&host));
-        hubs.push(hub);
-        for &r in ranks {
-            rank_device[r] = Some((host.clone(), hub));
-        }
-    }
-    let mut ranks_in_order = Vec::new();
-    for (r, slot) in rank_device.iter().enumerate() {
-        let (host, hub) = slot.clone().context("every rank has a host")?;
-        let gpu = b.device(format!("{host}.rank{r}"), DeviceKind::Gpu, Some(&host));
-        b.duplex(gpu, hub, shm.map_or(1e12, |l| l.bytes_per_sec), 0.0, &[]);
-        ranks_in_order.push(gpu);
-    }
-    if let (Some(sw), Some(net)) = (switch, tcp) {
-        for (h, &hub) in hubs.iter().enumerate() {
-            let nic = b.device(format!("host{h}.nic"), DeviceKind::Nic, Some(&format!("host{h}")));
-            // Every rank's TCP traffic leaves through the host's one NIC.
-            b.duplex(hub, nic, 1e12, 0.0, &[]);
-            b.duplex(nic, sw, net.bytes_per_sec, 0.0, &[]);
-        }
-    }
-    b.default_ranks(ranks_in_order);
-    let topology = b.build()?;
+    );
+    let as_transport = |l: Link| Transport { alpha_secs: l.alpha_secs, bytes_per_sec: l.bytes_per_sec };
+    // A host with one rank has no shared-memory measurement: its hub is then never the bottleneck.
+    let shm_t = shm.map_or(Transport { alpha_secs: 0.0, bytes_per_sec: 1e12 }, as_transport);
+    let topology = hosts("calibrated", &groups, shm_t, tcp.map(as_transport), description)?;
     let format = if args.output.extension().is_some_and(|e| e == "json") { FileFormat::Json } else { FileFormat::Toml };
     std::fs::write(&args.output, write(&topology, format)?)
         .with_context(|| format!("cannot write {}", args.output.display()))?;

@@ -4,6 +4,7 @@
 
 mod a100_pcie;
 mod clos;
+mod hosts;
 mod mesh;
 mod rail;
 
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 
 pub use a100_pcie::{a100_pcie_control, A100PcieParams};
 pub use clos::{clos, ClosParams};
+pub use hosts::{hosts, Transport};
 pub use mesh::{mesh, MeshParams};
 pub use rail::{rail_optimized, server_name, RailParams};
 

@@ -1,0 +1,116 @@
+//! Choosing an algorithm per call the way `railyard plan --algo auto` does: cost every
+//! algorithm that implements the collective (and that the runtime can run: not
+//! in-network) with the per-round model on a topology of this job, and take the fastest.
+//! The topology is RAILYARD_TOPO (e.g. the file `railyard calibrate` wrote, the same on
+//! every rank) or, without it, the job's hosts with default transport figures below.
+//! Choices are cached per (collective, count, element size), like NCCL's tuner table, and
+//! every rank computes the same one from the same inputs.
+
+use std::collections::HashMap;
+
+use railyard_model::{plan, PlanRequest};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec};
+use railyard_topology::presets::{hosts, Transport};
+use railyard_topology::{Placement, PlacementPolicy, Topology};
+
+use crate::error::CommError;
+
+/// Defaults for a machine nobody calibrated: shared memory and loopback-class TCP.
+pub const DEFAULT_SHM: Transport = Transport { alpha_secs: 3e-6, bytes_per_sec: 5e9 };
+pub const DEFAULT_NET: Transport = Transport { alpha_secs: 30e-6, bytes_per_sec: 1.25e9 };
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub algorithm: Algorithm,
+    pub pipeline_chunks: usize,
+}
+
+pub struct Tuner {
+    topology: Topology,
+    placement: Placement,
+    table: HashMap<(Collective, u64, u64, usize), Choice>,
+}
+
+impl Tuner {
+    /// From RAILYARD_TOPO if set, else from the hosts with the default figures.
+    pub fn new(groups: &[Vec<usize>], topo_file: Option<&str>) -> Result<Tuner, CommError> {
+        let bad = |m: String| CommError::BadArgs { message: m };
+        let topology = match topo_file {
+            Some(path) => railyard_topology::file::load(std::path::Path::new(path))
+                .map_err(|e| bad(format!("RAILYARD_TOPO: {e}")))?,
+            None => hosts(
+                "job",
+                groups,
+                DEFAULT_SHM,
+                Some(DEFAULT_NET),
+                "this job's hosts, default transport figures".into(),
+            )
+            .map_err(|e| bad(e.to_string()))?,
+        };
+        let size: usize = groups.iter().map(Vec::len).sum();
+        let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, Some(size))
+            .map_err(|e| bad(format!("RAILYARD_TOPO: {e}")))?;
+        Ok(Tuner { topology, placement, table: HashMap::new() })
+    }
+
+    /// The fastest algorithm for `spec` on this job, by the per-round model.
+    pub fn choose(
+        &mut self,
+        spec: &CollectiveSpec,
+        elem_bytes: u64,
+        groups: &[Vec<usize>],
+        channels: usize,
+    ) -> Option<Choice> {
+        let key = (spec.collective, spec.count, elem_bytes, spec.root);
+        if let Some(c) = self.table.get(&key) {
+            return Some(*c);
+        }
+        if spec.collective == Collective::AllToAllv {
+            return None;
+        }
+        let request = PlanRequest {
+            collective: spec.collective,
+            bytes: spec.count * elem_bytes,
+            elem_bytes,
+            algorithms: Algorithm::ALL
+                .into_iter()
+                .filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork)
+                .collect(),
+            order: None,
+            groups: Some(groups.to_vec()),
+            root: spec.root,
+            channels,
+            pipeline_chunks: None,
+            strict: false,
+        };
+        let p = plan(&self.topology, &self.placement, &request).ok()?;
+        let best = p.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))?;
+        let choice = Choice { algorithm: best.name.parse().ok()?, pipeline_chunks: best.pipeline_chunks.unwrap_or(1) };
+        self.table.insert(key, choice);
+        Some(choice)
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_by_the_model() {
+        let two_hosts = vec![vec![0, 1], vec![2, 3]];
+        let mut t = Tuner::new(&two_hosts, None).unwrap();
+        let big = CollectiveSpec::new(Collective::AllReduce, 4, 1 << 20);
+        assert_eq!(t.choose(&big, 4, &two_hosts, 1).unwrap().algorithm, Algorithm::Hierarchical);
+        let one_host = vec![vec![0, 1, 2, 3, 4, 5, 6, 7]];
+        let mut t = Tuner::new(&one_host, None).unwrap();
+        let tiny = CollectiveSpec::new(Collective::AllReduce, 8, 2);
+        let a = t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm;
+        assert!(matches!(a, Algorithm::Tree | Algorithm::DoubleTree | Algorithm::Rhd), "{a}");
+        // Cached: the same answer without costing again.
+        assert_eq!(t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm, a);
+    }
+}

@@ -1,0 +1,67 @@
+//! A cluster of hosts as the runtime sees it: ranks grouped by host, shared memory inside
+//! a host (every rank's link to the host's hub at the shared-memory bandwidth) and one NIC
+//! per host onto one switch at the network bandwidth. `railyard calibrate` writes one of
+//! these with measured numbers; the runtime's tuner builds one to choose algorithms.
+
+use crate::error::TopologyError;
+use crate::graph::{DeviceKind, Topology, TopologyBuilder};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transport {
+    pub alpha_secs: f64,
+    pub bytes_per_sec: f64,
+}
+
+/// `hosts[h]` lists the ranks on host h (every rank exactly once). Devices are named
+/// `host{h}.rank{r}`; the default rank order is by rank number.
+pub fn hosts(
+    name: &str,
+    hosts: &[Vec<usize>],
+    shm: Transport,
+    net: Option<Transport>,
+    description: String,
+) -> Result<Topology, TopologyError> {
+    let size: usize = hosts.iter().map(Vec::len).sum();
+    let mut b = TopologyBuilder::new(name);
+    b.description(description);
+    let alpha =
+        if hosts.len() > 1 { net.map_or(shm.alpha_secs, |n| n.alpha_secs.max(shm.alpha_secs)) } else { shm.alpha_secs };
+    b.round_startup_secs(alpha);
+    let switch = (hosts.len() > 1).then(|| b.device("network", DeviceKind::Switch, None));
+    let mut host_of = vec![None; size];
+    let mut hubs = Vec::new();
+    for (h, ranks) in hosts.iter().enumerate() {
+        let host = format!("host{h}");
+        hubs.push(b.device(format!("{host}.shm"), DeviceKind::NvSwitch, Some(&host)));
+        for &r in ranks {
+            if r >= size || host_of[r].is_some() {
+                return Err(TopologyError::BadPresetParameter {
+                    preset: name.into(),
+                    message: format!("rank {r} is not listed exactly once"),
+                });
+            }
+            host_of[r] = Some(h);
+        }
+    }
+    let mut ranks = Vec::with_capacity(size);
+    for (r, h) in host_of.iter().enumerate() {
+        let h = h.ok_or_else(|| TopologyError::BadPresetParameter {
+            preset: name.into(),
+            message: format!("rank {r} has no host"),
+        })?;
+        let host = format!("host{h}");
+        let gpu = b.device(format!("{host}.rank{r}"), DeviceKind::Gpu, Some(&host));
+        b.duplex(gpu, hubs[h], shm.bytes_per_sec, 0.0, &[]);
+        ranks.push(gpu);
+    }
+    if let (Some(sw), Some(net)) = (switch, net) {
+        for (h, &hub) in hubs.iter().enumerate() {
+            let nic = b.device(format!("host{h}.nic"), DeviceKind::Nic, Some(&format!("host{h}")));
+            // Every rank's network traffic leaves through the host's one NIC.
+            b.duplex(hub, nic, 1e12, 0.0, &[]);
+            b.duplex(nic, sw, net.bytes_per_sec, 0.0, &[]);
+        }
+    }
+    b.default_ranks(ranks);
+    b.build()
+}
