@@ -38,6 +38,9 @@ pub struct Config {
     pub shm_ring_bytes: usize,
     /// A topology file the tuner costs algorithms on (RAILYARD_TOPO), else the job's hosts.
     pub topology_file: Option<String>,
+    /// Bytes per pipelined chunk of chain and tree algorithms (RAILYARD_CHUNK_BYTES);
+    /// overrides the pipeline chunk count when set.
+    pub chunk_bytes: Option<u64>,
 }
 
 impl Default for Config {
@@ -51,6 +54,7 @@ impl Default for Config {
             shm: true,
             shm_ring_bytes: 4 << 20,
             topology_file: None,
+            chunk_bytes: None,
         }
     }
 }
@@ -58,8 +62,13 @@ impl Default for Config {
 impl Config {
     /// RAILYARD_TIMEOUT_SECS, RAILYARD_ALGO, RAILYARD_NCHANNELS, RAILYARD_PIPELINE_CHUNKS.
     pub fn from_env() -> Result<Config, CommError> {
+        Config::from_vars(&std::env::vars().collect())
+    }
+
+    /// The same from a set of variables (so it can be tested without touching the process's).
+    pub fn from_vars(vars: &std::collections::HashMap<String, String>) -> Result<Config, CommError> {
         let mut c = Config::default();
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let var = |k: &str| vars.get(k).cloned().filter(|v| !v.is_empty());
         let bad = |k: &str, v: &str| CommError::BadArgs { message: format!("{k}={v} is not valid") };
         if let Some(v) = var("RAILYARD_TIMEOUT_SECS") {
             let secs: f64 = v.parse().map_err(|_| bad("RAILYARD_TIMEOUT_SECS", &v))?;
@@ -76,8 +85,6 @@ impl Config {
             c.channels =
                 v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| bad("RAILYARD_NCHANNELS", &v))?;
         }
-        c.debug =
-            var("RAILYARD_DEBUG").is_some_and(|v| v.eq_ignore_ascii_case("INFO") || v.eq_ignore_ascii_case("TRACE"));
         if let Some(v) = var("RAILYARD_PIPELINE_CHUNKS") {
             c.pipeline_chunks = v
                 .parse()
@@ -85,6 +92,29 @@ impl Config {
                 .filter(|&n| (1..=1024).contains(&n))
                 .ok_or_else(|| bad("RAILYARD_PIPELINE_CHUNKS", &v))?;
         }
+        if let Some(v) = var("RAILYARD_CHUNK_BYTES") {
+            c.chunk_bytes = Some(
+                v.parse()
+                    .ok()
+                    .filter(|&n: &u64| n >= 64)
+                    .ok_or_else(|| bad("RAILYARD_CHUNK_BYTES (at least 64)", &v))?,
+            );
+        }
+        if let Some(v) = var("RAILYARD_SHM") {
+            c.shm = !(v == "0" || v.eq_ignore_ascii_case("false") || v.eq_ignore_ascii_case("off"));
+        }
+        if let Some(v) = var("RAILYARD_SHM_BYTES") {
+            c.shm_ring_bytes = v
+                .parse()
+                .ok()
+                .filter(|&n: &usize| {
+                    n.is_power_of_two() && (crate::shm::MIN_RING_BYTES..=crate::shm::MAX_RING_BYTES).contains(&n)
+                })
+                .ok_or_else(|| bad("RAILYARD_SHM_BYTES (a power of two, 4096..=1073741824)", &v))?;
+        }
+        c.topology_file = var("RAILYARD_TOPO");
+        c.debug =
+            var("RAILYARD_DEBUG").is_some_and(|v| v.eq_ignore_ascii_case("INFO") || v.eq_ignore_ascii_case("TRACE"));
         Ok(c)
     }
 }
@@ -394,6 +424,9 @@ impl Communicator {
                 }
             }
         };
+        if let (Some(chunk), true) = (self.config.chunk_bytes, algorithm.pipelined()) {
+            pipeline_chunks = (spec.count * elem as u64).div_ceil(chunk).clamp(1, 1024) as usize;
+        }
         let options = GenOptions { channels: self.config.channels, pipeline_chunks, groups, order: None };
         let schedule = generate(algorithm, spec, &options, elem as u64)
             .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
@@ -647,6 +680,47 @@ fn first_piece_of(round: &railyard_schedule::Round, t: &railyard_schedule::Trans
         }
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configuration_from_variables() {
+        let vars = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let c = Config::from_vars(&vars(&[
+            ("RAILYARD_TIMEOUT_SECS", "2.5"),
+            ("RAILYARD_ALGO", "rhd"),
+            ("RAILYARD_NCHANNELS", "4"),
+            ("RAILYARD_PIPELINE_CHUNKS", "8"),
+            ("RAILYARD_CHUNK_BYTES", "65536"),
+            ("RAILYARD_SHM", "0"),
+            ("RAILYARD_SHM_BYTES", "1048576"),
+            ("RAILYARD_TOPO", "cluster.toml"),
+            ("RAILYARD_DEBUG", "INFO"),
+        ]))
+        .unwrap();
+        assert_eq!(c.timeout, Duration::from_millis(2500));
+        assert_eq!(
+            (c.algorithm, c.channels, c.pipeline_chunks, c.chunk_bytes),
+            (Some(Algorithm::Rhd), 4, 8, Some(65536))
+        );
+        assert_eq!(
+            (c.shm, c.shm_ring_bytes, c.topology_file.as_deref(), c.debug),
+            (false, 1 << 20, Some("cluster.toml"), true)
+        );
+        assert_eq!(Config::from_vars(&vars(&[])).unwrap(), Config::default());
+        for (k, v) in [
+            ("RAILYARD_TIMEOUT_SECS", "-1"),
+            ("RAILYARD_ALGO", "fast"),
+            ("RAILYARD_NCHANNELS", "0"),
+            ("RAILYARD_SHM_BYTES", "1000"),
+            ("RAILYARD_CHUNK_BYTES", "x"),
+        ] {
+            assert!(Config::from_vars(&vars(&[(k, v)])).is_err(), "{k}={v}");
+        }
+    }
 }
 
 /// Typed collectives.
