@@ -682,47 +682,6 @@ fn first_piece_of(round: &railyard_schedule::Round, t: &railyard_schedule::Trans
     p
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn configuration_from_variables() {
-        let vars = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let c = Config::from_vars(&vars(&[
-            ("RAILYARD_TIMEOUT_SECS", "2.5"),
-            ("RAILYARD_ALGO", "rhd"),
-            ("RAILYARD_NCHANNELS", "4"),
-            ("RAILYARD_PIPELINE_CHUNKS", "8"),
-            ("RAILYARD_CHUNK_BYTES", "65536"),
-            ("RAILYARD_SHM", "0"),
-            ("RAILYARD_SHM_BYTES", "1048576"),
-            ("RAILYARD_TOPO", "cluster.toml"),
-            ("RAILYARD_DEBUG", "INFO"),
-        ]))
-        .unwrap();
-        assert_eq!(c.timeout, Duration::from_millis(2500));
-        assert_eq!(
-            (c.algorithm, c.channels, c.pipeline_chunks, c.chunk_bytes),
-            (Some(Algorithm::Rhd), 4, 8, Some(65536))
-        );
-        assert_eq!(
-            (c.shm, c.shm_ring_bytes, c.topology_file.as_deref(), c.debug),
-            (false, 1 << 20, Some("cluster.toml"), true)
-        );
-        assert_eq!(Config::from_vars(&vars(&[])).unwrap(), Config::default());
-        for (k, v) in [
-            ("RAILYARD_TIMEOUT_SECS", "-1"),
-            ("RAILYARD_ALGO", "fast"),
-            ("RAILYARD_NCHANNELS", "0"),
-            ("RAILYARD_SHM_BYTES", "1000"),
-            ("RAILYARD_CHUNK_BYTES", "x"),
-        ] {
-            assert!(Config::from_vars(&vars(&[(k, v)])).is_err(), "{k}={v}");
-        }
-    }
-}
-
 /// Typed collectives.
 impl Communicator {
     fn bytes<T: Element>(v: &[T]) -> &[u8] {
@@ -820,5 +779,46 @@ impl Communicator {
         let spec = CollectiveSpec::new(Collective::Barrier, self.size, 0);
         let mut out = vec![0u8; self.size];
         self.run(&spec, None, &[self.rank as u8], &mut out, Dtype::U8, RedOp::Sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configuration_from_variables() {
+        let vars = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let c = Config::from_vars(&vars(&[
+            ("RAILYARD_TIMEOUT_SECS", "2.5"),
+            ("RAILYARD_ALGO", "rhd"),
+            ("RAILYARD_NCHANNELS", "4"),
+            ("RAILYARD_PIPELINE_CHUNKS", "8"),
+            ("RAILYARD_CHUNK_BYTES", "65536"),
+            ("RAILYARD_SHM", "0"),
+            ("RAILYARD_SHM_BYTES", "1048576"),
+            ("RAILYARD_TOPO", "cluster.toml"),
+            ("RAILYARD_DEBUG", "INFO"),
+        ]))
+        .unwrap();
+        assert_eq!(c.timeout, Duration::from_millis(2500));
+        assert_eq!(
+            (c.algorithm, c.channels, c.pipeline_chunks, c.chunk_bytes),
+            (Some(Algorithm::Rhd), 4, 8, Some(65536))
+        );
+        assert_eq!(
+            (c.shm, c.shm_ring_bytes, c.topology_file.as_deref(), c.debug),
+            (false, 1 << 20, Some("cluster.toml"), true)
+        );
+        assert_eq!(Config::from_vars(&vars(&[])).unwrap(), Config::default());
+        for (k, v) in [
+            ("RAILYARD_TIMEOUT_SECS", "-1"),
+            ("RAILYARD_ALGO", "fast"),
+            ("RAILYARD_NCHANNELS", "0"),
+            ("RAILYARD_SHM_BYTES", "1000"),
+            ("RAILYARD_CHUNK_BYTES", "x"),
+        ] {
+            assert!(Config::from_vars(&vars(&[(k, v)])).is_err(), "{k}={v}");
+        }
     }
 }
