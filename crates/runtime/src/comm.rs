@@ -688,9 +688,19 @@ impl Communicator {
         T::as_bytes(v)
     }
 
+    /// Run `spec` on typed buffers with the default algorithm choice.
+    fn typed<T: Element>(
+        &mut self,
+        spec: CollectiveSpec,
+        send: &[T],
+        recv: &mut [T],
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        self.run(&spec, None, T::as_bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+    }
+
     pub fn all_reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::AllReduce, self.size, send.len() as u64);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+        self.typed(CollectiveSpec::new(Collective::AllReduce, self.size, send.len() as u64), send, recv, op)
     }
 
     pub fn all_reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp) -> Result<(), CommError> {
@@ -699,14 +709,12 @@ impl Communicator {
     }
 
     pub fn reduce_scatter<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::ReduceScatter, self.size, send.len() as u64);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+        self.typed(CollectiveSpec::new(Collective::ReduceScatter, self.size, send.len() as u64), send, recv, op)
     }
 
     /// `recv` holds every rank's chunk; `send` is this rank's chunk of the balanced partition of `recv.len()`.
     pub fn all_gather<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::AllGather, self.size, recv.len() as u64);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+        self.typed(CollectiveSpec::new(Collective::AllGather, self.size, recv.len() as u64), send, recv, RedOp::Sum)
     }
 
     pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize) -> Result<(), CommError> {
@@ -717,13 +725,16 @@ impl Communicator {
 
     /// `recv` must be `send.len()` long on the root and empty elsewhere.
     pub fn reduce<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp, root: usize) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::Reduce, self.size, send.len() as u64).with_root(root);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, op)
+        self.typed(
+            CollectiveSpec::new(Collective::Reduce, self.size, send.len() as u64).with_root(root),
+            send,
+            recv,
+            op,
+        )
     }
 
     pub fn all_to_all<T: Element>(&mut self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::AllToAll, self.size, send.len() as u64);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+        self.typed(CollectiveSpec::new(Collective::AllToAll, self.size, send.len() as u64), send, recv, RedOp::Sum)
     }
 
     /// `recv` holds every rank's chunk on the root (empty elsewhere); `send` is this
@@ -735,8 +746,12 @@ impl Communicator {
         total: usize,
         root: usize,
     ) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::Gather, self.size, total as u64).with_root(root);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+        self.typed(
+            CollectiveSpec::new(Collective::Gather, self.size, total as u64).with_root(root),
+            send,
+            recv,
+            RedOp::Sum,
+        )
     }
 
     /// `send` is the whole vector on the root (empty elsewhere); `recv` this rank's chunk.
@@ -747,8 +762,12 @@ impl Communicator {
         total: usize,
         root: usize,
     ) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::Scatter, self.size, total as u64).with_root(root);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+        self.typed(
+            CollectiveSpec::new(Collective::Scatter, self.size, total as u64).with_root(root),
+            send,
+            recv,
+            RedOp::Sum,
+        )
     }
 
     /// `counts[i][j]` elements from rank i to rank j; every rank passes the same matrix.
@@ -758,8 +777,7 @@ impl Communicator {
         recv: &mut [T],
         counts: Vec<Vec<u64>>,
     ) -> Result<(), CommError> {
-        let spec = CollectiveSpec::new(Collective::AllToAllv, self.size, 0).with_counts(counts);
-        self.run(&spec, None, Self::bytes(send), T::as_bytes_mut(recv), T::DTYPE, RedOp::Sum)
+        self.typed(CollectiveSpec::new(Collective::AllToAllv, self.size, 0).with_counts(counts), send, recv, RedOp::Sum)
     }
 
     /// Point to point: only this rank and `peer` take part.

@@ -24,7 +24,10 @@ use crate::ir::{
     merge_parallel, with_shard, Buffer, InNetwork, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer,
 };
 use crate::partition::partition;
-use crate::ring::{all_gather_steps, all_reduce_steps, check_order, copy, reduce_scatter_steps, single_blocks, Block};
+use crate::ring::{
+    all_gather_buffers, all_gather_steps, all_reduce_steps, check_order, copy, reduce_scatter_buffers,
+    reduce_scatter_steps, single_blocks, Block,
+};
 
 /// How the shards cross servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,57 +139,30 @@ pub fn hierarchical(
     // Block of local index j: the chunks of every rank with local index j.
     let local_blocks: Vec<Block> = (0..local).map(|j| groups.iter().map(|g| parts[g[j]].clone()).collect()).collect();
     // Ranks with local index j across servers, and their own chunks.
-    let across = |j: usize| -> (Vec<Rank>, Vec<Block>) {
-        let ranks: Vec<Rank> = groups.iter().map(|g| g[j]).collect();
-        let blocks = ranks.iter().map(|&r| vec![parts[r].clone()]).collect();
-        (ranks, blocks)
+    // A ring per local index j over the ranks with that index, each block its own chunk.
+    let inter_server = |steps: fn(&[Rank], &[Block], Buffer) -> Vec<Step>, buffer: Buffer| {
+        merge_parallel(
+            (0..local)
+                .map(|j| {
+                    let ranks: Vec<Rank> = groups.iter().map(|g| g[j]).collect();
+                    let blocks: Vec<Block> = ranks.iter().map(|&r| vec![parts[r].clone()]).collect();
+                    with_shard(steps(&ranks, &blocks, buffer), j as u32)
+                })
+                .collect(),
+        )
     };
     match spec.collective {
         Collective::ReduceScatter => {
-            for (r, part) in parts.iter().enumerate() {
-                b.scratch(r, spec.count);
-                b.prologue(copy(
-                    r,
-                    Region::new(Buffer::Input, 0..spec.count),
-                    Region::new(Buffer::Scratch, 0..spec.count),
-                ));
-                b.epilogue(copy(
-                    r,
-                    Region::new(Buffer::Scratch, part.clone()),
-                    Region::new(Buffer::Output, 0..part.end - part.start),
-                ));
-            }
+            reduce_scatter_buffers(&mut b, spec.count, &parts);
             let intra = merge_parallel(
                 groups.iter().map(|g| reduce_scatter_steps(g, &local_blocks, Buffer::Scratch)).collect(),
             );
             b.phase("intra-server reduce-scatter", intra);
-            let inter = merge_parallel(
-                (0..local)
-                    .map(|j| {
-                        let (ranks, blocks) = across(j);
-                        with_shard(reduce_scatter_steps(&ranks, &blocks, Buffer::Scratch), j as u32)
-                    })
-                    .collect(),
-            );
-            b.phase("inter-server reduce-scatter", inter);
+            b.phase("inter-server reduce-scatter", inter_server(reduce_scatter_steps, Buffer::Scratch));
         }
         Collective::AllGather => {
-            for (r, part) in parts.iter().enumerate() {
-                b.prologue(copy(
-                    r,
-                    Region::new(Buffer::Input, 0..part.end - part.start),
-                    Region::new(Buffer::Output, part.clone()),
-                ));
-            }
-            let inter = merge_parallel(
-                (0..local)
-                    .map(|j| {
-                        let (ranks, blocks) = across(j);
-                        with_shard(all_gather_steps(&ranks, &blocks, Buffer::Output), j as u32)
-                    })
-                    .collect(),
-            );
-            b.phase("inter-server all-gather", inter);
+            all_gather_buffers(&mut b, &parts);
+            b.phase("inter-server all-gather", inter_server(all_gather_steps, Buffer::Output));
             let intra =
                 merge_parallel(groups.iter().map(|g| all_gather_steps(g, &local_blocks, Buffer::Output)).collect());
             b.phase("intra-server all-gather", intra);

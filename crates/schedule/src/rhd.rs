@@ -12,7 +12,7 @@ use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::error::ScheduleError;
 use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
 use crate::partition::partition;
-use crate::ring::copy;
+use crate::ring::{all_gather_buffers, copy, reduce_scatter_buffers};
 
 fn span(chunks: &[Range<u64>], lo: usize, hi: usize) -> Range<u64> {
     chunks[lo].start..chunks[hi - 1].end
@@ -109,28 +109,10 @@ pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Sc
         Collective::ReduceScatter | Collective::AllGather if extra == 0 => {
             let parts = spec.parts();
             if spec.collective == Collective::ReduceScatter {
-                for (r, part) in parts.iter().enumerate() {
-                    b.scratch(r, spec.count);
-                    b.prologue(copy(
-                        r,
-                        Region::new(Buffer::Input, all.clone()),
-                        Region::new(Buffer::Scratch, all.clone()),
-                    ));
-                    b.epilogue(copy(
-                        r,
-                        Region::new(Buffer::Scratch, part.clone()),
-                        Region::new(Buffer::Output, 0..part.end - part.start),
-                    ));
-                }
+                reduce_scatter_buffers(&mut b, spec.count, &parts);
                 b.phase("recursive halving", halving_steps(&real, &parts, Buffer::Scratch));
             } else {
-                for (r, part) in parts.iter().enumerate() {
-                    b.prologue(copy(
-                        r,
-                        Region::new(Buffer::Input, 0..part.end - part.start),
-                        Region::new(Buffer::Output, part.clone()),
-                    ));
-                }
+                all_gather_buffers(&mut b, &parts);
                 b.phase("recursive doubling", doubling_steps(&real, &parts, Buffer::Output));
             }
         }

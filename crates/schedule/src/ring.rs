@@ -88,6 +88,31 @@ pub fn copy(rank: Rank, read: Region, write: Region) -> LocalOp {
     LocalOp { rank, read, write, op: Op::Copy }
 }
 
+/// Reduce-scatter works on a scratch copy of the whole input; afterwards each rank copies
+/// its own chunk to its output.
+pub fn reduce_scatter_buffers(b: &mut ScheduleBuilder, count: u64, parts: &[Range<u64>]) {
+    for (r, part) in parts.iter().enumerate() {
+        b.scratch(r, count);
+        b.prologue(copy(r, Region::new(Buffer::Input, 0..count), Region::new(Buffer::Scratch, 0..count)));
+        b.epilogue(copy(
+            r,
+            Region::new(Buffer::Scratch, part.clone()),
+            Region::new(Buffer::Output, 0..part.end - part.start),
+        ));
+    }
+}
+
+/// All-gather starts with each rank's input in its own chunk of the output.
+pub fn all_gather_buffers(b: &mut ScheduleBuilder, parts: &[Range<u64>]) {
+    for (r, part) in parts.iter().enumerate() {
+        b.prologue(copy(
+            r,
+            Region::new(Buffer::Input, 0..part.end - part.start),
+            Region::new(Buffer::Output, part.clone()),
+        ));
+    }
+}
+
 /// The ring of channel `c`: the base order for channel 0, then alternately reversed and
 /// rotated so that channels use different links.
 pub fn channel_order(order: &[Rank], c: usize) -> Vec<Rank> {
@@ -135,31 +160,13 @@ pub fn ring(
             b.phase("reduce-scatter", merge_parallel(rs)).phase("all-gather", merge_parallel(ag));
         }
         Collective::ReduceScatter => {
-            for (r, part) in parts.iter().enumerate() {
-                b.scratch(r, spec.count);
-                b.prologue(copy(
-                    r,
-                    Region::new(Buffer::Input, 0..spec.count),
-                    Region::new(Buffer::Scratch, 0..spec.count),
-                ));
-                b.epilogue(copy(
-                    r,
-                    Region::new(Buffer::Scratch, part.clone()),
-                    Region::new(Buffer::Output, 0..part.end - part.start),
-                ));
-            }
+            reduce_scatter_buffers(&mut b, spec.count, &parts);
             let steps =
                 (0..channels).map(|c| reduce_scatter_steps(&orders[c], &blocks_of(c), Buffer::Scratch)).collect();
             b.phase("reduce-scatter", merge_parallel(steps));
         }
         Collective::AllGather => {
-            for (r, part) in parts.iter().enumerate() {
-                b.prologue(copy(
-                    r,
-                    Region::new(Buffer::Input, 0..part.end - part.start),
-                    Region::new(Buffer::Output, part.clone()),
-                ));
-            }
+            all_gather_buffers(&mut b, &parts);
             let steps = (0..channels).map(|c| all_gather_steps(&orders[c], &blocks_of(c), Buffer::Output)).collect();
             b.phase("all-gather", merge_parallel(steps));
         }

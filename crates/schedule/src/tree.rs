@@ -80,8 +80,14 @@ fn rerooted(tree: &Tree, root: Rank) -> Tree {
     Tree { parent: (0..n).map(|r| tree.parent[(r + n - root) % n].map(|p| (p + root) % n)).collect() }
 }
 
-/// Pipelined reduce up `tree`: chunk c leaves depth d at step (D − d) + c.
-pub fn reduce_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer_of: &dyn Fn(Rank) -> Buffer) -> Vec<Step> {
+/// One step per k: every tree edge (child, parent) whose chunk `k − start(child, parent)`
+/// exists carries it, as `edge` says.
+fn pipelined_edges(
+    tree: &Tree,
+    chunks: &[std::ops::Range<u64>],
+    start: impl Fn(&[usize], Rank, Rank) -> usize,
+    edge: impl Fn(Rank, Rank, std::ops::Range<u64>) -> Transfer,
+) -> Vec<Step> {
     let d_max = tree.max_depth();
     let c = chunks.len();
     if d_max == 0 || c == 0 {
@@ -93,15 +99,8 @@ pub fn reduce_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer_of: &dy
             transfers: (0..tree.parent.len())
                 .filter_map(|r| {
                     let parent = tree.parent[r]?;
-                    let start = d_max - depth[r];
-                    (k >= start && k - start < c).then(|| Transfer {
-                        from: r,
-                        to: parent,
-                        read: Region::new(buffer_of(r), chunks[k - start].clone()),
-                        write: Region::new(buffer_of(parent), chunks[k - start].clone()),
-                        op: Op::Reduce,
-                        shard: None,
-                    })
+                    let s = start(&depth, r, parent);
+                    (k >= s && k - s < c).then(|| edge(r, parent, chunks[k - s].clone()))
                 })
                 .collect(),
             in_network: Vec::new(),
@@ -109,29 +108,35 @@ pub fn reduce_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer_of: &dy
         .collect()
 }
 
+/// Pipelined reduce up `tree`: chunk c leaves depth d at step (D − d) + c.
+pub fn reduce_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer_of: &dyn Fn(Rank) -> Buffer) -> Vec<Step> {
+    let d_max = tree.max_depth();
+    pipelined_edges(
+        tree,
+        chunks,
+        |depth, child, _| d_max - depth[child],
+        |child, parent, chunk| Transfer {
+            from: child,
+            to: parent,
+            read: Region::new(buffer_of(child), chunk.clone()),
+            write: Region::new(buffer_of(parent), chunk),
+            op: Op::Reduce,
+            shard: None,
+        },
+    )
+}
+
 /// Pipelined broadcast down `tree`: chunk c leaves depth d at step d + c.
 pub fn broadcast_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer: Buffer) -> Vec<Step> {
-    let d_max = tree.max_depth();
-    let c = chunks.len();
-    if d_max == 0 || c == 0 {
-        return Vec::new();
-    }
-    let depth: Vec<usize> = (0..tree.parent.len()).map(|r| tree.depth(r)).collect();
-    (0..d_max + c - 1)
-        .map(|k| Step {
-            transfers: (0..tree.parent.len())
-                .filter_map(|r| {
-                    let parent = tree.parent[r]?;
-                    let start = depth[parent];
-                    (k >= start && k - start < c).then(|| {
-                        let region = Region::new(buffer, chunks[k - start].clone());
-                        Transfer { from: parent, to: r, read: region, write: region, op: Op::Copy, shard: None }
-                    })
-                })
-                .collect(),
-            in_network: Vec::new(),
-        })
-        .collect()
+    pipelined_edges(
+        tree,
+        chunks,
+        |depth, _, parent| depth[parent],
+        |child, parent, chunk| {
+            let region = Region::new(buffer, chunk);
+            Transfer { from: parent, to: child, read: region, write: region, op: Op::Copy, shard: None }
+        },
+    )
 }
 
 /// Binary tree (one tree) or double binary tree (`double`) for all-reduce, broadcast, reduce.
