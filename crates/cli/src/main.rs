@@ -29,7 +29,7 @@ struct Cli {
 enum Command {
     /// Compare collective algorithms on a topology (default: the seed's 192 MiB all-reduce on 2 x HGX H100)
     Plan(commands::plan::PlanArgs),
-    /// List, show and validate topologies
+    /// List, show, validate, import (nvidia-smi, NCCL XML) and export topologies
     #[command(subcommand)]
     Topo(commands::topo::TopoCommand),
     /// Analytical network models
