@@ -45,6 +45,35 @@ fn perf_prints_the_nccl_tests_columns() {
 }
 
 #[test]
+fn out_of_place_only_leaves_in_place_unmeasured() {
+    let rows = json(&[
+        "perf",
+        "all_gather",
+        "--np",
+        "2",
+        "-b",
+        "64",
+        "-e",
+        "1K",
+        "-f",
+        "4",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--out-of-place-only",
+        "--format",
+        "json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        assert_eq!(r["out_of_place"]["wrong"], 0, "{r}");
+        assert!(r["in_place"].is_null(), "{r}");
+    }
+}
+
+#[test]
 fn launch_sets_the_launcher_variables() {
     let exe = env!("CARGO_BIN_EXE_railyard");
     let out = railyard(&[

@@ -5,8 +5,10 @@
 //! frame carries the call's signature, so ranks running different calls fail loudly;
 //! every read has the configured timeout; the first error breaks the communicator.
 
+use std::collections::HashMap;
 use std::io::{BufWriter, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_schedule::{
@@ -16,7 +18,7 @@ use railyard_schedule::{
 use crate::bootstrap::{rendezvous, UniqueId};
 use crate::element::Element;
 use crate::error::CommError;
-use crate::frame::{read_frame_apply, read_frame_into, write_frame, Header, MAX_FRAME_BYTES};
+use crate::frame::{read_frame_apply, read_frame_into, write_frame, Header, HEADER_BYTES, MAX_FRAME_BYTES};
 use crate::reduce::{divide, reduce_into, RedOp};
 
 /// Everything configurable, read once (from the environment by `Config::from_env`).
@@ -151,11 +153,21 @@ pub struct Communicator {
     /// that skip a point-to-point call between two others stay in step.
     calls_with: Vec<u64>,
     broken: Option<CommError>,
+    /// Schedules already generated, so a training loop's repeated calls skip generation.
+    schedules: HashMap<ScheduleKey, Arc<Schedule>>,
+    /// The reduction slice buffer, allocated once (zeroing it per call cost more than an
+    /// 8-byte all-reduce).
+    reduce_buf: Vec<u8>,
 }
 
-/// Rounds whose sends add up to at most this many bytes write them before reading:
-/// well under the smallest default TCP socket buffers, so the write cannot block.
-const INLINE_SEND_BYTES: usize = 32 << 10;
+type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
+
+/// At most this many cached schedules; the cache is emptied when full.
+const SCHEDULE_CACHE_ENTRIES: usize = 64;
+
+/// A round whose sends to each TCP peer add up to at most this many bytes writes them
+/// before reading: well under the smallest default TCP socket buffers.
+const INLINE_TCP_SEND_BYTES: usize = 32 << 10;
 
 /// Received data is reduced into place in slices of this many bytes.
 const REDUCE_SLICE_BYTES: usize = 256 << 10;
@@ -314,6 +326,8 @@ impl Communicator {
             calls: 0,
             calls_with: vec![0; size],
             broken: None,
+            schedules: HashMap::new(),
+            reduce_buf: Vec::new(),
         })
     }
 
@@ -428,8 +442,21 @@ impl Communicator {
             pipeline_chunks = (spec.count * elem as u64).div_ceil(chunk).clamp(1, 1024) as usize;
         }
         let options = GenOptions { channels: self.config.channels, pipeline_chunks, groups, order: None };
-        let schedule = generate(algorithm, spec, &options, elem as u64)
-            .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
+        let key = (algorithm, spec.clone(), options, elem as u64);
+        let schedule = match self.schedules.get(&key) {
+            Some(s) => Arc::clone(s),
+            None => {
+                let s = Arc::new(
+                    generate(algorithm, spec, &key.2, elem as u64)
+                        .map_err(|e| CommError::BadArgs { message: e.to_string() })?,
+                );
+                if self.schedules.len() >= SCHEDULE_CACHE_ENTRIES {
+                    self.schedules.clear();
+                }
+                self.schedules.insert(key, Arc::clone(&s));
+                s
+            }
+        };
         self.calls += 1;
         if self.config.debug {
             eprintln!(
@@ -514,7 +541,11 @@ impl Communicator {
         }
         // Received bytes are reduced in slices of this size, while they are in cache; a
         // multiple of every element size.
-        let mut buf = vec![0u8; REDUCE_SLICE_BYTES];
+        let link_bytes = self.link_buffer_bytes();
+        if self.reduce_buf.len() != REDUCE_SLICE_BYTES {
+            self.reduce_buf = vec![0u8; REDUCE_SLICE_BYTES];
+        }
+        let buf = &mut self.reduce_buf;
         // Every access during the rounds goes through these raw bases, so the send thread
         // and the receiving thread never hold overlapping references.
         let bases =
@@ -552,7 +583,7 @@ impl Communicator {
             let calls_with = &calls_with;
             // Sends that fit in the links' buffers go inline; larger ones from a helper
             // thread, so two ranks sending to each other never block on full buffers.
-            let inline = sends.iter().map(|(_, d)| d.1).sum::<usize>() <= INLINE_SEND_BYTES;
+            let inline = sends_fit_links(&sends, &link_bytes);
             let mut send_all = move || -> Result<(), CommError> {
                 // Pieces are numbered from 0 in each round over this rank's sends in schedule order.
                 let mut p = 0u64;
@@ -594,7 +625,7 @@ impl Communicator {
                         let expect = Header { call: calls_with[from], signature, piece: p, len: piece.len() as u64 };
                         match t.op {
                             Op::Copy => read_frame_into(stream, &expect, piece, from)?,
-                            Op::Reduce => read_frame_apply(stream, &expect, piece, &mut buf, from, |d, s| {
+                            Op::Reduce => read_frame_apply(stream, &expect, piece, buf, from, |d, s| {
                                 reduce_into(dtype, op, d, s)
                             })?,
                         }
@@ -621,6 +652,29 @@ impl Communicator {
         }
         Ok(())
     }
+}
+
+impl Communicator {
+    /// Per peer, the bytes its link buffers without a reader: the shared-memory ring, or
+    /// a safe lower bound on TCP socket buffers.
+    fn link_buffer_bytes(&self) -> Vec<usize> {
+        self.transports
+            .iter()
+            .map(|t| if *t == "shm" { self.config.shm_ring_bytes } else { INLINE_TCP_SEND_BYTES })
+            .collect()
+    }
+}
+
+/// Whether a round's sends fit, peer by peer, in the links' buffers (frame headers
+/// included). Then writing them all before reading cannot deadlock: a peer in this round
+/// has read everything of earlier rounds, so this round's bytes find room.
+fn sends_fit_links(sends: &[(usize, Raw)], link_bytes: &[usize]) -> bool {
+    let mut per_peer = vec![0usize; link_bytes.len()];
+    for (to, data) in sends {
+        let frames = data.1.div_ceil(MAX_FRAME_BYTES).max(1);
+        per_peer[*to] += data.1 + frames * HEADER_BYTES;
+    }
+    per_peer.iter().zip(link_bytes).all(|(bytes, limit)| bytes <= limit)
 }
 
 /// A byte range of a buffer, handed to the send thread.

@@ -112,7 +112,7 @@ impl FromStr for Algorithm {
 }
 
 /// Everything a generator may need besides the collective.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct GenOptions {
     /// Ranks of each server, for the algorithms that use them (default: one server).
     pub groups: Vec<Vec<Rank>>,

@@ -114,7 +114,7 @@ impl FromStr for Collective {
 /// all-gather's and gather's output, reduce-scatter's and scatter's input, each rank's
 /// all-to-all input. Chunks of a count the ranks do not divide differ by at most one
 /// element (`partition`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct CollectiveSpec {
     pub collective: Collective,
     pub ranks: usize,

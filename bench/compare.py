@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""railyard perf against Open MPI (mpi4py) and torch gloo, in interleaved pairs.
+
+For every operation and rank count, each pair runs railyard and then one peer, back to
+back, on the same sizes (8 B x4 ... max); per size the pair gives ratios railyard/peer of
+time and of bus bandwidth, and the report takes the median over pairs (the machine is
+noisy: 2-3x between runs). Both sides are timed the same way: back-to-back iterations
+after warm-up, time per iteration averaged (railyard perf's time; the peers' "batch avg").
+memcpy bandwidth is measured in the same run (the peers' memcpy_bw.c) for the
+large-message target.
+
+  python3 bench/compare.py --ops allreduce --nprocs 2 --pairs 5 --out docs/benchmarks.md
+
+Peers come from ../shared/bench/peers (install: openmpi-bin, pip mpi4py numpy torch).
+"""
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PEERS = os.path.join(os.path.dirname(ROOT), "shared", "bench", "peers")
+OURS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter", "alltoall": "all_to_all", "broadcast": "broadcast"}
+
+
+def sizes(max_b):
+    out, s = [], 8
+    while s <= max_b:
+        out.append(s)
+        s *= 4
+    if out[-1] != max_b:
+        out.append(max_b)
+    return out
+
+
+def ours(op, n, max_b, iters, warmup):
+    """Our rows keyed by the peers' per-rank size."""
+    per_rank = op in ("allgather", "reducescatter")
+    lo, hi = (8 * n, max_b * n) if per_rank else (8, max_b)
+    cmd = [os.path.join(ROOT, "target", "release", "railyard"), "perf", OURS[op], "--np", str(n), "-b", str(lo), "-e", str(hi), "-f", "4",
+           "-n", str(iters), "-w", str(warmup), "-c", "0", "--out-of-place-only", "--format", "json"]
+    rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    out = {}
+    for r in rows:
+        size = r["size"] // n if per_rank else r["size"]
+        out[size] = (r["out_of_place"]["time_us"], r["out_of_place"]["busbw_gb_per_sec"])
+    return out
+
+
+def peer(kind, op, n, max_b, iters, warmup):
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
+        path = f.name
+    if kind == "mpi":
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(n), sys.executable, os.path.join(PEERS, "bench_mpi4py.py"),
+               "--ops", op, "--max-size", str(max_b), "--iters", str(iters), "--warmup", str(warmup), "--json", path, "--lib-label", "ompi-shm"]
+    else:
+        cmd = [sys.executable, os.path.join(PEERS, "bench_torch_gloo.py"), "--nprocs", str(n), "--ops", op, "--max-size", str(max_b),
+               "--iters", str(iters), "--warmup", str(warmup), "--json", path]
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    out = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            out[r["size"]] = (r["t_batch_us"], r["busbw_batch"])
+    os.unlink(path)
+    return out
+
+
+def memcpy_gbps():
+    """One thread, 64 MiB, median GB/s from the peers' memcpy_bw.c table."""
+    exe = os.path.join(tempfile.gettempdir(), "railyard-memcpy-bw")
+    if not os.path.exists(exe):
+        subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(PEERS, "memcpy_bw.c"), "-lpthread"], check=True, capture_output=True)
+    out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) == 5 and cols[0] == "1" and cols[1] == "64 MiB":
+            return float(cols[2])
+    raise RuntimeError(f"no 1-thread 64 MiB row in memcpy_bw output:\n{out}")
+
+
+def fmt_size(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div:
+            return f"{b // div} {unit}"
+    return f"{b} B"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--ops", default="allreduce,allgather,reducescatter,alltoall,broadcast")
+    p.add_argument("--nprocs", default="2,4")
+    p.add_argument("--peers", default="mpi,gloo")
+    p.add_argument("--pairs", type=int, default=5)
+    p.add_argument("--max-size", type=int, default=256 << 20)
+    p.add_argument("--other-max", type=int, default=64 << 20)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+    started = time.time()
+    lines = [f"Run {time.strftime('%Y-%m-%d %H:%M')} on this machine; `python3 bench/compare.py {' '.join(sys.argv[1:])}`.", ""]
+    mem = [memcpy_gbps()]
+    for n in [int(x) for x in a.nprocs.split(",")]:
+        for op in a.ops.split(","):
+            max_b = a.max_size if op == "allreduce" else a.other_max
+            for kind in a.peers.split(","):
+                ratios = {}
+                for _ in range(a.pairs):
+                    mine = ours(op, n, max_b, a.iters, a.warmup)
+                    theirs = peer(kind, op, n, max_b, a.iters, a.warmup)
+                    for size in sizes(max_b):
+                        if size in mine and size in theirs and theirs[size][0] > 0 and mine[size][0] > 0:
+                            t = mine[size][0] / theirs[size][0]
+                            bw = mine[size][1] / theirs[size][1] if theirs[size][1] > 0 else float("nan")
+                            ratios.setdefault(size, []).append((t, bw, mine[size][1], theirs[size][1]))
+                lines.append(f"### {op}, N = {n}, railyard vs {'Open MPI (ob1+vader)' if kind == 'mpi' else 'torch gloo'}: medians over {a.pairs} interleaved pairs")
+                lines.append("")
+                lines.append("| size/rank | time ratio (ours/peer) | busbw ratio (ours/peer) | our busbw GB/s | peer busbw GB/s |")
+                lines.append("|---|---|---|---|---|")
+                for size in sorted(ratios):
+                    rs = ratios[size]
+                    med = lambda i: statistics.median(x[i] for x in rs)
+                    lines.append(f"| {fmt_size(size)} | {med(0):.2f} | {med(1):.2f} | {med(2):.3f} | {med(3):.3f} |")
+                lines.append("")
+                print("\n".join(lines[-len(ratios) - 4:]), flush=True)
+    mem.append(memcpy_gbps())
+    lines.append(f"memcpy (one thread, 64 MiB, median of the tool's repetitions) at start and end: {mem[0]:.2f} and {mem[1]:.2f} GB/s.")
+    lines.append(f"Wall time {time.time() - started:.0f} s.")
+    text = "\n".join(lines) + "\n"
+    if a.out:
+        with open(a.out, "a") as f:
+            f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
