@@ -32,16 +32,21 @@ def sizes(max_b):
 
 
 def ours(op, n, max_b, iters, warmup):
-    """Our rows keyed by the peers' per-rank size."""
+    """Our rows keyed by the peers' per-rank size (8 B x4 ..., plus max_b off that grid)."""
     per_rank = op in ("allgather", "reducescatter")
-    lo, hi = (8 * n, max_b * n) if per_rank else (8, max_b)
-    cmd = [os.path.join(ROOT, "target", "release", "railyard"), "perf", OURS[op], "--np", str(n), "-b", str(lo), "-e", str(hi), "-f", "4",
-           "-n", str(iters), "-w", str(warmup), "-c", "0", "--out-of-place-only", "--format", "json"]
-    rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    scale = n if per_rank else 1
     out = {}
-    for r in rows:
-        size = r["size"] // n if per_rank else r["size"]
-        out[size] = (r["out_of_place"]["time_us"], r["out_of_place"]["busbw_gb_per_sec"])
+    grid = sizes(max_b)
+    # sizes() appends max_b when it is off the x4 grid; perf -f 4 cannot reach it.
+    grid_top = grid[-1] if len(grid) == 1 or grid[-1] == grid[-2] * 4 else grid[-2]
+    runs = [(8, grid_top)] + ([(max_b, max_b)] if grid_top != max_b else [])
+    for lo, hi in runs:
+        cmd = [os.path.join(ROOT, "target", "release", "railyard"), "perf", OURS[op], "--np", str(n), "-b", str(lo * scale),
+               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup), "-c", "0", "--out-of-place-only",
+               "--format", "json"]
+        rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        for r in rows:
+            out[r["size"] // scale] = (r["out_of_place"]["time_us"], r["out_of_place"]["busbw_gb_per_sec"])
     return out
 
 

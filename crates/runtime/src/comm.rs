@@ -158,6 +158,8 @@ pub struct Communicator {
     /// The reduction slice buffer, allocated once (zeroing it per call cost more than an
     /// 8-byte all-reduce).
     reduce_buf: Vec<u8>,
+    /// The schedule's scratch buffer, kept between calls.
+    scratch: Vec<u8>,
 }
 
 type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
@@ -328,6 +330,7 @@ impl Communicator {
             broken: None,
             schedules: HashMap::new(),
             reduce_buf: Vec::new(),
+            scratch: Vec::new(),
         })
     }
 
@@ -499,7 +502,9 @@ impl Communicator {
     ) -> Result<(), CommError> {
         let me = self.rank;
         let elem = s.elem_bytes as usize;
-        let mut scratch = vec![0u8; s.scratch_len[me] as usize * elem];
+        // Reused across calls: a fresh multi-MiB buffer per call costs page faults on every call.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.resize(s.scratch_len[me] as usize * elem, 0);
         // This call's number with every peer it exchanges data with.
         let mut talks = vec![false; self.size];
         for t in s.rounds.iter().flat_map(|r| &r.transfers) {
@@ -516,23 +521,36 @@ impl Communicator {
             }
         }
         let calls_with = self.calls_with.clone();
-        // A local copy or reduction between this rank's buffers.
-        let local = |read: &Region, write: &Region, op_kind: Op, output: &mut [u8], scratch: &mut Vec<u8>| {
-            let src: Vec<u8> = match read.buffer {
-                Buffer::Input => input[region_bytes(read, elem)].to_vec(),
-                Buffer::Output => output[region_bytes(read, elem)].to_vec(),
-                Buffer::Scratch => scratch[region_bytes(read, elem)].to_vec(),
+        // A local copy or reduction between this rank's buffers, without a temporary
+        // unless the two regions overlap in one buffer.
+        let local = |read: &Region, write: &Region, op_kind: Op, output: &mut [u8], scratch: &mut [u8]| {
+            let (r, w) = (region_bytes(read, elem), region_bytes(write, elem));
+            let apply = |dst: &mut [u8], src: &[u8]| match op_kind {
+                Op::Copy => dst.copy_from_slice(src),
+                Op::Reduce => reduce_into(dtype, op, dst, src),
             };
-            let dst = match write.buffer {
-                Buffer::Input => {
+            let within = |buf: &mut [u8]| {
+                if r.end <= w.start {
+                    let (a, b) = buf.split_at_mut(w.start);
+                    apply(&mut b[..w.len()], &a[r.clone()]);
+                } else if w.end <= r.start {
+                    let (a, b) = buf.split_at_mut(r.start);
+                    apply(&mut a[w.clone()], &b[..r.len()]);
+                } else {
+                    let src = buf[r.clone()].to_vec();
+                    apply(&mut buf[w.clone()], &src);
+                }
+            };
+            match (read.buffer, write.buffer) {
+                (_, Buffer::Input) => {
                     return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() })
                 }
-                Buffer::Output => &mut output[region_bytes(write, elem)],
-                Buffer::Scratch => &mut scratch[region_bytes(write, elem)],
-            };
-            match op_kind {
-                Op::Copy => dst.copy_from_slice(&src),
-                Op::Reduce => reduce_into(dtype, op, dst, &src),
+                (Buffer::Input, Buffer::Output) => apply(&mut output[w.clone()], &input[r.clone()]),
+                (Buffer::Input, Buffer::Scratch) => apply(&mut scratch[w.clone()], &input[r.clone()]),
+                (Buffer::Output, Buffer::Scratch) => apply(&mut scratch[w.clone()], &output[r.clone()]),
+                (Buffer::Scratch, Buffer::Output) => apply(&mut output[w.clone()], &scratch[r.clone()]),
+                (Buffer::Output, Buffer::Output) => within(output),
+                (Buffer::Scratch, Buffer::Scratch) => within(scratch),
             }
             Ok(())
         };
@@ -650,6 +668,7 @@ impl Communicator {
         for l in s.epilogue.iter().filter(|l| l.rank == me) {
             local(&l.read, &l.write, l.op, output, &mut scratch)?;
         }
+        self.scratch = scratch;
         Ok(())
     }
 }
@@ -857,6 +876,22 @@ impl Communicator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_goes_inline_only_when_every_peer_link_holds_its_bytes() {
+        let data = vec![0u8; 5000];
+        let send = |to: usize, n: usize| (to, Raw(data.as_ptr(), n));
+        // Peer 1 over shared memory (8 KiB ring), peer 2 over TCP (32 KiB).
+        let links = [0, 8192, INLINE_TCP_SEND_BYTES];
+        assert!(sends_fit_links(&[send(1, 4000), send(1, 4000)], &links));
+        // 8120 bytes plus two 40-byte headers overflow the 8 KiB ring (8192).
+        assert!(!sends_fit_links(&[send(1, 4000), send(1, 4120)], &links));
+        assert!(sends_fit_links(&[send(1, 5000), send(2, 5000)], &links));
+        // An empty send still carries a header.
+        assert!(!sends_fit_links(&[send(0, 0)], &links));
+        assert!(sends_fit_links(&[send(2, INLINE_TCP_SEND_BYTES - HEADER_BYTES)], &links));
+        assert!(!sends_fit_links(&[send(2, INLINE_TCP_SEND_BYTES - HEADER_BYTES + 1)], &links));
+    }
 
     #[test]
     fn configuration_from_variables() {

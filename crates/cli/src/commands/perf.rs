@@ -263,12 +263,13 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
             for _ in 0..args.warmup {
                 comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
             }
+            // The runtime's in-place path copies the input into place first; time it with that copy.
+            let mut src = if in_place { input.clone() } else { Vec::new() };
             comm.barrier()?;
             let t0 = Instant::now();
             for _ in 0..args.iters {
                 if in_place {
-                    // The runtime's in-place path copies the input into place first; time it with that copy.
-                    let src = input.clone();
+                    src.copy_from_slice(&input);
                     comm.run(&spec, args.algo, &src, &mut output, dtype, op)?;
                 } else {
                     comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
