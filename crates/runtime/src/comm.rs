@@ -43,6 +43,8 @@ pub struct Config {
     /// Bytes per pipelined chunk of chain and tree algorithms (RAILYARD_CHUNK_BYTES);
     /// overrides the pipeline chunk count when set.
     pub chunk_bytes: Option<u64>,
+    /// Pin each rank to a core when its host's ranks fit the cores (RAILYARD_PIN=1).
+    pub pin: bool,
 }
 
 impl Default for Config {
@@ -57,6 +59,7 @@ impl Default for Config {
             shm_ring_bytes: 4 << 20,
             topology_file: None,
             chunk_bytes: None,
+            pin: false,
         }
     }
 }
@@ -113,6 +116,13 @@ impl Config {
                     n.is_power_of_two() && (crate::shm::MIN_RING_BYTES..=crate::shm::MAX_RING_BYTES).contains(&n)
                 })
                 .ok_or_else(|| bad("RAILYARD_SHM_BYTES (a power of two, 4096..=1073741824)", &v))?;
+        }
+        if let Some(v) = var("RAILYARD_PIN") {
+            c.pin = match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "on" => true,
+                "0" | "false" | "off" => false,
+                _ => return Err(bad("RAILYARD_PIN (1 or 0)", &v)),
+            };
         }
         c.topology_file = var("RAILYARD_TOPO");
         c.debug =
@@ -300,12 +310,17 @@ impl Communicator {
             }
         }
         let groups = group_by_host(&hosts);
+        let pinned = match (config.pin, groups.iter().find(|g| g.contains(&rank))) {
+            (true, Some(g)) => g.iter().position(|&r| r == rank).and_then(|local| crate::affinity::pin(local, g.len())),
+            _ => None,
+        };
         if config.debug {
             let shm = transports.iter().filter(|&&t| t == "shm").count();
             eprintln!(
-                "{}:{} [{rank}] RAILYARD INFO hosts (ranks per host): {groups:?}",
+                "{}:{} [{rank}] RAILYARD INFO hosts (ranks per host): {groups:?}; pinned to core {}",
                 hostname(),
-                std::process::id()
+                std::process::id(),
+                pinned.map_or("none".to_string(), |c| c.to_string())
             );
             eprintln!(
                 "{}:{} [{rank}] RAILYARD INFO rank {rank} of {size}: {shm} shared-memory and {} tcp links (TCP_NODELAY), timeout {:?}, channels {}",
@@ -906,8 +921,10 @@ mod tests {
             ("RAILYARD_SHM_BYTES", "1048576"),
             ("RAILYARD_TOPO", "cluster.toml"),
             ("RAILYARD_DEBUG", "INFO"),
+            ("RAILYARD_PIN", "on"),
         ]))
         .unwrap();
+        assert!(c.pin);
         assert_eq!(c.timeout, Duration::from_millis(2500));
         assert_eq!(
             (c.algorithm, c.channels, c.pipeline_chunks, c.chunk_bytes),
@@ -924,6 +941,7 @@ mod tests {
             ("RAILYARD_NCHANNELS", "0"),
             ("RAILYARD_SHM_BYTES", "1000"),
             ("RAILYARD_CHUNK_BYTES", "x"),
+            ("RAILYARD_PIN", "yes please"),
         ] {
             assert!(Config::from_vars(&vars(&[(k, v)])).is_err(), "{k}={v}");
         }

@@ -6,6 +6,7 @@
 //! algorithm of the schedule crate (but in-network), all dtypes and ops, timeouts and a
 //! sticky first error. Ranks on one host talk through shared-memory rings (`shm.rs`), others over TCP.
 
+pub mod affinity;
 pub mod bootstrap;
 pub mod comm;
 pub mod element;

@@ -180,7 +180,9 @@ fn map(path: &Path, capacity: usize, create: bool) -> io::Result<Ring> {
     }
     // SAFETY: the file is ours (created with create_new, or named by our peer under our
     // secret) and both sides only access it through the ring protocol.
-    let map = unsafe { MmapMut::map_mut(&file)? };
+    // Populated up front: faulting the ring's pages in during the first calls cost more
+    // than the copies (a 128 KiB all-reduce took 3x longer until the ring had wrapped once).
+    let map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file)? };
     Ok(Ring { map, capacity })
 }
 

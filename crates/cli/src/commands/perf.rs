@@ -21,7 +21,8 @@ use crate::args::{parse_size, Format};
     railyard perf all_gather --np 4 -b 1K -e 1M -f 4 -d half\n  \
     torchrun --nproc-per-node 2 $(which railyard) perf all_reduce -b 1M -e 64M -f 2\n\n\
     Sizes take K, M, G (binary, as nccl-tests). RAILYARD_ALGO, RAILYARD_NCHANNELS, RAILYARD_TIMEOUT_SECS\n\
-    and RAILYARD_DEBUG=INFO are read once at start.")]
+    and RAILYARD_DEBUG=INFO are read once at start. With --np, ranks are pinned to cores when they fit\n\
+    (RAILYARD_PIN=0 turns that off).")]
 pub struct PerfArgs {
     /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or reduce
     pub collective: String,
@@ -452,6 +453,8 @@ pub fn spawn_ranks(np: usize, args: &[String]) -> Result<String> {
             .env("RAILYARD_RANK", rank.to_string())
             .env("RAILYARD_WORLD_SIZE", np.to_string())
             .env("RAILYARD_LOCAL_RANK", rank.to_string())
+            // Ranks that fit the cores are pinned, as Open MPI binds them (unless the caller chose).
+            .env("RAILYARD_PIN", std::env::var("RAILYARD_PIN").unwrap_or_else(|_| "1".into()))
             .stdin(Stdio::null())
             .stdout(if rank == 0 { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::inherit())
