@@ -18,17 +18,10 @@ import argparse, json, os, statistics, subprocess, sys, tempfile, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEERS = os.path.join(os.path.dirname(ROOT), "shared", "bench", "peers")
+sys.path.insert(0, PEERS)
+from common import fmt_size, sizes  # noqa: E402  (the peers' size grid and size labels, shared)
+
 OURS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter", "alltoall": "all_to_all", "broadcast": "broadcast"}
-
-
-def sizes(max_b):
-    out, s = [], 8
-    while s <= max_b:
-        out.append(s)
-        s *= 4
-    if out[-1] != max_b:
-        out.append(max_b)
-    return out
 
 
 def ours(op, n, max_b, iters, warmup):
@@ -36,7 +29,7 @@ def ours(op, n, max_b, iters, warmup):
     per_rank = op in ("allgather", "reducescatter")
     scale = n if per_rank else 1
     out = {}
-    grid = sizes(max_b)
+    grid = sizes(max_b=max_b)
     # sizes() appends max_b when it is off the x4 grid; perf -f 4 cannot reach it.
     grid_top = grid[-1] if len(grid) == 1 or grid[-1] == grid[-2] * 4 else grid[-2]
     runs = [(8, grid_top)] + ([(max_b, max_b)] if grid_top != max_b else [])
@@ -83,13 +76,6 @@ def memcpy_gbps():
     raise RuntimeError(f"no 1-thread 64 MiB row in memcpy_bw output:\n{out}")
 
 
-def fmt_size(b):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= div:
-            return f"{b // div} {unit}"
-    return f"{b} B"
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ops", default="allreduce,allgather,reducescatter,alltoall,broadcast")
@@ -113,7 +99,7 @@ def main():
                 for _ in range(a.pairs):
                     mine = ours(op, n, max_b, a.iters, a.warmup)
                     theirs = peer(kind, op, n, max_b, a.iters, a.warmup)
-                    for size in sizes(max_b):
+                    for size in sizes(max_b=max_b):
                         if size in mine and size in theirs and theirs[size][0] > 0 and mine[size][0] > 0:
                             t = mine[size][0] / theirs[size][0]
                             bw = mine[size][1] / theirs[size][1] if theirs[size][1] > 0 else float("nan")
