@@ -104,15 +104,6 @@ fn read_header(r: &mut impl Read, expect: &Header, peer: usize) -> Result<(), Co
     Ok(())
 }
 
-/// Read one frame whose header must match `expect` (call, signature, piece, len); the
-/// payload goes into `buf`.
-pub fn read_frame(r: &mut impl Read, expect: &Header, buf: &mut Vec<u8>, peer: usize) -> Result<(), CommError> {
-    read_header(r, expect, peer)?;
-    buf.clear();
-    buf.resize(expect.len as usize, 0);
-    r.read_exact(buf).map_err(|e| CommError::io(peer, "receive", e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,16 +113,16 @@ mod tests {
         let h = Header { call: 7, signature: 42, piece: 1, len: 3 };
         let mut wire = Vec::new();
         write_frame(&mut wire, &h, b"abc", 1).unwrap();
-        let mut buf = Vec::new();
-        read_frame(&mut &wire[..], &h, &mut buf, 1).unwrap();
-        assert_eq!(buf, b"abc");
+        let mut buf = [0u8; 3];
+        read_frame_into(&mut &wire[..], &h, &mut buf, 1).unwrap();
+        assert_eq!(&buf, b"abc");
         // A 4 GiB length is refused before any allocation.
         let mut huge = Header { len: 4 << 30, ..h }.encode().to_vec();
         huge.extend_from_slice(b"abc");
-        assert!(matches!(read_frame(&mut &huge[..], &h, &mut buf, 1), Err(CommError::BadFrame { .. })));
+        assert!(matches!(read_frame_into(&mut &huge[..], &h, &mut buf, 1), Err(CommError::BadFrame { .. })));
         let garbage = [0xffu8; 64];
-        assert!(matches!(read_frame(&mut &garbage[..], &h, &mut buf, 1), Err(CommError::BadFrame { .. })));
+        assert!(matches!(read_frame_into(&mut &garbage[..], &h, &mut buf, 1), Err(CommError::BadFrame { .. })));
         let other = Header { signature: 43, ..h };
-        assert!(matches!(read_frame(&mut &wire[..], &other, &mut buf, 1), Err(CommError::Mismatch { .. })));
+        assert!(matches!(read_frame_into(&mut &wire[..], &other, &mut buf, 1), Err(CommError::Mismatch { .. })));
     }
 }
