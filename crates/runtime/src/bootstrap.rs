@@ -1,8 +1,9 @@
 //! Rendezvous (like `ncclUniqueId`): rank 0 listens at an address known to all, with a
 //! random 128-bit secret; every other rank connects, proves the secret and says where it
 //! listens; rank 0 answers with everyone's address; then every pair connects (the higher
-//! rank dials), each connection again proving the secret. A connection without the secret
-//! is closed and ignored. Every wait has a deadline.
+//! rank dials) as many sockets as asked ("lanes"), each connection again proving the
+//! secret and naming its lane. A connection without the secret is closed and ignored.
+//! Every wait has a deadline.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -54,10 +55,10 @@ fn boot_err(message: impl Into<String>) -> CommError {
     CommError::Bootstrap { message: message.into() }
 }
 
-/// hello = magic u32 | rank u32 | size u32 | secret u128 | port u16 | ip (16 bytes, v6-mapped)
-const HELLO_BYTES: usize = 4 + 4 + 4 + 16 + 2 + 16;
+/// hello = magic u32 | rank u32 | size u32 | secret u128 | port u16 | ip (16 bytes, v6-mapped) | lane u32
+const HELLO_BYTES: usize = 4 + 4 + 4 + 16 + 2 + 16 + 4;
 
-fn encode_hello(secret: u128, rank: usize, size: usize, listen: SocketAddr) -> [u8; HELLO_BYTES] {
+fn encode_hello(secret: u128, rank: usize, size: usize, listen: SocketAddr, lane: usize) -> [u8; HELLO_BYTES] {
     let mut b = [0u8; HELLO_BYTES];
     b[0..4].copy_from_slice(&HELLO_MAGIC.to_le_bytes());
     b[4..8].copy_from_slice(&(rank as u32).to_le_bytes());
@@ -69,10 +70,14 @@ fn encode_hello(secret: u128, rank: usize, size: usize, listen: SocketAddr) -> [
         std::net::IpAddr::V6(v6) => v6,
     };
     b[30..46].copy_from_slice(&ip.octets());
+    b[46..50].copy_from_slice(&(lane as u32).to_le_bytes());
     b
 }
 
-fn decode_hello(b: &[u8; HELLO_BYTES]) -> Option<(u128, usize, usize, SocketAddr)> {
+/// What a hello says: secret, rank, size, listening address, lane.
+type Hello = (u128, usize, usize, SocketAddr, usize);
+
+fn decode_hello(b: &[u8; HELLO_BYTES]) -> Option<Hello> {
     if u32::from_le_bytes(b[0..4].try_into().ok()?) != HELLO_MAGIC {
         return None;
     }
@@ -83,7 +88,8 @@ fn decode_hello(b: &[u8; HELLO_BYTES]) -> Option<(u128, usize, usize, SocketAddr
     let octets: [u8; 16] = b[30..46].try_into().ok()?;
     let v6 = std::net::Ipv6Addr::from(octets);
     let ip = v6.to_ipv4_mapped().map(std::net::IpAddr::V4).unwrap_or(std::net::IpAddr::V6(v6));
-    Some((secret, rank, size, SocketAddr::new(ip, port)))
+    let lane = u32::from_le_bytes(b[46..50].try_into().ok()?) as usize;
+    Some((secret, rank, size, SocketAddr::new(ip, port), lane))
 }
 
 fn accept_until(listener: &TcpListener, deadline: Instant) -> Result<TcpStream, CommError> {
@@ -120,32 +126,45 @@ fn connect_until(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, CommE
 }
 
 /// Read a hello with the deadline; None for anything that is not a valid hello with our secret.
-fn read_hello(s: &mut TcpStream, secret: u128, size: usize, deadline: Instant) -> Option<(usize, SocketAddr)> {
+fn read_hello(
+    s: &mut TcpStream,
+    secret: u128,
+    size: usize,
+    lanes: usize,
+    deadline: Instant,
+) -> Option<(usize, SocketAddr, usize)> {
     let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     s.set_read_timeout(Some(left.min(Duration::from_secs(5)))).ok()?;
     let mut b = [0u8; HELLO_BYTES];
     s.read_exact(&mut b).ok()?;
-    let (got_secret, rank, got_size, addr) = decode_hello(&b)?;
-    (got_secret == secret && got_size == size && rank < size).then_some((rank, addr))
+    let (got_secret, rank, got_size, addr, lane) = decode_hello(&b)?;
+    (got_secret == secret && got_size == size && rank < size && lane < lanes).then_some((rank, addr, lane))
 }
 
-/// Connected links to every other rank: `links[peer]`, `None` for this rank.
+/// Connected links to every other rank: `links[peer]` holds `lanes` sockets (lane order),
+/// empty for this rank. Ranks other than 0 listen on `listen_ip` when given, else on the
+/// interface that routes towards rank 0. Every rank must pass the same `lanes`.
 pub fn rendezvous(
     id: &UniqueId,
     rank: usize,
     size: usize,
+    lanes: usize,
+    listen_ip: Option<std::net::IpAddr>,
     timeout: Duration,
-) -> Result<Vec<Option<TcpStream>>, CommError> {
+) -> Result<Vec<Vec<TcpStream>>, CommError> {
     if size == 0 || size > MAX_RANKS || rank >= size {
         return Err(boot_err(format!("rank {rank} of {size}: ranks must be 0..size and size 1..={MAX_RANKS}")));
     }
-    let deadline = Instant::now() + timeout;
-    let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
-    if size == 1 {
-        return Ok(links);
+    if lanes == 0 || lanes > crate::config::MAX_SOCKETS_PER_PEER {
+        return Err(boot_err(format!("{lanes} sockets per peer: must be 1..={}", crate::config::MAX_SOCKETS_PER_PEER)));
     }
-    // Rank 0 listens at the id's address; the others on an ephemeral port of the same interface.
-    let bind = if rank == 0 { id.addr } else { SocketAddr::new(local_ip_towards(id.addr), 0) };
+    let deadline = Instant::now() + timeout;
+    let mut slots: Vec<Vec<Option<TcpStream>>> = (0..size).map(|_| (0..lanes).map(|_| None).collect()).collect();
+    if size == 1 {
+        return Ok(vec![Vec::new()]);
+    }
+    // Rank 0 listens at the id's address; the others on an ephemeral port of the chosen interface.
+    let bind = if rank == 0 { id.addr } else { SocketAddr::new(listen_ip.unwrap_or(local_ip_towards(id.addr)), 0) };
     let listener = TcpListener::bind(bind).map_err(|e| boot_err(format!("cannot listen on {bind}: {e}")))?;
     let listen = listener.local_addr().map_err(|e| boot_err(e.to_string()))?;
     let mut table: Vec<SocketAddr> = vec![id.addr; size];
@@ -154,10 +173,10 @@ pub fn rendezvous(
         while joined < size - 1 {
             let mut s = accept_until(&listener, deadline)?;
             // A connection that does not know the secret is dropped, and we keep waiting.
-            if let Some((peer, addr)) = read_hello(&mut s, id.secret, size, deadline) {
-                if peer != 0 && links[peer].is_none() {
+            if let Some((peer, addr, 0)) = read_hello(&mut s, id.secret, size, 1, deadline) {
+                if peer != 0 && slots[peer][0].is_none() {
                     table[peer] = addr;
-                    links[peer] = Some(s);
+                    slots[peer][0] = Some(s);
                     joined += 1;
                 }
             }
@@ -165,50 +184,62 @@ pub fn rendezvous(
         table[0] = listen;
         let mut reply = Vec::with_capacity(size * HELLO_BYTES);
         for (r, &addr) in table.iter().enumerate() {
-            reply.extend_from_slice(&encode_hello(id.secret, r, size, addr));
+            reply.extend_from_slice(&encode_hello(id.secret, r, size, addr, 0));
         }
-        for (peer, link) in links.iter_mut().enumerate().skip(1) {
-            let s = link.as_mut().ok_or_else(|| boot_err("lost a joined rank"))?;
+        for (peer, link) in slots.iter_mut().enumerate().skip(1) {
+            let s = link[0].as_mut().ok_or_else(|| boot_err("lost a joined rank"))?;
             s.write_all(&reply).map_err(|e| CommError::io(peer, "bootstrap send", e))?;
         }
     } else {
         let mut s = connect_until(id.addr, deadline)?;
-        s.write_all(&encode_hello(id.secret, rank, size, listen)).map_err(|e| CommError::io(0, "bootstrap send", e))?;
+        s.write_all(&encode_hello(id.secret, rank, size, listen, 0))
+            .map_err(|e| CommError::io(0, "bootstrap send", e))?;
         s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))).ok();
         for (r, slot) in table.iter_mut().enumerate() {
             let mut b = [0u8; HELLO_BYTES];
             s.read_exact(&mut b).map_err(|e| CommError::io(0, "bootstrap receive", e))?;
-            let (secret, got, _, addr) =
+            let (secret, got, _, addr, _) =
                 decode_hello(&b).ok_or_else(|| boot_err("rank 0 sent a garbled address table"))?;
             if secret != id.secret || got != r {
                 return Err(boot_err("rank 0's address table does not match"));
             }
             *slot = addr;
         }
-        links[0] = Some(s);
+        slots[0][0] = Some(s);
     }
-    // Pairs among ranks >= 1: the higher rank dials, the lower accepts.
-    for (peer, &addr) in table.iter().enumerate().take(rank).skip(1) {
-        let mut s = connect_until(addr, deadline)?;
-        s.write_all(&encode_hello(id.secret, rank, size, listen))
-            .map_err(|e| CommError::io(peer, "bootstrap send", e))?;
-        links[peer] = Some(s);
+    // Every pair's remaining lanes: the higher rank dials, the lower accepts. (Lane 0 to
+    // rank 0 is the bootstrap connection itself.)
+    for (peer, &addr) in table.iter().enumerate().take(rank) {
+        for (lane, slot) in slots[peer].iter_mut().enumerate().skip(usize::from(peer == 0)) {
+            let mut s = connect_until(addr, deadline)?;
+            s.write_all(&encode_hello(id.secret, rank, size, listen, lane))
+                .map_err(|e| CommError::io(peer, "bootstrap send", e))?;
+            *slot = Some(s);
+        }
     }
-    if rank >= 1 {
-        let mut expected = size - 1 - rank;
-        while expected > 0 {
-            let mut s = accept_until(&listener, deadline)?;
-            if let Some((peer, _)) = read_hello(&mut s, id.secret, size, deadline) {
-                if peer > rank && links[peer].is_none() {
-                    links[peer] = Some(s);
-                    expected -= 1;
-                }
+    let mut expected = (size - 1 - rank) * lanes - if rank == 0 { size - 1 } else { 0 };
+    while expected > 0 {
+        let mut s = accept_until(&listener, deadline)?;
+        if let Some((peer, _, lane)) = read_hello(&mut s, id.secret, size, lanes, deadline) {
+            if peer > rank && slots[peer][lane].is_none() {
+                slots[peer][lane] = Some(s);
+                expected -= 1;
             }
         }
     }
-    for s in links.iter().flatten() {
-        s.set_nodelay(true).map_err(|e| boot_err(e.to_string()))?;
-        s.set_read_timeout(None).ok();
+    let mut links = Vec::with_capacity(size);
+    for (peer, lanes) in slots.into_iter().enumerate() {
+        let lanes: Option<Vec<TcpStream>> = lanes.into_iter().collect();
+        let lanes = match lanes {
+            Some(l) => l,
+            None if peer == rank => Vec::new(),
+            None => return Err(boot_err(format!("no connection to rank {peer}"))),
+        };
+        for s in &lanes {
+            s.set_nodelay(true).map_err(|e| boot_err(e.to_string()))?;
+            s.set_read_timeout(None).ok();
+        }
+        links.push(lanes);
     }
     Ok(links)
 }

@@ -2,24 +2,32 @@
 //! processes (and hosts) over shared memory and TCP, with real data. The same generators the model costs
 //! are what runs here, so a prediction and a measurement describe the same plan.
 //!
-//! Status: TCP transport, rendezvous with a shared secret, every collective and
-//! algorithm of the schedule crate (but in-network), all dtypes and ops, timeouts and a
-//! sticky first error. Ranks on one host talk through shared-memory rings (`shm.rs`), others over TCP.
+//! Data flow: `bootstrap` (rendezvous) → `link` (per peer: shared-memory rings `shm` with
+//! single-copy pulls `cma`, or TCP sockets, chosen on `interface`) → `comm` (a schedule's
+//! rounds as frames, `frame`) → `progress` (moves them without blocking) → `reduce`.
+//! `config` reads every variable once; `env` reads the launcher's; `tuner` picks algorithms
+//! by the model; `handle` runs calls asynchronously.
 
 pub mod affinity;
 pub mod bootstrap;
+pub mod cma;
 pub mod comm;
+pub mod config;
 pub mod element;
 pub mod env;
 pub mod error;
 pub mod frame;
 pub mod handle;
+pub mod interface;
+pub mod link;
+pub mod progress;
 pub mod reduce;
 pub mod shm;
 pub mod tuner;
 
 pub use bootstrap::UniqueId;
-pub use comm::{default_algorithm, Communicator, Config};
+pub use comm::{default_algorithm, Communicator};
+pub use config::Config;
 pub use element::Element;
 pub use env::{from_env, Launch};
 pub use error::CommError;

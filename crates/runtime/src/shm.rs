@@ -6,22 +6,23 @@
 //! two). The producer copies bytes in, then publishes the new write position with
 //! Release; the consumer reads it with Acquire before copying out, then publishes its read
 //! position with Release, which the producer reads with Acquire before reusing space.
-//! Waiting spins briefly, then yields, then sleeps, so ranks that outnumber cores give
-//! their core away; every wait ends at the configured deadline with `TimedOut`, or
-//! earlier with `BrokenPipe` when the peer's process (its pid is in the header) is gone.
+//! Both ends only try (`try_write`, `try_read`) and never wait: waiting, deadlines and
+//! noticing a dead peer (each side's pid is in the header) belong to the progress engine.
+//! Byte 16 counts the single-copy descriptors the consumer has pulled (`cma.rs`).
 
 use std::fs::OpenOptions;
-use std::io::{self, Read, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
 const HEAD: usize = 0;
 /// The consumer's process id (so a producer can tell a dead peer from a slow one).
 const READER_PID: usize = 8;
+/// Single-copy descriptors the consumer has pulled (on the consumer's cache line).
+const ACKED: usize = 16;
 const TAIL: usize = 64;
 /// The producer's process id.
 const WRITER_PID: usize = 72;
@@ -68,54 +69,29 @@ fn alive(pid: u64) -> bool {
     }
 }
 
-fn wait(deadline: Instant, spins: &mut u32, peer_pid: &AtomicU64) -> io::Result<()> {
-    *spins += 1;
-    if *spins < 200 {
-        std::hint::spin_loop();
-    } else if *spins < 2000 {
-        std::thread::yield_now();
-    } else {
-        if Instant::now() >= deadline {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "shared-memory peer did not move"));
-        }
-        if (*spins).is_multiple_of(200) && !alive(peer_pid.load(Ordering::Relaxed)) {
-            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "shared-memory peer's process is gone"));
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    Ok(())
-}
-
 /// The producing end of a ring.
 pub struct ShmWriter {
     ring: Arc<Ring>,
-    timeout: Duration,
+    /// Single-copy descriptors posted through this ring (the consumer acknowledges each).
+    posted: u64,
 }
 
 /// The consuming end of a ring.
 pub struct ShmReader {
     ring: Arc<Ring>,
-    timeout: Duration,
 }
 
-impl Write for ShmWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
+impl ShmWriter {
+    /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
+    pub fn try_write(&mut self, buf: &[u8]) -> usize {
         let r = &self.ring;
-        let deadline = Instant::now() + self.timeout;
-        let mut spins = 0;
         let tail = r.word(TAIL).load(Ordering::Relaxed);
-        let free = loop {
-            let head = r.word(HEAD).load(Ordering::Acquire);
-            let free = r.capacity - (tail - head) as usize;
-            if free > 0 {
-                break free;
-            }
-            wait(deadline, &mut spins, r.word(READER_PID))?;
-        };
+        let head = r.word(HEAD).load(Ordering::Acquire);
+        let free = r.capacity - (tail - head) as usize;
         let n = free.min(buf.len());
+        if n == 0 {
+            return 0;
+        }
         let at = (tail as usize) & (r.capacity - 1);
         let first = n.min(r.capacity - at);
         // SAFETY: bytes [at, at+first) and [0, n-first) of the data area are free: the
@@ -125,32 +101,36 @@ impl Write for ShmWriter {
             std::ptr::copy_nonoverlapping(buf.as_ptr().add(first), r.data(), n - first);
         }
         r.word(TAIL).store(tail + n as u64, Ordering::Release);
-        Ok(n)
+        n
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    /// Count one more single-copy descriptor sent through this ring.
+    pub fn post(&mut self) {
+        self.posted += 1;
+    }
+
+    /// Whether the consumer has acknowledged every descriptor posted (so the memory
+    /// they describe may change again).
+    pub fn all_acked(&self) -> bool {
+        self.ring.word(ACKED).load(Ordering::Acquire) >= self.posted
+    }
+
+    /// Whether the consuming process still runs.
+    pub fn peer_alive(&self) -> bool {
+        alive(self.ring.word(READER_PID).load(Ordering::Relaxed))
     }
 }
 
-impl Read for ShmReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
+impl ShmReader {
+    /// Copy up to `buf.len()` published bytes out of the ring, without waiting; the bytes read.
+    pub fn try_read(&mut self, buf: &mut [u8]) -> usize {
         let r = &self.ring;
-        let deadline = Instant::now() + self.timeout;
-        let mut spins = 0;
         let head = r.word(HEAD).load(Ordering::Relaxed);
-        let avail = loop {
-            let tail = r.word(TAIL).load(Ordering::Acquire);
-            let avail = (tail - head) as usize;
-            if avail > 0 {
-                break avail;
-            }
-            wait(deadline, &mut spins, r.word(WRITER_PID))?;
-        };
-        let n = avail.min(buf.len());
+        let tail = r.word(TAIL).load(Ordering::Acquire);
+        let n = ((tail - head) as usize).min(buf.len());
+        if n == 0 {
+            return 0;
+        }
         let at = (head as usize) & (r.capacity - 1);
         let first = n.min(r.capacity - at);
         // SAFETY: bytes [at, at+first) and [0, n-first) were published by the producer
@@ -160,7 +140,22 @@ impl Read for ShmReader {
             std::ptr::copy_nonoverlapping(r.data(), buf.as_mut_ptr().add(first), n - first);
         }
         r.word(HEAD).store(head + n as u64, Ordering::Release);
-        Ok(n)
+        n
+    }
+
+    /// Acknowledge one single-copy descriptor: its bytes have been pulled.
+    pub fn ack(&mut self) {
+        self.ring.word(ACKED).fetch_add(1, Ordering::Release);
+    }
+
+    /// The producing process (whose memory single-copy descriptors point into).
+    pub fn peer_pid(&self) -> u64 {
+        self.ring.word(WRITER_PID).load(Ordering::Relaxed)
+    }
+
+    /// Whether the producing process still runs.
+    pub fn peer_alive(&self) -> bool {
+        alive(self.peer_pid())
     }
 }
 
@@ -197,50 +192,72 @@ pub fn create(path: &Path, capacity: usize) -> io::Result<()> {
 }
 
 /// Open a ring file's producing end.
-pub fn writer(path: &Path, capacity: usize, timeout: Duration) -> io::Result<ShmWriter> {
+pub fn writer(path: &Path, capacity: usize) -> io::Result<ShmWriter> {
     let ring = map(path, capacity, false)?;
     ring.word(WRITER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmWriter { ring: Arc::new(ring), timeout })
+    Ok(ShmWriter { ring: Arc::new(ring), posted: 0 })
 }
 
 /// Open a ring file's consuming end.
-pub fn reader(path: &Path, capacity: usize, timeout: Duration) -> io::Result<ShmReader> {
+pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmReader { ring: Arc::new(ring), timeout })
+    Ok(ShmReader { ring: Arc::new(ring) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn ring(name: &str, capacity: usize) -> (ShmWriter, ShmReader) {
+        let path = std::env::temp_dir().join(format!("railyard-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        create(&path, capacity).unwrap();
+        let w = writer(&path, capacity).unwrap();
+        let r = reader(&path, capacity).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        (w, r)
+    }
+
     #[test]
     fn bytes_cross_in_order_through_wraps() {
-        let dir = std::env::temp_dir();
-        let path = dir.join(format!("railyard-test-ring-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        create(&path, 4096).unwrap();
-        let mut w = writer(&path, 4096, Duration::from_secs(5)).unwrap();
-        let mut r = reader(&path, 4096, Duration::from_secs(5)).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let (mut w, mut r) = ring("ring", 4096);
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let expect = data.clone();
-        let t = std::thread::spawn(move || w.write_all(&data).unwrap());
+        let t = std::thread::spawn(move || {
+            let mut at = 0;
+            while at < data.len() {
+                at += w.try_write(&data[at..(at + 3000).min(data.len())]);
+            }
+        });
         let mut got = vec![0u8; expect.len()];
-        r.read_exact(&mut got).unwrap();
+        let mut at = 0;
+        while at < got.len() {
+            at += r.try_read(&mut got[at..]);
+        }
         t.join().unwrap();
         assert_eq!(got, expect);
     }
 
     #[test]
-    fn a_silent_peer_times_out() {
-        let path = std::env::temp_dir().join(format!("railyard-test-ring2-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        create(&path, 4096).unwrap();
-        let mut r = reader(&path, 4096, Duration::from_millis(100)).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        let mut b = [0u8; 1];
-        assert_eq!(r.read(&mut b).unwrap_err().kind(), io::ErrorKind::TimedOut);
-        assert!(map(&path, 1000, true).is_err());
+    fn a_full_ring_takes_nothing_and_an_empty_one_gives_nothing() {
+        let (mut w, mut r) = ring("full", 4096);
+        assert_eq!(w.try_write(&[1u8; 5000]), 4096);
+        assert_eq!(w.try_write(&[1u8; 10]), 0);
+        let mut b = [0u8; 100];
+        assert_eq!(r.try_read(&mut b), 100);
+        assert_eq!(w.try_write(&[2u8; 300]), 100);
+        let mut rest = vec![0u8; 8192];
+        assert_eq!(r.try_read(&mut rest), 4096);
+        assert_eq!(r.try_read(&mut rest), 0);
+        assert!(rest[..3996].iter().all(|&x| x == 1) && rest[3996..4096].iter().all(|&x| x == 2));
+        // Acknowledgements count posted descriptors; both pids are ours, so alive.
+        assert!(w.all_acked());
+        w.post();
+        assert!(!w.all_acked());
+        r.ack();
+        assert!(w.all_acked() && w.peer_alive() && r.peer_alive());
+        assert_eq!(r.peer_pid(), std::process::id() as u64);
+        assert!(map(Path::new("/nonexistent/x"), 1000, true).is_err());
     }
 }

@@ -3,13 +3,16 @@
 //! in-network) with the per-round model on a topology of this job, and take the fastest.
 //! The topology is RAILYARD_TOPO (e.g. the file `railyard calibrate` wrote, the same on
 //! every rank) or, without it, the job's hosts with default transport figures below.
+//! The per-round model prices links only; on a host the schedule's local copies
+//! (prologue and epilogue: Bruck's rotations, the own block) cost memory bandwidth of the
+//! same order as the transfers, so the tuner adds them at `LOCAL_COPY_BYTES_PER_SEC`.
 //! Choices are cached per (collective, count, element size), like NCCL's tuner table, and
 //! every rank computes the same one from the same inputs.
 
 use std::collections::HashMap;
 
 use railyard_model::{plan, PlanRequest};
-use railyard_schedule::{Algorithm, Collective, CollectiveSpec};
+use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
 use railyard_topology::presets::{hosts, Transport};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 
@@ -18,6 +21,8 @@ use crate::error::CommError;
 /// Defaults for a machine nobody calibrated: shared memory and loopback-class TCP.
 pub const DEFAULT_SHM: Transport = Transport { alpha_secs: 3e-6, bytes_per_sec: 5e9 };
 pub const DEFAULT_NET: Transport = Transport { alpha_secs: 30e-6, bytes_per_sec: 1.25e9 };
+/// A host's memcpy (the peers' memcpy_bw measured 10–13 GB/s on the development machine).
+pub const LOCAL_COPY_BYTES_PER_SEC: f64 = 10e9;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
@@ -84,8 +89,15 @@ impl Tuner {
             strict: false,
         };
         let p = plan(&self.topology, &self.placement, &request).ok()?;
-        let best = p.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))?;
-        let choice = Choice { algorithm: best.name.parse().ok()?, pipeline_chunks: best.pipeline_chunks.unwrap_or(1) };
+        let with_local_copies = |b: &railyard_model::Breakdown| -> Option<(f64, Choice)> {
+            let choice = Choice { algorithm: b.name.parse().ok()?, pipeline_chunks: b.pipeline_chunks.unwrap_or(1) };
+            let options =
+                GenOptions { channels, pipeline_chunks: choice.pipeline_chunks, groups: groups.to_vec(), order: None };
+            let s = generate(choice.algorithm, spec, &options, elem_bytes).ok()?;
+            let local_secs = (s.local_elements_max() * elem_bytes) as f64 / LOCAL_COPY_BYTES_PER_SEC;
+            Some((b.total_secs + local_secs, choice))
+        };
+        let (_, choice) = p.algorithms.iter().filter_map(with_local_copies).min_by(|a, b| a.0.total_cmp(&b.0))?;
         self.table.insert(key, choice);
         Some(choice)
     }
@@ -110,6 +122,12 @@ mod tests {
         let tiny = CollectiveSpec::new(Collective::AllReduce, 8, 2);
         let a = t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm;
         assert!(matches!(a, Algorithm::Tree | Algorithm::DoubleTree | Algorithm::Rhd), "{a}");
+        // At two ranks Bruck's all-to-all costs the same on the link as pairwise, but it
+        // rotates the whole buffer twice locally.
+        let pair = vec![vec![0, 1]];
+        let mut two = Tuner::new(&pair, None).unwrap();
+        let a2a = CollectiveSpec::new(Collective::AllToAll, 2, 8 << 20);
+        assert_ne!(two.choose(&a2a, 4, &pair, 1).unwrap().algorithm, Algorithm::Bruck);
         // Cached: the same answer without costing again.
         assert_eq!(t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm, a);
     }

@@ -349,6 +349,72 @@ fn same_host_ranks_use_shared_memory_and_tcp_when_told() {
     assert_eq!(left, 0);
 }
 
+/// Large messages through every path of the progress engine: shared memory with
+/// single-copy pulls, shared memory through the rings only, and TCP striped over several
+/// sockets per peer on the interface RAILYARD_SOCKET_IFNAME names — including sizes that
+/// do not divide by the ranks or the sockets.
+#[test]
+fn large_messages_over_single_copy_rings_and_striped_sockets() {
+    for (shm, cma, sockets) in [(true, true, 1), (true, false, 1), (false, false, 3)] {
+        let config =
+            Config { shm, cma, sockets_per_peer: sockets, socket_ifname: Some("lo".into()), ..Config::default() };
+        let results = with_ranks(3, config, move |comm| -> Result<(Vec<usize>, Vec<bool>), String> {
+            let mut comm = comm.map_err(|e| e.to_string())?;
+            let (r, p, n) = (comm.rank(), comm.size(), 300_001usize);
+            let send: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 + r as f32).collect();
+            let mut sum = vec![0f32; n];
+            comm.all_reduce(&send, &mut sum, RedOp::Sum).map_err(|e| e.to_string())?;
+            let want = |i: usize| 3.0 * (i % 1000) as f32 + 3.0;
+            if let Some(i) = (0..n).find(|&i| sum[i] != want(i)) {
+                return Err(format!("all-reduce element {i}: {} != {}", sum[i], want(i)));
+            }
+            // All-gather of uneven chunks (n does not divide by 3): chunk of rank q holds q.
+            let spec = CollectiveSpec::new(Collective::AllGather, p, n as u64);
+            let mine = vec![r as i64; spec.chunk(r).end as usize - spec.chunk(r).start as usize];
+            let mut all = vec![-1i64; n];
+            comm.all_gather(&mine, &mut all).map_err(|e| e.to_string())?;
+            for q in 0..p {
+                let c = spec.chunk(q);
+                if all[c.start as usize..c.end as usize].iter().any(|&v| v != q as i64) {
+                    return Err(format!("all-gather chunk {q} wrong"));
+                }
+            }
+            let mut b: Vec<u8> = if r == 2 { (0..n).map(|i| (i % 251) as u8).collect() } else { vec![0; n] };
+            comm.broadcast(&mut b, 2).map_err(|e| e.to_string())?;
+            if (0..n).any(|i| b[i] != (i % 251) as u8) {
+                return Err("broadcast wrong".into());
+            }
+            // All-to-all: block j of rank r's send is r*10+j everywhere; received block q is q*10+r.
+            let block = 70_001usize;
+            let send: Vec<i32> = (0..p * block).map(|i| (r * 10 + i / block) as i32).collect();
+            let mut got = vec![0i32; p * block];
+            comm.all_to_all(&send, &mut got).map_err(|e| e.to_string())?;
+            if (0..p * block).any(|i| got[i] != ((i / block) * 10 + r) as i32) {
+                return Err("all-to-all wrong".into());
+            }
+            Ok((comm.lanes(), comm.single_copy()))
+        });
+        for (rank, res) in results.into_iter().enumerate() {
+            let (lanes, single) = res.unwrap_or_else(|e| panic!("shm {shm} cma {cma} sockets {sockets}: {e}"));
+            for peer in (0..3).filter(|&q| q != rank) {
+                assert_eq!(lanes[peer], if shm { 1 } else { sockets }, "rank {rank} peer {peer}");
+                // Where the kernel refuses cross-memory attach, the probe falls back to rings.
+                assert!(!single[peer] || (shm && cma));
+            }
+        }
+    }
+}
+
+#[test]
+fn an_interface_that_does_not_exist_is_named_in_the_error() {
+    let config = Config { socket_ifname: Some("=no-such-if0".into()), ..Config::default() };
+    let results = with_ranks(2, config, |comm| comm.err().map(|e| e.to_string()));
+    for e in results {
+        let e = e.expect("init must fail");
+        assert!(e.contains("RAILYARD_SOCKET_IFNAME==no-such-if0") && e.contains("lo"), "{e}");
+    }
+}
+
 mod random_sizes {
     use super::*;
     use proptest::prelude::*;

@@ -142,7 +142,7 @@ pub fn generate(
     let groups = if options.groups.is_empty() { &one_server } else { &options.groups };
     let channels = options.channels.max(1);
     let chunks = options.pipeline_chunks.max(1);
-    match algorithm {
+    let mut schedule = match algorithm {
         Algorithm::Ring => ring(spec, order, channels, elem_bytes, name),
         Algorithm::InterleavedRing => ring(spec, &interleaved_order(groups), channels, elem_bytes, name),
         Algorithm::Chain => chain(spec, order, chunks, elem_bytes, name),
@@ -157,5 +157,7 @@ pub fn generate(
         }
         Algorithm::Hierarchical => hierarchical(spec, groups, elem_bytes, name),
         Algorithm::InNetwork => hierarchical_all_reduce(spec, groups, InterStage::InNetwork, elem_bytes, name),
-    }
+    }?;
+    crate::forward::forward_prologue_copies(&mut schedule);
+    Ok(schedule)
 }

@@ -174,6 +174,18 @@ impl Schedule {
             })
             .sum()
     }
+
+    /// Elements the busiest rank copies or reduces locally (prologue and epilogue): memory
+    /// traffic that costs nothing on a link but real time on a host.
+    pub fn local_elements_max(&self) -> u64 {
+        let mut per_rank = vec![0u64; self.spec.ranks];
+        for l in self.prologue.iter().chain(&self.epilogue) {
+            if let Some(n) = per_rank.get_mut(l.rank) {
+                *n += l.write.len;
+            }
+        }
+        per_rank.into_iter().max().unwrap_or(0)
+    }
 }
 
 /// Assembles a schedule phase by phase; steps that carry nothing are dropped so that

@@ -12,6 +12,7 @@ pub mod deps;
 pub mod direct;
 pub mod dtype;
 pub mod error;
+pub mod forward;
 pub mod hierarchical;
 pub mod ir;
 pub mod partition;

@@ -1,0 +1,235 @@
+//! A rank's link to one peer: a pair of shared-memory rings when both run on this host
+//! (with single-copy pulls for large messages where the kernel allows it), else one or
+//! more TCP sockets ("lanes", RAILYARD_SOCKETS_PER_PEER). Every lane is non-blocking:
+//! it only ever tries to move bytes; the progress engine (`progress.rs`) decides when to
+//! wait and for how long.
+
+use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+
+use crate::config::Config;
+use crate::error::CommError;
+use crate::shm::{ShmReader, ShmWriter};
+
+/// Bytes read from a TCP socket per system call when small frames arrive.
+const TCP_READ_BUFFER_BYTES: usize = 64 << 10;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Shm,
+    Tcp,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// One ordered byte stream each way.
+pub enum LaneIo {
+    Shm { rx: ShmReader, tx: ShmWriter },
+    Tcp { rx: BufReader<TcpStream>, tx: TcpStream },
+}
+
+impl LaneIo {
+    /// Write a prefix of `parts` (in order), without waiting; the bytes written.
+    pub fn try_write(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
+        match self {
+            LaneIo::Shm { tx, .. } => {
+                let mut total = 0;
+                for p in parts {
+                    let n = tx.try_write(p);
+                    total += n;
+                    if n < p.len() {
+                        break;
+                    }
+                }
+                Ok(total)
+            }
+            LaneIo::Tcp { tx, .. } => {
+                let slices: Vec<IoSlice> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+                if slices.is_empty() {
+                    return Ok(0);
+                }
+                match tx.write_vectored(&slices) {
+                    Ok(0) => Err(io::Error::new(io::ErrorKind::WriteZero, "the connection takes no bytes")),
+                    Ok(n) => Ok(n),
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(0),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Read up to `buf.len()` bytes that have arrived, without waiting; the bytes read.
+    pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        match self {
+            LaneIo::Shm { rx, .. } => Ok(rx.try_read(buf)),
+            LaneIo::Tcp { rx, .. } => match rx.read(buf) {
+                Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the connection")),
+                Ok(n) => Ok(n),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(0),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// The socket to poll, for TCP lanes.
+    pub fn fd(&self) -> Option<RawFd> {
+        match self {
+            LaneIo::Shm { .. } => None,
+            LaneIo::Tcp { tx, .. } => Some(tx.as_raw_fd()),
+        }
+    }
+
+    /// For shared-memory lanes, whether the peer's process has gone.
+    pub fn peer_gone(&self) -> bool {
+        match self {
+            LaneIo::Shm { rx, tx } => !rx.peer_alive() || !tx.peer_alive(),
+            LaneIo::Tcp { .. } => false,
+        }
+    }
+}
+
+pub struct Link {
+    pub transport: Transport,
+    /// Whether large messages to and from this peer are pulled in one copy (`cma.rs`).
+    pub cma: bool,
+    pub lanes: Vec<crate::progress::Lane>,
+}
+
+/// This host: its name, boot id and network namespace, hashed (ranks with equal ids share /dev/shm).
+pub fn host_id() -> u64 {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    // A network namespace is a host of its own (emulated clusters put "hosts" in namespaces).
+    let netns = std::fs::read_link("/proc/self/ns/net").map(|p| p.display().to_string()).unwrap_or_default();
+    let text = format!("{}/{}/{netns}", hostname(), boot.trim());
+    fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+pub fn fnv(parts: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Set up the link to `peer` over its connected sockets (lane order): agree over lane 0
+/// whether both run on this host and want shared memory; if so, set the rings up (the
+/// lower rank creates both files, the higher opens them, then the lower removes the names;
+/// the mappings stay) and probe single-copy pulls both ways, and drop the sockets. Any
+/// failure falls back to TCP on both sides. Returns the peer's host id and the link.
+pub fn establish(
+    mut sockets: Vec<TcpStream>,
+    me: usize,
+    peer: usize,
+    tag: u64,
+    config: &Config,
+) -> Result<(u64, Link), CommError> {
+    let io = |e| CommError::io(peer, "transport setup", e);
+    let first = sockets.first_mut().ok_or_else(|| CommError::BadArgs { message: format!("no socket to {peer}") })?;
+    first.set_read_timeout(Some(config.timeout)).map_err(io)?;
+    first.set_write_timeout(Some(config.timeout)).map_err(io)?;
+    let mut hello = [0u8; 9];
+    hello[..8].copy_from_slice(&host_id().to_le_bytes());
+    hello[8] = u8::from(config.shm);
+    first.write_all(&hello).map_err(io)?;
+    let mut theirs = [0u8; 9];
+    first.read_exact(&mut theirs).map_err(io)?;
+    let peer_host = u64::from_le_bytes(theirs[..8].try_into().unwrap_or_default());
+    if theirs[..8] == hello[..8] && theirs[8] == 1 && config.shm {
+        if let Some(link) = shared_memory(first, me, peer, tag, config)? {
+            return Ok((peer_host, link));
+        }
+    }
+    let mut lanes = Vec::with_capacity(sockets.len());
+    for s in sockets {
+        s.set_nonblocking(true).map_err(io)?;
+        let rx = BufReader::with_capacity(TCP_READ_BUFFER_BYTES, s.try_clone().map_err(io)?);
+        lanes.push(crate::progress::Lane::new(LaneIo::Tcp { rx, tx: s }));
+    }
+    Ok((peer_host, Link { transport: Transport::Tcp, cma: false, lanes }))
+}
+
+fn shared_memory(
+    s: &mut TcpStream,
+    me: usize,
+    peer: usize,
+    tag: u64,
+    config: &Config,
+) -> Result<Option<Link>, CommError> {
+    let io = |e| CommError::io(peer, "transport setup", e);
+    let dir = std::path::Path::new("/dev/shm");
+    let (lo, hi) = (me.min(peer), me.max(peer));
+    let (lo_hi, hi_lo) = crate::shm::pair_paths(dir, tag, lo, hi);
+    let (to_peer, from_peer) = if me == lo { (&lo_hi, &hi_lo) } else { (&hi_lo, &lo_hi) };
+    let cap = config.shm_ring_bytes;
+    let open = || -> io::Result<(ShmReader, ShmWriter)> {
+        Ok((crate::shm::reader(from_peer, cap)?, crate::shm::writer(to_peer, cap)?))
+    };
+    let mut flag = [0u8; 1];
+    let rings = if me == lo {
+        let created = crate::shm::create(&lo_hi, cap).and_then(|_| crate::shm::create(&hi_lo, cap)).is_ok();
+        let mine = if created { open().ok() } else { None };
+        s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
+        s.read_exact(&mut flag).map_err(io)?;
+        let _ = std::fs::remove_file(&lo_hi);
+        let _ = std::fs::remove_file(&hi_lo);
+        if flag[0] == 1 {
+            mine
+        } else {
+            None
+        }
+    } else {
+        s.read_exact(&mut flag).map_err(io)?;
+        let mine = if flag[0] == 1 { open().ok() } else { None };
+        s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
+        mine
+    };
+    let Some((rx, tx)) = rings else { return Ok(None) };
+    let cma = probe_cma(s, peer, tag, config.cma)?;
+    Ok(Some(Link { transport: Transport::Shm, cma, lanes: vec![crate::progress::Lane::new(LaneIo::Shm { rx, tx })] }))
+}
+
+/// Both sides show each other a probe value in their memory (pid, address); each tries
+/// to pull the other's; single copy is used only if both pulls worked and both want it.
+fn probe_cma(s: &mut TcpStream, peer: usize, tag: u64, wanted: bool) -> Result<bool, CommError> {
+    let io = |e| CommError::io(peer, "transport setup", e);
+    if wanted {
+        crate::cma::allow_peers();
+    }
+    let probe = Box::new(tag.to_le_bytes());
+    let mut mine = [0u8; 17];
+    mine[0] = u8::from(wanted);
+    mine[1..9].copy_from_slice(&(std::process::id() as u64).to_le_bytes());
+    mine[9..17].copy_from_slice(&(probe.as_ptr() as u64).to_le_bytes());
+    s.write_all(&mine).map_err(io)?;
+    let mut theirs = [0u8; 17];
+    s.read_exact(&mut theirs).map_err(io)?;
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    let pulled = wanted && theirs[0] == 1 && crate::cma::probe(word(&theirs[1..9]), word(&theirs[9..17]), &probe[..]);
+    s.write_all(&[u8::from(pulled)]).map_err(io)?;
+    let mut their_result = [0u8; 1];
+    // The probe value stays alive until the peer has answered (it pulled before that).
+    s.read_exact(&mut their_result).map_err(io)?;
+    drop(probe);
+    Ok(pulled && their_result[0] == 1)
+}

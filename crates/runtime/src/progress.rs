@@ -1,0 +1,512 @@
+//! The progress engine: one round of a schedule, as queues of frames to send and frames
+//! to receive on every lane, driven without blocking until all are done. Each pass over
+//! the lanes moves whatever bytes can move; sends and receives of all peers advance
+//! together, so two ranks that send each other more than a link buffers never deadlock,
+//! and no helper thread is needed. With nothing to move, the engine waits in steps: spin,
+//! then yield the core (at once when the host's ranks outnumber its cores), then sleep or
+//! `poll` the sockets. A round that makes no progress for the timeout fails, naming a
+//! peer; a shared-memory peer whose process has gone fails it sooner.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use railyard_schedule::{Dtype, Op};
+
+use crate::cma::{self, DESCRIPTOR_BYTES};
+use crate::error::CommError;
+use crate::frame::{check, Header, Kind, HEADER_BYTES, MAX_FRAME_BYTES};
+use crate::link::{LaneIo, Link};
+use crate::reduce::{reduce_into, RedOp};
+
+/// Received data is reduced into place in slices of this many bytes (a multiple of every
+/// element size), while the slice is in cache.
+pub const REDUCE_SLICE_BYTES: usize = 256 << 10;
+
+/// A transfer is striped over a peer's TCP lanes only in stripes of at least this many bytes.
+pub const STRIPE_MIN_BYTES: usize = 64 << 10;
+
+/// Frames at least this long go to a shared-memory peer as single-copy descriptors when
+/// the pair can (below it, the ring's two copies cost less than the extra handshake).
+/// Open MPI's vader switches at its 4 KiB eager limit too; measured here with `perf
+/// --np 2`, 2 KiB made 4–16 KiB all-gathers slower and 8 KiB made 4–8 KiB broadcasts slower.
+pub const CMA_MIN_BYTES: usize = 4 << 10;
+
+/// The frames of a transfer of `len` bytes of `elem`-byte elements over `lanes` lanes:
+/// (lane, byte range), in the order each lane carries them. Sender and receiver compute
+/// the same split. An empty transfer is one empty frame (its header still checks the call).
+pub fn frames(len: usize, elem: usize, lanes: usize) -> Vec<(usize, Range<usize>)> {
+    let elem = elem.max(1);
+    let stripes = (len / STRIPE_MIN_BYTES).clamp(1, lanes.max(1));
+    let elems = len / elem;
+    let mut out = Vec::new();
+    let mut at = 0;
+    for s in 0..stripes {
+        // Balanced, element-aligned stripes; the last takes any partial element.
+        let end = if s + 1 == stripes { len } else { (elems * (s + 1) / stripes) * elem };
+        let mut piece = at;
+        loop {
+            let stop = (piece + MAX_FRAME_BYTES).min(end);
+            out.push((s, piece..stop));
+            piece = stop;
+            if piece >= end {
+                break;
+            }
+        }
+        at = end;
+    }
+    out
+}
+
+struct Out {
+    header: [u8; HEADER_BYTES],
+    /// The bytes (a data frame) — or what a descriptor frame carries instead.
+    payload: *const u8,
+    len: usize,
+    descriptor: Option<[u8; DESCRIPTOR_BYTES]>,
+    sent: usize,
+}
+
+struct In {
+    expect: Header,
+    dst: *mut u8,
+    op: Op,
+    header: [u8; HEADER_BYTES],
+    header_got: usize,
+    kind: Option<Kind>,
+    descriptor: [u8; DESCRIPTOR_BYTES],
+    descriptor_got: usize,
+    /// Payload bytes already in place.
+    done: usize,
+    /// Bytes waiting in the lane's reduction buffer.
+    fill: usize,
+}
+
+/// One stream to a peer with its pending work.
+pub struct Lane {
+    pub io: LaneIo,
+    out: VecDeque<Out>,
+    incoming: VecDeque<In>,
+    reduce_buf: Vec<u8>,
+    /// Pieces queued this round each way (numbers on the wire, from 0 per round).
+    out_pieces: u64,
+    in_pieces: u64,
+}
+
+// SAFETY: the raw pointers in the queues are only set during one `Communicator::execute`
+// call, which borrows the buffers they point into, and the queues are empty between calls.
+unsafe impl Send for Lane {}
+
+impl Lane {
+    pub fn new(io: LaneIo) -> Lane {
+        Lane {
+            io,
+            out: VecDeque::new(),
+            incoming: VecDeque::new(),
+            reduce_buf: Vec::new(),
+            out_pieces: 0,
+            in_pieces: 0,
+        }
+    }
+
+    fn busy(&self) -> bool {
+        !self.out.is_empty()
+            || !self.incoming.is_empty()
+            || matches!(&self.io, LaneIo::Shm { tx, .. } if !tx.all_acked())
+    }
+
+    /// Drop whatever a failed round left queued.
+    fn clear(&mut self) {
+        self.out.clear();
+        self.incoming.clear();
+    }
+
+    fn push_out(&mut self, peer: usize) -> Result<usize, CommError> {
+        let mut progressed = 0;
+        while let Some(f) = self.out.front_mut() {
+            let body: &[u8] = match &f.descriptor {
+                Some(d) => d,
+                // SAFETY: the frame's bytes lie in a buffer `execute` keeps alive and
+                // unwritten for the round.
+                None if f.len > 0 => unsafe { std::slice::from_raw_parts(f.payload, f.len) },
+                None => &[],
+            };
+            let total = HEADER_BYTES + body.len();
+            let n = if f.sent < HEADER_BYTES {
+                self.io.try_write(&[&f.header[f.sent..], body])
+            } else {
+                self.io.try_write(&[&body[f.sent - HEADER_BYTES..]])
+            }
+            .map_err(|e| CommError::io(peer, "send", e))?;
+            if n == 0 {
+                break;
+            }
+            f.sent += n;
+            progressed += n;
+            if f.sent == total {
+                self.out.pop_front();
+            }
+        }
+        Ok(progressed)
+    }
+
+    fn pull_in(&mut self, peer: usize, dtype: Dtype, op: RedOp) -> Result<usize, CommError> {
+        let mut progressed = 0;
+        let Lane { io, incoming, reduce_buf, .. } = self;
+        let rx_err = |e| CommError::io(peer, "receive", e);
+        while let Some(f) = incoming.front_mut() {
+            if f.header_got < HEADER_BYTES {
+                let n = io.try_read(&mut f.header[f.header_got..]).map_err(rx_err)?;
+                progressed += n;
+                f.header_got += n;
+                if f.header_got < HEADER_BYTES {
+                    break;
+                }
+                let h = Header::decode(&f.header, peer)?;
+                check(&h, &f.expect, peer)?;
+                f.kind = Some(h.kind);
+            }
+            let len = f.expect.len as usize;
+            // SAFETY: the destination lies in this round's output or scratch buffer, which
+            // `execute` keeps alive and which no send of the round reads.
+            let dst = unsafe { std::slice::from_raw_parts_mut(f.dst, len) };
+            if f.kind == Some(Kind::Descriptor) {
+                if f.descriptor_got < DESCRIPTOR_BYTES {
+                    let n = io.try_read(&mut f.descriptor[f.descriptor_got..]).map_err(rx_err)?;
+                    progressed += n;
+                    f.descriptor_got += n;
+                    if f.descriptor_got < DESCRIPTOR_BYTES {
+                        break;
+                    }
+                }
+                let LaneIo::Shm { rx, .. } = io else {
+                    return Err(CommError::BadFrame { peer, message: "a descriptor arrived over TCP".into() });
+                };
+                let (addr, described) = cma::decode(&f.descriptor);
+                if described != f.expect.len {
+                    return Err(CommError::BadFrame {
+                        peer,
+                        message: format!("a descriptor of {described} bytes for a frame of {len}"),
+                    });
+                }
+                let pid = rx.peer_pid();
+                let pull = |d: &mut [u8], at: usize| {
+                    cma::pull(pid, addr + at as u64, d).map_err(|e| CommError::io(peer, "single-copy receive", e))
+                };
+                match f.op {
+                    Op::Copy => pull(dst, 0)?,
+                    Op::Reduce => {
+                        ensure_len(reduce_buf, REDUCE_SLICE_BYTES);
+                        for (i, d) in dst.chunks_mut(REDUCE_SLICE_BYTES).enumerate() {
+                            let src = &mut reduce_buf[..d.len()];
+                            pull(src, i * REDUCE_SLICE_BYTES)?;
+                            reduce_into(dtype, op, d, src);
+                        }
+                    }
+                }
+                rx.ack();
+                progressed += len;
+                incoming.pop_front();
+                continue;
+            }
+            while f.done < len {
+                let n = match f.op {
+                    Op::Copy => {
+                        let n = io.try_read(&mut dst[f.done..]).map_err(rx_err)?;
+                        f.done += n;
+                        n
+                    }
+                    Op::Reduce => {
+                        ensure_len(reduce_buf, REDUCE_SLICE_BYTES);
+                        let want = (len - f.done).min(REDUCE_SLICE_BYTES);
+                        let n = io.try_read(&mut reduce_buf[f.fill..want]).map_err(rx_err)?;
+                        f.fill += n;
+                        if f.fill == want {
+                            reduce_into(dtype, op, &mut dst[f.done..f.done + want], &reduce_buf[..want]);
+                            f.done += want;
+                            f.fill = 0;
+                        }
+                        n
+                    }
+                };
+                if n == 0 {
+                    break;
+                }
+                progressed += n;
+            }
+            if f.done < len {
+                break;
+            }
+            incoming.pop_front();
+        }
+        Ok(progressed)
+    }
+}
+
+fn ensure_len(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+}
+
+/// What every frame of a call carries besides its piece and length.
+#[derive(Clone, Copy)]
+pub struct Call {
+    /// The call number with this peer.
+    pub number: u64,
+    pub signature: u64,
+}
+
+/// Start a round on a link: piece numbers restart from 0.
+pub fn begin_round(link: &mut Link) {
+    for lane in &mut link.lanes {
+        lane.out_pieces = 0;
+        lane.in_pieces = 0;
+    }
+}
+
+/// Queue `data` to go to the link's peer.
+pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize) {
+    let lanes = link.lanes.len();
+    for (lane, range) in frames(data.len(), elem, lanes) {
+        let bytes = &data[range];
+        let single_copy = link.cma && bytes.len() >= CMA_MIN_BYTES;
+        let l = &mut link.lanes[lane];
+        let kind = if single_copy { Kind::Descriptor } else { Kind::Data };
+        let header =
+            Header { kind, call: call.number, signature: call.signature, piece: l.out_pieces, len: bytes.len() as u64 };
+        l.out_pieces += 1;
+        let descriptor = single_copy.then(|| cma::encode(bytes.as_ptr() as u64, bytes.len() as u64));
+        if let (true, LaneIo::Shm { tx, .. }) = (single_copy, &mut l.io) {
+            tx.post();
+        }
+        l.out.push_back(Out {
+            header: header.encode(),
+            payload: bytes.as_ptr(),
+            len: bytes.len(),
+            descriptor,
+            sent: 0,
+        });
+    }
+}
+
+/// Queue a receive from the link's peer into `dst`, copied or reduced.
+pub fn queue_receive(link: &mut Link, call: Call, dst: &mut [u8], op: Op, elem: usize) {
+    let lanes = link.lanes.len();
+    for (lane, range) in frames(dst.len(), elem, lanes) {
+        let l = &mut link.lanes[lane];
+        let expect = Header {
+            kind: Kind::Data,
+            call: call.number,
+            signature: call.signature,
+            piece: l.in_pieces,
+            len: range.len() as u64,
+        };
+        l.in_pieces += 1;
+        l.incoming.push_back(In {
+            expect,
+            dst: dst[range].as_mut_ptr(),
+            op,
+            header: [0; HEADER_BYTES],
+            header_got: 0,
+            kind: None,
+            descriptor: [0; DESCRIPTOR_BYTES],
+            descriptor_got: 0,
+            done: 0,
+            fill: 0,
+        });
+    }
+}
+
+/// How long to spin and yield before sleeping.
+#[derive(Debug, Clone, Copy)]
+pub struct Idle {
+    pub spins: u32,
+    pub yields: u32,
+}
+
+impl Idle {
+    /// Spin only when every rank of the host has a core of its own; otherwise give the
+    /// core away at once, so the peer we wait for can run.
+    pub fn for_host(ranks_here: usize, cores: usize) -> Idle {
+        if ranks_here <= cores {
+            Idle { spins: 2000, yields: 2000 }
+        } else {
+            Idle { spins: 0, yields: 4000 }
+        }
+    }
+}
+
+/// One pass that sends what the links take now, without waiting (so peers can start on a
+/// round while this rank does local work).
+pub fn kick(links: &mut [Option<Link>]) -> Result<(), CommError> {
+    for (peer, link) in links.iter_mut().enumerate() {
+        for lane in link.iter_mut().flat_map(|l| l.lanes.iter_mut()) {
+            if let Err(e) = lane.push_out(peer) {
+                for link in links.iter_mut().flatten() {
+                    link.lanes.iter_mut().for_each(Lane::clear);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Shared-memory peers are checked for death every this many sleeps.
+const LIVENESS_EVERY_SLEEPS: u32 = 64;
+const SLEEP: Duration = Duration::from_micros(50);
+
+/// Drive every queued frame of every link to completion (including single-copy
+/// acknowledgements). On error the queues are emptied and the error returned.
+pub fn drive(
+    links: &mut [Option<Link>],
+    dtype: Dtype,
+    op: RedOp,
+    idle: Idle,
+    timeout: Duration,
+) -> Result<(), CommError> {
+    let result = drive_inner(links, dtype, op, idle, timeout);
+    if result.is_err() {
+        for link in links.iter_mut().flatten() {
+            link.lanes.iter_mut().for_each(Lane::clear);
+        }
+    }
+    result
+}
+
+fn drive_inner(
+    links: &mut [Option<Link>],
+    dtype: Dtype,
+    op: RedOp,
+    idle: Idle,
+    timeout: Duration,
+) -> Result<(), CommError> {
+    let mut waits = 0u32;
+    let mut sleeps = 0u32;
+    let mut since: Option<Instant> = None;
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    loop {
+        let mut moved = 0usize;
+        let mut pending = false;
+        for (peer, link) in links.iter_mut().enumerate() {
+            let Some(link) = link else { continue };
+            for lane in &mut link.lanes {
+                if !lane.out.is_empty() {
+                    moved += lane.push_out(peer)?;
+                }
+                if !lane.incoming.is_empty() {
+                    moved += lane.pull_in(peer, dtype, op)?;
+                }
+                pending |= lane.busy();
+            }
+        }
+        if !pending {
+            return Ok(());
+        }
+        if moved > 0 {
+            waits = 0;
+            sleeps = 0;
+            since = None;
+            continue;
+        }
+        waits += 1;
+        if waits <= idle.spins {
+            std::hint::spin_loop();
+            continue;
+        }
+        if waits <= idle.spins + idle.yields {
+            std::thread::yield_now();
+            continue;
+        }
+        let start = *since.get_or_insert_with(Instant::now);
+        let waiting_on = || {
+            links
+                .iter()
+                .enumerate()
+                .find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(Lane::busy)).map(|l| (peer, l)))
+        };
+        if start.elapsed() >= timeout {
+            let peer = waiting_on().map_or(0, |(p, _)| p);
+            return Err(CommError::Timeout { peer, secs: timeout.as_secs() });
+        }
+        sleeps += 1;
+        if sleeps.is_multiple_of(LIVENESS_EVERY_SLEEPS) {
+            for (peer, link) in links.iter().enumerate() {
+                if let Some(l) = link {
+                    if l.lanes.iter().any(|lane| lane.busy() && lane.io.peer_gone()) {
+                        return Err(CommError::Io {
+                            peer,
+                            what: "shared-memory transfer",
+                            message: "the peer's process is gone".into(),
+                        });
+                    }
+                }
+            }
+        }
+        // Only sockets pending: sleep in poll until one is ready (or 1 ms). Else a short sleep.
+        fds.clear();
+        let mut shm_pending = false;
+        for link in links.iter().flatten() {
+            for lane in link.lanes.iter().filter(|l| l.busy()) {
+                match lane.io.fd() {
+                    Some(fd) => {
+                        let mut events = 0;
+                        if !lane.out.is_empty() {
+                            events |= libc::POLLOUT;
+                        }
+                        if !lane.incoming.is_empty() {
+                            events |= libc::POLLIN;
+                        }
+                        fds.push(libc::pollfd { fd, events, revents: 0 });
+                    }
+                    None => shm_pending = true,
+                }
+            }
+        }
+        if shm_pending || fds.is_empty() {
+            std::thread::sleep(SLEEP);
+        } else {
+            // SAFETY: `fds` is a live array of pollfd for sockets we own.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_cover_the_transfer_in_element_aligned_stripes() {
+        for (len, elem, lanes) in [(0, 4, 1), (0, 4, 3), (10, 2, 4), (1 << 20, 4, 4), (200_004, 4, 3), (3 << 16, 8, 2)]
+        {
+            let f = frames(len, elem, lanes);
+            assert!(!f.is_empty());
+            let mut at = 0;
+            for (lane, r) in &f {
+                assert_eq!(r.start, at, "contiguous");
+                assert!(*lane < lanes);
+                assert!(r.len() <= MAX_FRAME_BYTES);
+                assert_eq!(r.start % elem, 0, "element aligned");
+                at = r.end;
+            }
+            assert_eq!(at, len);
+        }
+        // Small transfers stay on one lane; 1 MiB over 4 lanes is four 256 KiB stripes.
+        assert!(frames(STRIPE_MIN_BYTES * 2 - 1, 4, 4).iter().all(|(l, _)| *l == 0));
+        let f = frames(1 << 20, 4, 4);
+        assert_eq!(
+            f.iter().map(|(l, r)| (*l, r.len())).collect::<Vec<_>>(),
+            (0..4).map(|l| (l, 1 << 18)).collect::<Vec<_>>()
+        );
+        // Pieces no longer than a frame.
+        assert_eq!(frames(MAX_FRAME_BYTES * 2 + 8, 8, 1).len(), 3);
+    }
+
+    #[test]
+    fn ranks_that_outnumber_cores_never_spin() {
+        assert_eq!(Idle::for_host(4, 2).spins, 0);
+        assert!(Idle::for_host(2, 2).spins > 0);
+    }
+}

@@ -1,0 +1,60 @@
+//! A pass every generated schedule goes through: a first-round send of bytes that the
+//! prologue has just copied out of the rank's input reads them from the input instead.
+//! Same bytes, same links, same cost in the model; but the send no longer depends on the
+//! copy, so a runtime can start it first and copy while the peer receives (a broadcast's
+//! root, a ring all-gather's own block, an all-reduce's first chunk).
+
+use crate::ir::{Buffer, Op, Region, Schedule};
+
+fn overlaps(a: &Region, b: &Region) -> bool {
+    a.buffer == b.buffer && a.offset < b.offset + b.len && b.offset < a.offset + a.len
+}
+
+fn contains(outer: &Region, inner: &Region) -> bool {
+    outer.buffer == inner.buffer && outer.offset <= inner.offset && inner.offset + inner.len <= outer.offset + outer.len
+}
+
+/// Rewrite round 0's reads as described above, where exactly one prologue operation of the
+/// sender writes the bytes read and it is a plain copy from the input.
+pub fn forward_prologue_copies(s: &mut Schedule) {
+    let Some(first) = s.rounds.first_mut() else { return };
+    for t in first.transfers.iter_mut().filter(|t| t.read.buffer != Buffer::Input && t.read.len > 0) {
+        let mut writers = s.prologue.iter().filter(|l| l.rank == t.from && overlaps(&l.write, &t.read));
+        let (Some(l), None) = (writers.next(), writers.next()) else { continue };
+        if l.op != Op::Copy || l.read.buffer != Buffer::Input || !contains(&l.write, &t.read) {
+            continue;
+        }
+        t.read = Region::new(Buffer::Input, {
+            let start = l.read.offset + (t.read.offset - l.write.offset);
+            start..start + t.read.len
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{check, generate, Algorithm, Collective, CollectiveSpec, GenOptions};
+
+    use super::*;
+
+    #[test]
+    fn first_round_sends_read_the_input_and_schedules_stay_correct() {
+        for (c, a) in [
+            (Collective::Broadcast, Algorithm::Chain),
+            (Collective::AllGather, Algorithm::Ring),
+            (Collective::AllReduce, Algorithm::Ring),
+            (Collective::AllToAll, Algorithm::Pairwise),
+        ] {
+            for p in [2usize, 3, 5] {
+                let spec = CollectiveSpec::new(c, p, 7 * p as u64 + 3);
+                let s = generate(a, &spec, &GenOptions::default(), 4).unwrap();
+                check(&s).unwrap_or_else(|e| panic!("{c:?} {a:?} {p}: {e}"));
+                let first = &s.rounds[0];
+                assert!(
+                    first.transfers.iter().any(|t| t.read.buffer == Buffer::Input),
+                    "{c:?} {a:?} {p}: round 0 still waits for the prologue"
+                );
+            }
+        }
+    }
+}
