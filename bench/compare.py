@@ -24,7 +24,13 @@ from common import fmt_size, sizes  # noqa: E402  (the peers' size grid and size
 OURS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter", "alltoall": "all_to_all", "broadcast": "broadcast"}
 
 
-def ours(op, n, max_b, iters, warmup):
+# Calls that work in place on the peer's side (MPI_Bcast has one buffer; torch's all_reduce
+# and broadcast overwrite their tensor): compared with our in-place column; the rest
+# with our out-of-place one.
+IN_PLACE = {("mpi", "broadcast"), ("gloo", "allreduce"), ("gloo", "broadcast")}
+
+
+def ours(op, n, max_b, iters, warmup, in_place):
     """Our rows keyed by the peers' per-rank size (8 B x4 ..., plus max_b off that grid)."""
     per_rank = op in ("allgather", "reducescatter")
     scale = n if per_rank else 1
@@ -35,11 +41,13 @@ def ours(op, n, max_b, iters, warmup):
     runs = [(8, grid_top)] + ([(max_b, max_b)] if grid_top != max_b else [])
     for lo, hi in runs:
         cmd = [os.path.join(ROOT, "target", "release", "railyard"), "perf", OURS[op], "--np", str(n), "-b", str(lo * scale),
-               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup), "-c", "0", "--out-of-place-only",
-               "--format", "json"]
+               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup), "-c", "0", "--format", "json"]
+        if not in_place:
+            cmd.append("--out-of-place-only")
         rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         for r in rows:
-            out[r["size"] // scale] = (r["out_of_place"]["time_us"], r["out_of_place"]["busbw_gb_per_sec"])
+            half = r["in_place"] if in_place else r["out_of_place"]
+            out[r["size"] // scale] = (half["time_us"], half["busbw_gb_per_sec"])
     return out
 
 
@@ -90,21 +98,25 @@ def main():
     a = p.parse_args()
     started = time.time()
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M')} on this machine; `python3 bench/compare.py {' '.join(sys.argv[1:])}`.", ""]
+    summary = ["| run | ours | 8 B time ratio | min busbw ratio | max busbw ratio | sizes ours ≥ peer |", "|---|---|---|---|---|---|"]
     mem = [memcpy_gbps()]
     for n in [int(x) for x in a.nprocs.split(",")]:
         for op in a.ops.split(","):
             max_b = a.max_size if op == "allreduce" else a.other_max
             for kind in a.peers.split(","):
                 ratios = {}
+                in_place = (kind, op) in IN_PLACE
                 for _ in range(a.pairs):
-                    mine = ours(op, n, max_b, a.iters, a.warmup)
+                    mine = ours(op, n, max_b, a.iters, a.warmup, in_place)
                     theirs = peer(kind, op, n, max_b, a.iters, a.warmup)
                     for size in sizes(max_b=max_b):
                         if size in mine and size in theirs and theirs[size][0] > 0 and mine[size][0] > 0:
                             t = mine[size][0] / theirs[size][0]
                             bw = mine[size][1] / theirs[size][1] if theirs[size][1] > 0 else float("nan")
                             ratios.setdefault(size, []).append((t, bw, mine[size][1], theirs[size][1]))
-                lines.append(f"### {op}, N = {n}, railyard vs {'Open MPI (ob1+vader)' if kind == 'mpi' else 'torch gloo'}: medians over {a.pairs} interleaved pairs")
+                title = f"{op}, N = {n}, railyard vs {'Open MPI (ob1+vader)' if kind == 'mpi' else 'torch gloo'}"
+                form = "in place" if in_place else "out of place"
+                lines.append(f"### {title} (ours {form}): medians over {a.pairs} interleaved pairs")
                 lines.append("")
                 lines.append("| size/rank | time ratio (ours/peer) | busbw ratio (ours/peer) | our busbw GB/s | peer busbw GB/s |")
                 lines.append("|---|---|---|---|---|")
@@ -113,8 +125,15 @@ def main():
                     med = lambda i: statistics.median(x[i] for x in rs)
                     lines.append(f"| {fmt_size(size)} | {med(0):.2f} | {med(1):.2f} | {med(2):.3f} | {med(3):.3f} |")
                 lines.append("")
+                if ratios:
+                    bw = {size: statistics.median(x[1] for x in rs) for size, rs in ratios.items()}
+                    lo, hi = min(bw, key=bw.get), max(bw, key=bw.get)
+                    first = min(ratios)
+                    t8 = statistics.median(x[0] for x in ratios[first])
+                    summary.append(f"| {title} | {form} | {t8:.2f} ({fmt_size(first)}) | {bw[lo]:.2f} ({fmt_size(lo)}) | {bw[hi]:.2f} ({fmt_size(hi)}) | {sum(v >= 1 for v in bw.values())}/{len(bw)} |")
                 print("\n".join(lines[-len(ratios) - 4:]), flush=True)
     mem.append(memcpy_gbps())
+    lines = lines[:2] + ["Summary: per run, the smallest size's time ratio (ours/peer; below 1 = we are faster), the smallest and largest busbw ratio over sizes, and at how many sizes ours ≥ peer.", ""] + summary + [""] + lines[2:]
     lines.append(f"memcpy (one thread, 64 MiB, median of the tool's repetitions) at start and end: {mem[0]:.2f} and {mem[1]:.2f} GB/s.")
     lines.append(f"Wall time {time.time() - started:.0f} s.")
     text = "\n".join(lines) + "\n"

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use railyard_schedule::{
-    generate, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, Op, Region, Schedule,
+    generate, in_place_hazard, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, InPlace, Op, Region,
+    Schedule,
 };
 
 use crate::bootstrap::{rendezvous, UniqueId};
@@ -51,10 +52,13 @@ pub struct Communicator {
     /// that skip a point-to-point call between two others stay in step.
     calls_with: Vec<u64>,
     broken: Option<CommError>,
-    /// Schedules already generated, so a training loop's repeated calls skip generation.
-    schedules: HashMap<ScheduleKey, Arc<Schedule>>,
+    /// Schedules already generated (and whether this rank can run them in place), so a
+    /// training loop's repeated calls skip generation.
+    schedules: HashMap<ScheduleKey, (Arc<Schedule>, bool)>,
     /// The schedule's scratch buffer, kept between calls.
     scratch: Vec<u8>,
+    /// A copy of the input for in-place calls whose schedule cannot alias (kept between calls).
+    staging: Vec<u8>,
 }
 
 type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
@@ -146,6 +150,7 @@ impl Communicator {
             broken: None,
             schedules: HashMap::new(),
             scratch: Vec::new(),
+            staging: Vec::new(),
         })
     }
 
@@ -196,10 +201,38 @@ impl Communicator {
         dtype: Dtype,
         op: RedOp,
     ) -> Result<(), CommError> {
+        self.call(spec, algorithm, Buffers::Separate { input, output }, dtype, op)
+    }
+
+    /// Run `spec` in place: `buf` holds the input and the output as
+    /// `CollectiveSpec::in_place_offset` lays them out (all-reduce, broadcast: the same
+    /// bytes; all-gather: the input is this rank's chunk of the output; reduce-scatter: the
+    /// output is this rank's chunk of the input). Schedules that would read input bytes
+    /// after overwriting them (`in_place_hazard`), and collectives without an in-place
+    /// form (all-to-all: `buf` is input and output), run on a copy of the input instead.
+    pub fn run_in_place(
+        &mut self,
+        spec: &CollectiveSpec,
+        algorithm: Option<Algorithm>,
+        buf: &mut [u8],
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        self.call(spec, algorithm, Buffers::InPlace(buf), dtype, op)
+    }
+
+    fn call(
+        &mut self,
+        spec: &CollectiveSpec,
+        algorithm: Option<Algorithm>,
+        buffers: Buffers,
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
         if let Some(e) = &self.broken {
             return Err(CommError::Broken(Box::new(e.clone())));
         }
-        let result = self.run_inner(spec, algorithm, input, output, dtype, op);
+        let result = self.run_inner(spec, algorithm, buffers, dtype, op);
         if let Err(e) = &result {
             let e = match e {
                 CommError::Timeout { peer, .. } => {
@@ -217,8 +250,7 @@ impl Communicator {
         &mut self,
         spec: &CollectiveSpec,
         algorithm: Option<Algorithm>,
-        input: &[u8],
-        output: &mut [u8],
+        buffers: Buffers,
         dtype: Dtype,
         op: RedOp,
     ) -> Result<(), CommError> {
@@ -230,16 +262,35 @@ impl Communicator {
         let elem = dtype.size_bytes() as usize;
         let (want_in, want_out) =
             (spec.input_len(self.rank) as usize * elem, spec.output_len(self.rank) as usize * elem);
-        if input.len() != want_in || output.len() != want_out {
-            return Err(CommError::BadArgs {
-                message: format!(
-                    "{} needs {want_in} input and {want_out} output bytes on rank {}, got {} and {}",
-                    spec.collective.as_str(),
-                    self.rank,
-                    input.len(),
-                    output.len()
-                ),
-            });
+        let in_place = matches!(buffers, Buffers::InPlace(_));
+        let want_in_place = match spec.in_place_offset(self.rank) {
+            InPlace::InputIsOutputAt(at) => want_out.max(at as usize * elem + want_in),
+            InPlace::OutputIsInputAt(at) => want_in.max(at as usize * elem + want_out),
+            InPlace::Separate => want_in.max(want_out),
+        };
+        match &buffers {
+            Buffers::Separate { input, output } if input.len() != want_in || output.len() != want_out => {
+                return Err(CommError::BadArgs {
+                    message: format!(
+                        "{} needs {want_in} input and {want_out} output bytes on rank {}, got {} and {}",
+                        spec.collective.as_str(),
+                        self.rank,
+                        input.len(),
+                        output.len()
+                    ),
+                });
+            }
+            Buffers::InPlace(buf) if buf.len() != want_in_place => {
+                return Err(CommError::BadArgs {
+                    message: format!(
+                        "{} in place needs a {want_in_place}-byte buffer on rank {}, got {}",
+                        spec.collective.as_str(),
+                        self.rank,
+                        buf.len()
+                    ),
+                });
+            }
+            _ => {}
         }
         // Forced (argument, then RAILYARD_ALGO), else chosen by the model, else the default.
         let forced =
@@ -271,24 +322,25 @@ impl Communicator {
         }
         let options = GenOptions { channels: self.config.channels, pipeline_chunks, groups, order: None };
         let key = (algorithm, spec.clone(), options, elem as u64);
-        let schedule = match self.schedules.get(&key) {
-            Some(s) => Arc::clone(s),
+        let (schedule, aliasable) = match self.schedules.get(&key) {
+            Some(s) => (Arc::clone(&s.0), s.1),
             None => {
                 let s = Arc::new(
                     generate(algorithm, spec, &key.2, elem as u64)
                         .map_err(|e| CommError::BadArgs { message: e.to_string() })?,
                 );
+                let aliasable = in_place_hazard(&s, self.rank).is_none();
                 if self.schedules.len() >= SCHEDULE_CACHE_ENTRIES {
                     self.schedules.clear();
                 }
-                self.schedules.insert(key, Arc::clone(&s));
-                s
+                self.schedules.insert(key, (Arc::clone(&s), aliasable));
+                (s, aliasable)
             }
         };
         self.calls += 1;
         if self.config.debug {
             eprintln!(
-                "{}:{} [{}] RAILYARD INFO call {}: {} of {} x {} ({}) with {algorithm}, {} rounds",
+                "{}:{} [{}] RAILYARD INFO call {}: {} of {} x {} ({}) with {algorithm}, {} rounds{}",
                 hostname(),
                 std::process::id(),
                 self.rank,
@@ -297,7 +349,12 @@ impl Communicator {
                 spec.count,
                 dtype,
                 op.as_str(),
-                schedule.rounds.len()
+                schedule.rounds.len(),
+                match (in_place, aliasable) {
+                    (false, _) => "",
+                    (true, true) => ", in place",
+                    (true, false) => ", in place on a copy of the input",
+                }
             );
         }
         let signature = fnv(&[
@@ -309,9 +366,40 @@ impl Communicator {
             op.code() as u64,
             Algorithm::ALL.iter().position(|a| *a == algorithm).unwrap_or(99) as u64,
         ]);
-        self.execute(&schedule, signature, input, output, dtype, op)?;
+        // The call's buffers as raw views: in place, input and output alias.
+        let mut staging = std::mem::take(&mut self.staging);
+        let views = match buffers {
+            Buffers::Separate { input, output } => Views {
+                input: input.as_ptr(),
+                input_len: input.len(),
+                output: output.as_mut_ptr(),
+                output_len: output.len(),
+            },
+            Buffers::InPlace(buf) => {
+                let (in_at, out_at) = match spec.in_place_offset(self.rank) {
+                    InPlace::InputIsOutputAt(at) => (at as usize * elem, 0),
+                    InPlace::OutputIsInputAt(at) => (0, at as usize * elem),
+                    InPlace::Separate => (0, 0),
+                };
+                let input = if aliasable && spec.in_place_offset(self.rank) != InPlace::Separate {
+                    buf[in_at..in_at + want_in].as_ptr()
+                } else {
+                    if staging.capacity() < want_in {
+                        staging = crate::memory::zeroed(want_in);
+                    }
+                    staging.clear();
+                    staging.extend_from_slice(&buf[in_at..in_at + want_in]);
+                    staging.as_ptr()
+                };
+                Views { input, input_len: want_in, output: buf[out_at..].as_mut_ptr(), output_len: want_out }
+            }
+        };
+        let result = self.execute(&schedule, signature, views, dtype, op);
+        self.staging = staging;
+        result?;
         if op == RedOp::Avg && spec.collective.reduces() {
-            divide(dtype, output, self.size);
+            // SAFETY: `views.output` is the caller's output, `output_len` bytes, alive for this call.
+            divide(dtype, unsafe { std::slice::from_raw_parts_mut(views.output, views.output_len) }, self.size);
         }
         Ok(())
     }
@@ -320,8 +408,7 @@ impl Communicator {
         &mut self,
         s: &Schedule,
         signature: u64,
-        input: &[u8],
-        output: &mut [u8],
+        views: Views,
         dtype: Dtype,
         op: RedOp,
     ) -> Result<(), CommError> {
@@ -329,7 +416,11 @@ impl Communicator {
         let elem = s.elem_bytes as usize;
         // Reused across calls: a fresh multi-MiB buffer per call costs page faults on every call.
         let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.resize(s.scratch_len[me] as usize * elem, 0);
+        let scratch_bytes = s.scratch_len[me] as usize * elem;
+        if scratch.capacity() < scratch_bytes {
+            scratch = crate::memory::zeroed(scratch_bytes);
+        }
+        scratch.resize(scratch_bytes, 0);
         // This call's number with every peer it exchanges data with.
         let mut talks = vec![false; self.size];
         for t in s.rounds.iter().flat_map(|r| &r.transfers) {
@@ -346,50 +437,60 @@ impl Communicator {
             }
         }
         let calls_with = self.calls_with.clone();
-        // A local copy or reduction between this rank's buffers, without a temporary
-        // unless the two regions overlap in one buffer.
-        let local = |read: &Region, write: &Region, op_kind: Op, output: &mut [u8], scratch: &mut [u8]| {
-            let (r, w) = (region_bytes(read, elem), region_bytes(write, elem));
-            let apply = |dst: &mut [u8], src: &[u8]| match op_kind {
-                Op::Copy => dst.copy_from_slice(src),
-                Op::Reduce => reduce_into(dtype, op, dst, src),
-            };
-            let within = |buf: &mut [u8]| {
-                if r.end <= w.start {
-                    let (a, b) = buf.split_at_mut(w.start);
-                    apply(&mut b[..w.len()], &a[r.clone()]);
-                } else if w.end <= r.start {
-                    let (a, b) = buf.split_at_mut(r.start);
-                    apply(&mut a[w.clone()], &b[..r.len()]);
-                } else {
-                    let src = buf[r.clone()].to_vec();
-                    apply(&mut buf[w.clone()], &src);
-                }
-            };
-            match (read.buffer, write.buffer) {
-                (_, Buffer::Input) => {
-                    return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() })
-                }
-                (Buffer::Input, Buffer::Output) => apply(&mut output[w.clone()], &input[r.clone()]),
-                (Buffer::Input, Buffer::Scratch) => apply(&mut scratch[w.clone()], &input[r.clone()]),
-                (Buffer::Output, Buffer::Scratch) => apply(&mut scratch[w.clone()], &output[r.clone()]),
-                (Buffer::Scratch, Buffer::Output) => apply(&mut output[w.clone()], &scratch[r.clone()]),
-                (Buffer::Output, Buffer::Output) => within(output),
-                (Buffer::Scratch, Buffer::Scratch) => within(scratch),
-            }
-            Ok(())
+        // Every access goes through these raw bases: in place, input and output alias, and
+        // the engine holds sources and destinations of several transfers at once.
+        let bases = Bases {
+            input: views.input as *mut u8,
+            input_len: views.input_len,
+            output: views.output,
+            output_len: views.output_len,
+            scratch: scratch.as_mut_ptr(),
+            scratch_len: scratch.len(),
         };
-        // Every access during the rounds goes through these raw bases: the engine holds
-        // sources and destinations of several transfers at once.
-        let bases =
-            Bases { input: input.as_ptr() as *mut u8, output: output.as_mut_ptr(), scratch: scratch.as_mut_ptr() };
         for round in &s.rounds {
             if !round.in_network.is_empty() {
                 return Err(CommError::BadArgs {
                     message: "in-network steps need a reducing switch; the runtime cannot run them".into(),
                 });
             }
+            for t in &round.transfers {
+                if t.from == me {
+                    bases.check(&t.read, elem)?;
+                }
+                if t.to == me {
+                    bases.check(&t.write, elem)?;
+                }
+            }
         }
+        // A local copy or reduction between this rank's buffers. A copy onto itself (in
+        // place) is skipped; overlapping regions go through a temporary.
+        let local = |l: &railyard_schedule::LocalOp| -> Result<(), CommError> {
+            if l.write.buffer == Buffer::Input {
+                return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
+            }
+            let (src, dst) = (bases.slice(&l.read, elem)?, bases.slice(&l.write, elem)?);
+            if l.op == Op::Copy && src.0 == dst.0 {
+                return Ok(());
+            }
+            let overlap = (src.0 as usize) < dst.0 as usize + dst.1 && (dst.0 as usize) < src.0 as usize + src.1;
+            // SAFETY: both ranges were bounds-checked against their live buffers; when they
+            // overlap the source is copied out first, so the two slices never alias.
+            unsafe {
+                let tmp;
+                let from: &[u8] = if overlap {
+                    tmp = std::slice::from_raw_parts(src.0, src.1).to_vec();
+                    &tmp
+                } else {
+                    std::slice::from_raw_parts(src.0, src.1)
+                };
+                let to = std::slice::from_raw_parts_mut(dst.0, dst.1);
+                match l.op {
+                    Op::Copy => to.copy_from_slice(from),
+                    Op::Reduce => reduce_into(dtype, op, to, from),
+                }
+            }
+            Ok(())
+        };
         let region_written_by_prologue = |r: &Region| {
             s.prologue.iter().any(|l| {
                 l.rank == me
@@ -398,7 +499,8 @@ impl Communicator {
             })
         };
         // Round 0 starts before the prologue when its sends do not read what the prologue
-        // writes: the peers receive (or pull) while this rank copies.
+        // writes: the peers receive (or pull) while this rank copies. (In place, the input
+        // is only read in round 0 where the prologue copies it onto itself, which is skipped.)
         let early = s
             .rounds
             .first()
@@ -409,16 +511,7 @@ impl Communicator {
             kick(&mut self.links)?;
         }
         for l in s.prologue.iter().filter(|l| l.rank == me) {
-            // SAFETY: the bases point into `input`, `output` and `scratch`, alive for this
-            // call; the early round's sends read none of what the prologue writes (checked
-            // above) and its receives only land during `drive`, after the prologue.
-            let (output, scratch) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(bases.output, output.len()),
-                    std::slice::from_raw_parts_mut(bases.scratch, scratch.len()),
-                )
-            };
-            local(&l.read, &l.write, l.op, output, scratch)?;
+            local(l)?;
         }
         for (i, round) in s.rounds.iter().enumerate() {
             if !(early && i == 0) {
@@ -428,7 +521,7 @@ impl Communicator {
             owned.clear();
         }
         for l in s.epilogue.iter().filter(|l| l.rank == me) {
-            local(&l.read, &l.write, l.op, output, &mut scratch)?;
+            local(l)?;
         }
         self.scratch = scratch;
         Ok(())
@@ -491,14 +584,33 @@ impl Communicator {
     }
 }
 
+/// The caller's buffers for one call.
+enum Buffers<'a> {
+    Separate { input: &'a [u8], output: &'a mut [u8] },
+    InPlace(&'a mut [u8]),
+}
+
+/// Raw views of a call's input and output (they alias when in place).
+#[derive(Clone, Copy)]
+struct Views {
+    input: *const u8,
+    input_len: usize,
+    output: *mut u8,
+    output_len: usize,
+}
+
 #[derive(Clone, Copy)]
 struct Bases {
     input: *mut u8,
+    input_len: usize,
     output: *mut u8,
+    output_len: usize,
     scratch: *mut u8,
+    scratch_len: usize,
 }
 
-// SAFETY: the pointers are only dereferenced on the disjoint ranges of a round.
+// SAFETY: the pointers are only dereferenced on bounds-checked ranges of a round, while
+// `execute` holds the buffers.
 unsafe impl Send for Bases {}
 unsafe impl Sync for Bases {}
 
@@ -509,6 +621,33 @@ impl Bases {
             Buffer::Output => self.output,
             Buffer::Scratch => self.scratch,
         }
+    }
+
+    fn len(&self, b: Buffer) -> usize {
+        match b {
+            Buffer::Input => self.input_len,
+            Buffer::Output => self.output_len,
+            Buffer::Scratch => self.scratch_len,
+        }
+    }
+
+    /// A region must lie inside its buffer (a schedule bug must not become a wild access).
+    fn check(&self, r: &Region, elem: usize) -> Result<(), CommError> {
+        let bytes = region_bytes(r, elem);
+        if bytes.end > self.len(r.buffer) {
+            return Err(CommError::BadArgs {
+                message: format!("a schedule region {:?} ends past its {}-byte buffer", r, self.len(r.buffer)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Start and length of a bounds-checked region.
+    fn slice(&self, r: &Region, elem: usize) -> Result<(*mut u8, usize), CommError> {
+        self.check(r, elem)?;
+        let bytes = region_bytes(r, elem);
+        // SAFETY: inside the buffer (checked just above).
+        Ok((unsafe { self.get(r.buffer).add(bytes.start) }, bytes.len()))
     }
 }
 
@@ -538,8 +677,8 @@ impl Communicator {
     }
 
     pub fn all_reduce_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp) -> Result<(), CommError> {
-        let send = buf.to_vec();
-        self.all_reduce(&send, buf, op)
+        let spec = CollectiveSpec::new(Collective::AllReduce, self.size, buf.len() as u64);
+        self.run_in_place(&spec, None, T::as_bytes_mut(buf), T::DTYPE, op)
     }
 
     pub fn reduce_scatter<T: Element>(&mut self, send: &[T], recv: &mut [T], op: RedOp) -> Result<(), CommError> {
@@ -553,8 +692,7 @@ impl Communicator {
 
     pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize) -> Result<(), CommError> {
         let spec = CollectiveSpec::new(Collective::Broadcast, self.size, buf.len() as u64).with_root(root);
-        let send = if self.rank == root { buf.to_vec() } else { Vec::new() };
-        self.run(&spec, None, Self::bytes(&send), T::as_bytes_mut(buf), T::DTYPE, RedOp::Sum)
+        self.run_in_place(&spec, None, T::as_bytes_mut(buf), T::DTYPE, RedOp::Sum)
     }
 
     /// `recv` must be `send.len()` long on the root and empty elsewhere.

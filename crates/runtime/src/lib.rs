@@ -20,6 +20,7 @@ pub mod frame;
 pub mod handle;
 pub mod interface;
 pub mod link;
+pub mod memory;
 pub mod progress;
 pub mod reduce;
 pub mod shm;

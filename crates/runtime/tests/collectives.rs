@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use half::{bf16, f16};
 use railyard_runtime::{CommError, Communicator, Config, RedOp, UniqueId};
-use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype, InPlace};
 
 fn free_addr() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -118,6 +118,7 @@ fn one_call(
     dtype: Dtype,
     op: RedOp,
     count: u64,
+    in_place: bool,
 ) -> Result<(), String> {
     let (r, p) = (comm.rank(), comm.size());
     let spec = CollectiveSpec::new(c, p, count).with_root(p / 2).with_peer(p - 1);
@@ -132,9 +133,24 @@ fn one_call(
     };
     let vals: Vec<i64> = (0..input_len).map(|i| value(r, i + input_offset(r))).collect();
     let input = encode(dtype, &vals);
-    let mut output = vec![0u8; spec.output_len(r) as usize * dtype.size_bytes() as usize];
-    comm.run(&spec, Some(a), &input, &mut output, dtype, op).map_err(|e| e.to_string())?;
-    let got = decode(dtype, &output);
+    let elem = dtype.size_bytes() as usize;
+    let out_len = spec.output_len(r) as usize * elem;
+    let got = if in_place {
+        // One buffer laid out as the spec says: the input inside the output or the other way round.
+        let (in_at, out_at) = match spec.in_place_offset(r) {
+            InPlace::InputIsOutputAt(at) => (at as usize * elem, 0),
+            InPlace::OutputIsInputAt(at) => (0, at as usize * elem),
+            InPlace::Separate => (0, 0),
+        };
+        let mut buf = vec![0u8; (in_at + input.len()).max(out_at + out_len)];
+        buf[in_at..in_at + input.len()].copy_from_slice(&input);
+        comm.run_in_place(&spec, Some(a), &mut buf, dtype, op).map_err(|e| e.to_string())?;
+        decode(dtype, &buf[out_at..out_at + out_len])
+    } else {
+        let mut output = vec![0u8; out_len];
+        comm.run(&spec, Some(a), &input, &mut output, dtype, op).map_err(|e| e.to_string())?;
+        decode(dtype, &output)
+    };
     for (i, (index, who)) in spec.expected_output(r).into_iter().enumerate() {
         let want = match who {
             railyard_schedule::Contributors::All => {
@@ -148,7 +164,7 @@ fn one_call(
         };
         if !close(dtype, got[i], want) {
             return Err(format!(
-                "{c:?} {a} {dtype} {op:?} P={p} count={count}: rank {r} element {i} is {} not {want}",
+                "{c:?} {a} {dtype} {op:?} P={p} count={count} in place {in_place}: rank {r} element {i} is {} not {want}",
                 got[i]
             ));
         }
@@ -166,8 +182,10 @@ fn every_collective_algorithm_dtype_and_op_over_shm_and_tcp() {
                 let ops: &[RedOp] = if c.reduces() { &RedOp::ALL } else { &[RedOp::Sum] };
                 for dtype in Dtype::ALL {
                     for &op in ops {
-                        for count in [0, 1, p as u64 + 1, 37] {
-                            match one_call(&mut comm, c, a, dtype, op, count) {
+                        for (count, in_place) in
+                            [0, 1, p as u64 + 1, 37].into_iter().flat_map(|n| [(n, false), (n, true)])
+                        {
+                            match one_call(&mut comm, c, a, dtype, op, count, in_place) {
                                 Ok(()) => calls += 1,
                                 // rhd refuses reduce-scatter / all-gather off powers of two, on every rank alike.
                                 Err(e) if e.contains("power of two") => {}
@@ -421,8 +439,8 @@ mod random_sizes {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(12))]
-        /// Random sizes, collectives, algorithms, dtypes and ops on 2–5 ranks: results
-        /// match the reference. (A communicator per case: each case is its own job.)
+        /// Random sizes, collectives, algorithms, dtypes, ops and in/out-of-place on 2–5
+        /// ranks: results match the reference. (A communicator per case: each case is its own job.)
         #[test]
         fn random_calls_match_the_reference(p in 2usize..6, seed in any::<u64>(), calls in 1usize..6) {
             let all = pairs();
@@ -435,7 +453,8 @@ mod random_sizes {
                     let dtype = Dtype::ALL[(x >> 20) as usize % Dtype::ALL.len()];
                     let op = RedOp::ALL[(x >> 12) as usize % RedOp::ALL.len()];
                     let count = (x >> 40) % 3000;
-                    match one_call(&mut comm, c, a, dtype, op, count) {
+                    let in_place = (x >> 8) & 1 == 1;
+                    match one_call(&mut comm, c, a, dtype, op, count, in_place) {
                         Ok(()) => {}
                         Err(e) if e.contains("power of two") => {}
                         Err(e) => return Err(e),

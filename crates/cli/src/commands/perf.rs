@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use railyard_runtime::{from_env, Communicator, Config, RedOp, UniqueId};
-use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype, InPlace};
 use serde::Serialize;
 
 use crate::args::{parse_size, Format};
@@ -250,39 +250,58 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     let mut size = min;
     while size <= max {
         let (spec, shown, count) = spec_for(c, size, elem, p, args.root);
-        let mut input = Vec::with_capacity(spec.input_len(rank) as usize * elem as usize);
+        // Large buffers ask for huge pages, as numpy's arrays (the peers' buffers) do.
+        let mut input = railyard_runtime::memory::zeroed(spec.input_len(rank) as usize * elem as usize);
+        input.clear();
         let base = if c == Collective::AllGather { spec.chunk(rank).start } else { 0 };
         for i in 0..spec.input_len(rank) {
             encode(dtype, value(rank, base + i), &mut input);
         }
-        let mut output = vec![0u8; spec.output_len(rank) as usize * elem as usize];
+        let mut output = railyard_runtime::memory::zeroed(spec.output_len(rank) as usize * elem as usize);
         let mut halves: Vec<Half> = Vec::new();
         for in_place in [false, true] {
             if in_place && args.out_of_place_only {
                 continue;
             }
+            // In place (like nccl-tests' recvbuff == sendbuff): one buffer holding input and
+            // output as the spec lays them out; iterations reuse it without restoring it.
+            let elem_bytes = elem as usize;
+            let (in_at, out_at) = match spec.in_place_offset(rank) {
+                InPlace::InputIsOutputAt(at) => (at as usize * elem_bytes, 0),
+                InPlace::OutputIsInputAt(at) => (0, at as usize * elem_bytes),
+                InPlace::Separate => (0, 0),
+            };
+            let out_len = output.len();
+            let fresh = || {
+                let mut buf = railyard_runtime::memory::zeroed((in_at + input.len()).max(out_at + out_len));
+                buf[in_at..in_at + input.len()].copy_from_slice(&input);
+                buf
+            };
+            let mut buf = if in_place { fresh() } else { Vec::new() };
+            let once = |comm: &mut Communicator, buf: &mut Vec<u8>, output: &mut Vec<u8>| {
+                if in_place {
+                    comm.run_in_place(&spec, args.algo, buf, dtype, op)
+                } else {
+                    comm.run(&spec, args.algo, &input, output, dtype, op)
+                }
+            };
             for _ in 0..args.warmup {
-                comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
+                once(comm, &mut buf, &mut output)?;
             }
-            // The runtime's in-place path copies the input into place first; time it with that copy.
-            let mut src = if in_place { input.clone() } else { Vec::new() };
             comm.barrier()?;
             let t0 = Instant::now();
             for _ in 0..args.iters {
-                if in_place {
-                    src.copy_from_slice(&input);
-                    comm.run(&spec, args.algo, &src, &mut output, dtype, op)?;
-                } else {
-                    comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
-                }
+                once(comm, &mut buf, &mut output)?;
             }
             let mine = t0.elapsed().as_secs_f64() / args.iters as f64;
             let mut t = [mine];
             comm.all_reduce_in_place(&mut t, RedOp::Avg)?;
             let wrong_count = if args.check > 0 {
                 output.fill(0);
-                comm.run(&spec, args.algo, &input, &mut output, dtype, op)?;
-                let mut w = [wrong(&spec, rank, dtype, op, &output) as i64];
+                buf = if in_place { fresh() } else { Vec::new() };
+                once(comm, &mut buf, &mut output)?;
+                let result = if in_place { &buf[out_at..out_at + out_len] } else { &output[..] };
+                let mut w = [wrong(&spec, rank, dtype, op, result) as i64];
                 comm.all_reduce_in_place(&mut w, RedOp::Sum)?;
                 Some(w[0] as u64)
             } else {
