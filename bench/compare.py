@@ -94,6 +94,10 @@ def main():
     p.add_argument("--other-max", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--small-iters", type=int, default=0,
+                   help="also time sizes up to --small-max with this many iterations (both sides), replacing those rows: "
+                        "10 iterations of a 10 us call sit inside one scheduler tick")
+    p.add_argument("--small-max", type=int, default=64 << 10)
     p.add_argument("--out", default="")
     a = p.parse_args()
     started = time.time()
@@ -109,6 +113,9 @@ def main():
                 for _ in range(a.pairs):
                     mine = ours(op, n, max_b, a.iters, a.warmup, in_place)
                     theirs = peer(kind, op, n, max_b, a.iters, a.warmup)
+                    if a.small_iters:
+                        mine.update(ours(op, n, a.small_max, a.small_iters, a.warmup, in_place))
+                        theirs.update(peer(kind, op, n, a.small_max, a.small_iters, a.warmup))
                     for size in sizes(max_b=max_b):
                         if size in mine and size in theirs and theirs[size][0] > 0 and mine[size][0] > 0:
                             t = mine[size][0] / theirs[size][0]

@@ -690,6 +690,20 @@ impl Communicator {
         self.typed(CollectiveSpec::new(Collective::AllGather, self.size, recv.len() as u64), send, recv, RedOp::Sum)
     }
 
+    /// In place: `buf` holds every rank's chunk; this rank's chunk (of the balanced
+    /// partition) is its input.
+    pub fn all_gather_in_place<T: Element>(&mut self, buf: &mut [T]) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::AllGather, self.size, buf.len() as u64);
+        self.run_in_place(&spec, None, T::as_bytes_mut(buf), T::DTYPE, RedOp::Sum)
+    }
+
+    /// In place: `buf` is the whole input; afterwards this rank's chunk of it (of the
+    /// balanced partition) holds the reduction of that chunk.
+    pub fn reduce_scatter_in_place<T: Element>(&mut self, buf: &mut [T], op: RedOp) -> Result<(), CommError> {
+        let spec = CollectiveSpec::new(Collective::ReduceScatter, self.size, buf.len() as u64);
+        self.run_in_place(&spec, None, T::as_bytes_mut(buf), T::DTYPE, op)
+    }
+
     pub fn broadcast<T: Element>(&mut self, buf: &mut [T], root: usize) -> Result<(), CommError> {
         let spec = CollectiveSpec::new(Collective::Broadcast, self.size, buf.len() as u64).with_root(root);
         self.run_in_place(&spec, None, T::as_bytes_mut(buf), T::DTYPE, RedOp::Sum)

@@ -3,9 +3,11 @@
 //! in-network) with the per-round model on a topology of this job, and take the fastest.
 //! The topology is RAILYARD_TOPO (e.g. the file `railyard calibrate` wrote, the same on
 //! every rank) or, without it, the job's hosts with default transport figures below.
-//! The per-round model prices links only; on a host the schedule's local copies
-//! (prologue and epilogue: Bruck's rotations, the own block) cost memory bandwidth of the
-//! same order as the transfers, so the tuner adds them at `LOCAL_COPY_BYTES_PER_SEC`.
+//! The per-round model prices links only, with one α per round; on a host the schedule's
+//! local copies (prologue and epilogue: Bruck's rotations, the own block) cost memory
+//! bandwidth of the same order as the transfers, and every message has its own overhead,
+//! so the tuner adds local copies at `LOCAL_COPY_BYTES_PER_SEC` and `MESSAGE_SECS` per
+//! message of the busiest rank.
 //! Choices are cached per (collective, count, element size), like NCCL's tuner table, and
 //! every rank computes the same one from the same inputs.
 
@@ -23,6 +25,10 @@ pub const DEFAULT_SHM: Transport = Transport { alpha_secs: 3e-6, bytes_per_sec: 
 pub const DEFAULT_NET: Transport = Transport { alpha_secs: 30e-6, bytes_per_sec: 1.25e9 };
 /// A host's memcpy (the peers' memcpy_bw measured 10–13 GB/s on the development machine).
 pub const LOCAL_COPY_BYTES_PER_SEC: f64 = 10e9;
+/// Per message sent or received (a frame header, a ring or socket handoff): at 4 ranks on
+/// 2 cores a double binary tree's 8 B all-reduce (more messages per rank) took 8–11 µs
+/// against a single tree's 6–7 µs, while the model priced both at 4 rounds.
+pub const MESSAGE_SECS: f64 = 0.5e-6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
@@ -95,7 +101,8 @@ impl Tuner {
                 GenOptions { channels, pipeline_chunks: choice.pipeline_chunks, groups: groups.to_vec(), order: None };
             let s = generate(choice.algorithm, spec, &options, elem_bytes).ok()?;
             let local_secs = (s.local_elements_max() * elem_bytes) as f64 / LOCAL_COPY_BYTES_PER_SEC;
-            Some((b.total_secs + local_secs, choice))
+            let message_secs = s.messages_max() as f64 * MESSAGE_SECS;
+            Some((b.total_secs + local_secs + message_secs, choice))
         };
         let (_, choice) = p.algorithms.iter().filter_map(with_local_copies).min_by(|a, b| a.0.total_cmp(&b.0))?;
         self.table.insert(key, choice);
@@ -128,6 +135,11 @@ mod tests {
         let mut two = Tuner::new(&pair, None).unwrap();
         let a2a = CollectiveSpec::new(Collective::AllToAll, 2, 8 << 20);
         assert_ne!(two.choose(&a2a, 4, &pair, 1).unwrap().algorithm, Algorithm::Bruck);
+        // At four ranks and 8 bytes the single tree sends fewer messages than the double one.
+        let four = vec![vec![0, 1, 2, 3]];
+        let mut t4 = Tuner::new(&four, None).unwrap();
+        let small = CollectiveSpec::new(Collective::AllReduce, 4, 2);
+        assert_ne!(t4.choose(&small, 4, &four, 1).unwrap().algorithm, Algorithm::DoubleTree);
         // Cached: the same answer without costing again.
         assert_eq!(t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm, a);
     }

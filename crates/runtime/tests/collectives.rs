@@ -214,11 +214,21 @@ fn typed_api_and_in_place() {
         let mut b = if comm.rank() == 1 { vec![7i32; 4] } else { vec![0i32; 4] };
         comm.broadcast(&mut b, 1).unwrap();
         comm.barrier().unwrap();
-        (buf, b)
+        // 7 elements over 3 ranks: chunks [0,3) [3,5) [5,7) (the balanced partition).
+        let chunk = [0..3, 3..5, 5..7][comm.rank()].clone();
+        let mut g = vec![-1i64; 7];
+        g[chunk.clone()].iter_mut().for_each(|x| *x = 10 + comm.rank() as i64);
+        comm.all_gather_in_place(&mut g).unwrap();
+        let mut rs: Vec<i32> = (0..7).map(|i| i * (comm.rank() as i32 + 1)).collect();
+        comm.reduce_scatter_in_place(&mut rs, RedOp::Sum).unwrap();
+        (buf, b, g, rs[chunk.clone()].to_vec(), chunk)
     });
-    for (buf, b) in results {
+    for (buf, b, g, rs, chunk) in results {
         assert_eq!(buf, vec![3.0; 5]);
         assert_eq!(b, vec![7; 4]);
+        assert_eq!(g, vec![10, 10, 10, 11, 11, 12, 12]);
+        // Sum over ranks of i*(r+1) = 6i.
+        assert_eq!(rs, chunk.map(|i| 6 * i as i32).collect::<Vec<_>>());
     }
 }
 

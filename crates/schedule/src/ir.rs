@@ -186,6 +186,20 @@ impl Schedule {
         }
         per_rank.into_iter().max().unwrap_or(0)
     }
+
+    /// Messages (transfers sent or received) of the busiest rank: each costs a fixed
+    /// overhead on a real transport that the per-round model's α (one per round) leaves out.
+    pub fn messages_max(&self) -> usize {
+        let mut per_rank = vec![0usize; self.spec.ranks];
+        for t in self.rounds.iter().flat_map(|r| &r.transfers) {
+            for r in [t.from, t.to] {
+                if let Some(n) = per_rank.get_mut(r) {
+                    *n += 1;
+                }
+            }
+        }
+        per_rank.into_iter().max().unwrap_or(0)
+    }
 }
 
 /// Assembles a schedule phase by phase; steps that carry nothing are dropped so that
