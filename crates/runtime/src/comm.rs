@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::element::Element;
 use crate::error::CommError;
 use crate::link::{establish, fnv, hostname, Link, Transport};
-use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Idle};
+use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle};
 use crate::reduce::{divide, reduce_into, RedOp};
 
 /// The algorithm a call uses when none is forced: a ring where a ring exists, else the
@@ -201,7 +201,7 @@ impl Communicator {
         dtype: Dtype,
         op: RedOp,
     ) -> Result<(), CommError> {
-        self.call(spec, algorithm, Buffers::Separate { input, output }, dtype, op)
+        self.sticky(|c| c.run_inner(spec, algorithm, Buffers::Separate { input, output }, dtype, op))
     }
 
     /// Run `spec` in place: `buf` holds the input and the output as
@@ -218,21 +218,16 @@ impl Communicator {
         dtype: Dtype,
         op: RedOp,
     ) -> Result<(), CommError> {
-        self.call(spec, algorithm, Buffers::InPlace(buf), dtype, op)
+        self.sticky(|c| c.run_inner(spec, algorithm, Buffers::InPlace(buf), dtype, op))
     }
 
-    fn call(
-        &mut self,
-        spec: &CollectiveSpec,
-        algorithm: Option<Algorithm>,
-        buffers: Buffers,
-        dtype: Dtype,
-        op: RedOp,
-    ) -> Result<(), CommError> {
+    /// Run `f` unless the communicator is broken; its first error breaks it for good
+    /// (sticky, as Gloo's).
+    fn sticky(&mut self, f: impl FnOnce(&mut Self) -> Result<(), CommError>) -> Result<(), CommError> {
         if let Some(e) = &self.broken {
             return Err(CommError::Broken(Box::new(e.clone())));
         }
-        let result = self.run_inner(spec, algorithm, buffers, dtype, op);
+        let result = f(self);
         if let Err(e) = &result {
             let e = match e {
                 CommError::Timeout { peer, .. } => {
@@ -517,7 +512,7 @@ impl Communicator {
             if !(early && i == 0) {
                 self.queue_round(round, bases, &calls_with, signature, elem, &mut owned)?;
             }
-            drive(&mut self.links, dtype, op, self.idle, self.config.timeout)?;
+            drive(&mut self.links, Drive { dtype, op, idle: self.idle, timeout: self.config.timeout })?;
             owned.clear();
         }
         for l in s.epilogue.iter().filter(|l| l.rank == me) {

@@ -156,10 +156,7 @@ impl Lane {
         let rx_err = |e| CommError::io(peer, "receive", e);
         while let Some(f) = incoming.front_mut() {
             if f.header_got < HEADER_BYTES {
-                let n = io.try_read(&mut f.header[f.header_got..]).map_err(rx_err)?;
-                progressed += n;
-                f.header_got += n;
-                if f.header_got < HEADER_BYTES {
+                if !fill(io, &mut f.header, &mut f.header_got, &mut progressed).map_err(rx_err)? {
                     break;
                 }
                 let h = Header::decode(&f.header, peer)?;
@@ -171,13 +168,8 @@ impl Lane {
             // `execute` keeps alive and which no send of the round reads.
             let dst = unsafe { std::slice::from_raw_parts_mut(f.dst, len) };
             if f.kind == Some(Kind::Descriptor) {
-                if f.descriptor_got < DESCRIPTOR_BYTES {
-                    let n = io.try_read(&mut f.descriptor[f.descriptor_got..]).map_err(rx_err)?;
-                    progressed += n;
-                    f.descriptor_got += n;
-                    if f.descriptor_got < DESCRIPTOR_BYTES {
-                        break;
-                    }
+                if !fill(io, &mut f.descriptor, &mut f.descriptor_got, &mut progressed).map_err(rx_err)? {
+                    break;
                 }
                 let LaneIo::Shm { rx, .. } = io else {
                     return Err(CommError::BadFrame { peer, message: "a descriptor arrived over TCP".into() });
@@ -241,6 +233,14 @@ impl Lane {
         }
         Ok(progressed)
     }
+}
+
+/// Read into `buf[*got..]` what has arrived (counting it in `moved`); whether `buf` is full.
+fn fill(io: &mut LaneIo, buf: &mut [u8], got: &mut usize, moved: &mut usize) -> std::io::Result<bool> {
+    let n = io.try_read(&mut buf[*got..])?;
+    *got += n;
+    *moved += n;
+    Ok(*got == buf.len())
 }
 
 fn ensure_len(buf: &mut Vec<u8>, len: usize) {
@@ -343,9 +343,7 @@ pub fn kick(links: &mut [Option<Link>]) -> Result<(), CommError> {
     for (peer, link) in links.iter_mut().enumerate() {
         for lane in link.iter_mut().flat_map(|l| l.lanes.iter_mut()) {
             if let Err(e) = lane.push_out(peer) {
-                for link in links.iter_mut().flatten() {
-                    link.lanes.iter_mut().for_each(Lane::clear);
-                }
+                clear_all(links);
                 return Err(e);
             }
         }
@@ -357,31 +355,36 @@ pub fn kick(links: &mut [Option<Link>]) -> Result<(), CommError> {
 const LIVENESS_EVERY_SLEEPS: u32 = 64;
 const SLEEP: Duration = Duration::from_micros(50);
 
+/// How a round is driven: the call's element type and reduction, the waiting policy and
+/// the timeout without progress.
+#[derive(Debug, Clone, Copy)]
+pub struct Drive {
+    pub dtype: Dtype,
+    pub op: RedOp,
+    pub idle: Idle,
+    pub timeout: Duration,
+}
+
+/// Empty every queue (after an error: the communicator is broken and nothing queued may
+/// be touched again).
+fn clear_all(links: &mut [Option<Link>]) {
+    for link in links.iter_mut().flatten() {
+        link.lanes.iter_mut().for_each(Lane::clear);
+    }
+}
+
 /// Drive every queued frame of every link to completion (including single-copy
 /// acknowledgements). On error the queues are emptied and the error returned.
-pub fn drive(
-    links: &mut [Option<Link>],
-    dtype: Dtype,
-    op: RedOp,
-    idle: Idle,
-    timeout: Duration,
-) -> Result<(), CommError> {
-    let result = drive_inner(links, dtype, op, idle, timeout);
+pub fn drive(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
+    let result = drive_until_done(links, how);
     if result.is_err() {
-        for link in links.iter_mut().flatten() {
-            link.lanes.iter_mut().for_each(Lane::clear);
-        }
+        clear_all(links);
     }
     result
 }
 
-fn drive_inner(
-    links: &mut [Option<Link>],
-    dtype: Dtype,
-    op: RedOp,
-    idle: Idle,
-    timeout: Duration,
-) -> Result<(), CommError> {
+fn drive_until_done(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
+    let Drive { dtype, op, idle, timeout } = how;
     let mut waits = 0u32;
     let mut sleeps = 0u32;
     let mut since: Option<Instant> = None;
