@@ -32,6 +32,11 @@ pub const STRIPE_MIN_BYTES: usize = 64 << 10;
 /// --np 2`, 2 KiB made 4–16 KiB all-gathers slower and 8 KiB made 4–8 KiB broadcasts slower.
 pub const CMA_MIN_BYTES: usize = 4 << 10;
 
+/// Large pulls go in pieces of this many bytes (one huge page): a bound on each kernel
+/// copy. Measured against one pull per frame (32 MiB broadcast, 4 alternating runs of
+/// 50 iterations): in place 11.7 vs 11.8 GB/s, out of place 8.4 vs 7.4 — within noise.
+pub const PULL_PIECE_BYTES: usize = 2 << 20;
+
 /// The frames of a transfer of `len` bytes of `elem`-byte elements over `lanes` lanes:
 /// (lane, byte range), in the order each lane carries them. Sender and receiver compute
 /// the same split. An empty transfer is one empty frame (its header still checks the call).
@@ -186,7 +191,11 @@ impl Lane {
                     cma::pull(pid, addr + at as u64, d).map_err(|e| CommError::io(peer, "single-copy receive", e))
                 };
                 match f.op {
-                    Op::Copy => pull(dst, 0)?,
+                    Op::Copy => {
+                        for (i, d) in dst.chunks_mut(PULL_PIECE_BYTES).enumerate() {
+                            pull(d, i * PULL_PIECE_BYTES)?;
+                        }
+                    }
                     Op::Reduce => {
                         ensure_len(reduce_buf, REDUCE_SLICE_BYTES);
                         for (i, d) in dst.chunks_mut(REDUCE_SLICE_BYTES).enumerate() {
