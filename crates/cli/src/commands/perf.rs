@@ -41,7 +41,7 @@ pub struct PerfArgs {
     /// Timed iterations per size
     #[arg(short = 'n', long = "iters", default_value_t = 20)]
     pub iters: u32,
-    /// Untimed iterations first
+    /// Untimed iterations: at the largest size, then the smallest (as nccl-tests), then before each size
     #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
     pub warmup: u32,
     /// Verify every element (0: skip, #wrong shows N/A)
@@ -226,6 +226,18 @@ fn spec_for(c: Collective, size: u64, elem: u64, ranks: usize, root: usize) -> (
     }
 }
 
+/// Where input and output sit in one in-place buffer (byte offsets) and its length.
+fn in_place_layout(spec: &CollectiveSpec, rank: usize, elem: u64) -> (usize, usize, usize) {
+    let bytes = |n: u64| (n * elem) as usize;
+    let (i, o) = (bytes(spec.input_len(rank)), bytes(spec.output_len(rank)));
+    let (in_at, out_at) = match spec.in_place_offset(rank) {
+        InPlace::InputIsOutputAt(at) => (bytes(at), 0),
+        InPlace::OutputIsInputAt(at) => (0, bytes(at)),
+        InPlace::Separate => (0, 0),
+    };
+    (in_at, out_at, (in_at + i).max(out_at + o))
+}
+
 fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     let c = collective(&args.collective)?;
     let dtype: Dtype = args.datatype.parse().map_err(anyhow::Error::msg)?;
@@ -247,17 +259,47 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     }
     let (rank, p, elem) = (comm.rank(), comm.size(), dtype.size_bytes());
     let mut rows = Vec::new();
+    // Buffers for the largest size, allocated once and used by prefix, as nccl-tests does.
+    // Fresh multi-MiB buffers per size made the calls right after each allocation up to
+    // 1.7x slower here (fresh huge pages on both sides), a cost of the allocator, not of
+    // the call. Large buffers ask for huge pages, as numpy's arrays (the peers') do.
+    let largest = spec_for(c, max, elem, p, args.root).0;
+    let bytes = |n: u64| n as usize * elem as usize;
+    let (max_in, max_out) = (bytes(largest.input_len(rank)), bytes(largest.output_len(rank)));
+    let mut input_pool = railyard_runtime::memory::zeroed(max_in);
+    let mut output_pool = railyard_runtime::memory::zeroed(max_out);
+    let mut buf_pool =
+        if args.out_of_place_only { Vec::new() } else { railyard_runtime::memory::zeroed(max_in + max_out) };
+    // As nccl-tests: warm up at the largest size, then at the smallest, before timing any
+    // size (the first calls on fresh memory ran up to 2x slower here), then per size too.
+    for warm in [max, min] {
+        let spec = spec_for(c, warm, elem, p, args.root).0;
+        let (in_len, out_len) = (bytes(spec.input_len(rank)), bytes(spec.output_len(rank)));
+        for _ in 0..args.warmup {
+            comm.run(&spec, args.algo, &input_pool[..in_len], &mut output_pool[..out_len], dtype, op)?;
+            if !args.out_of_place_only {
+                let (_, _, len) = in_place_layout(&spec, rank, elem);
+                comm.run_in_place(&spec, args.algo, &mut buf_pool[..len], dtype, op)?;
+            }
+        }
+    }
     let mut size = min;
     while size <= max {
         let (spec, shown, count) = spec_for(c, size, elem, p, args.root);
-        // Large buffers ask for huge pages, as numpy's arrays (the peers' buffers) do.
-        let mut input = railyard_runtime::memory::zeroed(spec.input_len(rank) as usize * elem as usize);
-        input.clear();
+        let (in_len, out_len) = (bytes(spec.input_len(rank)), bytes(spec.output_len(rank)));
+        if input_pool.capacity() < in_len {
+            input_pool = railyard_runtime::memory::zeroed(in_len);
+        }
+        input_pool.clear();
         let base = if c == Collective::AllGather { spec.chunk(rank).start } else { 0 };
         for i in 0..spec.input_len(rank) {
-            encode(dtype, value(rank, base + i), &mut input);
+            encode(dtype, value(rank, base + i), &mut input_pool);
         }
-        let mut output = railyard_runtime::memory::zeroed(spec.output_len(rank) as usize * elem as usize);
+        let input = &input_pool[..];
+        if output_pool.len() < out_len {
+            output_pool = railyard_runtime::memory::zeroed(out_len);
+        }
+        let output = &mut output_pool[..out_len];
         let mut halves: Vec<Half> = Vec::new();
         for in_place in [false, true] {
             if in_place && args.out_of_place_only {
@@ -265,41 +307,43 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
             }
             // In place (like nccl-tests' recvbuff == sendbuff): one buffer holding input and
             // output as the spec lays them out; iterations reuse it without restoring it.
-            let elem_bytes = elem as usize;
-            let (in_at, out_at) = match spec.in_place_offset(rank) {
-                InPlace::InputIsOutputAt(at) => (at as usize * elem_bytes, 0),
-                InPlace::OutputIsInputAt(at) => (0, at as usize * elem_bytes),
-                InPlace::Separate => (0, 0),
+            let (in_at, out_at, in_place_len) = in_place_layout(&spec, rank, elem);
+            let buf_len = if in_place { in_place_len } else { 0 };
+            if buf_pool.len() < buf_len {
+                buf_pool = railyard_runtime::memory::zeroed(buf_len);
+            }
+            let buf = &mut buf_pool[..buf_len];
+            let reset = |buf: &mut [u8]| {
+                buf.fill(0);
+                buf[in_at..in_at + in_len].copy_from_slice(input);
             };
-            let out_len = output.len();
-            let fresh = || {
-                let mut buf = railyard_runtime::memory::zeroed((in_at + input.len()).max(out_at + out_len));
-                buf[in_at..in_at + input.len()].copy_from_slice(&input);
-                buf
-            };
-            let mut buf = if in_place { fresh() } else { Vec::new() };
-            let once = |comm: &mut Communicator, buf: &mut Vec<u8>, output: &mut Vec<u8>| {
+            if in_place {
+                reset(buf);
+            }
+            let once = |comm: &mut Communicator, buf: &mut [u8], output: &mut [u8]| {
                 if in_place {
                     comm.run_in_place(&spec, args.algo, buf, dtype, op)
                 } else {
-                    comm.run(&spec, args.algo, &input, output, dtype, op)
+                    comm.run(&spec, args.algo, input, output, dtype, op)
                 }
             };
             for _ in 0..args.warmup {
-                once(comm, &mut buf, &mut output)?;
+                once(comm, buf, output)?;
             }
             comm.barrier()?;
             let t0 = Instant::now();
             for _ in 0..args.iters {
-                once(comm, &mut buf, &mut output)?;
+                once(comm, buf, output)?;
             }
             let mine = t0.elapsed().as_secs_f64() / args.iters as f64;
             let mut t = [mine];
             comm.all_reduce_in_place(&mut t, RedOp::Avg)?;
             let wrong_count = if args.check > 0 {
                 output.fill(0);
-                buf = if in_place { fresh() } else { Vec::new() };
-                once(comm, &mut buf, &mut output)?;
+                if in_place {
+                    reset(buf);
+                }
+                once(comm, buf, output)?;
                 let result = if in_place { &buf[out_at..out_at + out_len] } else { &output[..] };
                 let mut w = [wrong(&spec, rank, dtype, op, result) as i64];
                 comm.all_reduce_in_place(&mut w, RedOp::Sum)?;
