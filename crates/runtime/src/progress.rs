@@ -516,6 +516,30 @@ mod tests {
         assert_eq!(frames(MAX_FRAME_BYTES * 2 + 8, 8, 1).len(), 3);
     }
 
+    proptest::proptest! {
+        /// Any transfer: frames tile it exactly, in order, element-aligned, each on a lane
+        /// that exists and no longer than a frame; stripes other than the last hold at
+        /// least STRIPE_MIN_BYTES worth of elements.
+        #[test]
+        fn frames_tile_any_transfer(elems in 0usize..200_000, elem_pow in 0u32..4, lanes in 1usize..17) {
+            let elem = 1usize << elem_pow;
+            let len = elems * elem;
+            let f = frames(len, elem, lanes);
+            let mut at = 0;
+            let mut last_lane = 0;
+            for (lane, r) in &f {
+                proptest::prop_assert_eq!(r.start, at);
+                proptest::prop_assert!(*lane < lanes && *lane >= last_lane);
+                proptest::prop_assert!(r.len() <= MAX_FRAME_BYTES && r.start % elem == 0);
+                last_lane = *lane;
+                at = r.end;
+            }
+            proptest::prop_assert_eq!(at, len);
+            let used = f.iter().map(|(l, _)| l).max().map_or(0, |l| l + 1);
+            proptest::prop_assert!(used <= (len / STRIPE_MIN_BYTES).max(1));
+        }
+    }
+
     #[test]
     fn ranks_that_outnumber_cores_never_spin() {
         assert_eq!(Idle::for_host(4, 2).spins, 0);
