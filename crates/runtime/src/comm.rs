@@ -258,11 +258,8 @@ impl Communicator {
         let (want_in, want_out) =
             (spec.input_len(self.rank) as usize * elem, spec.output_len(self.rank) as usize * elem);
         let in_place = matches!(buffers, Buffers::InPlace(_));
-        let want_in_place = match spec.in_place_offset(self.rank) {
-            InPlace::InputIsOutputAt(at) => want_out.max(at as usize * elem + want_in),
-            InPlace::OutputIsInputAt(at) => want_in.max(at as usize * elem + want_out),
-            InPlace::Separate => want_in.max(want_out),
-        };
+        let layout = spec.in_place_layout(self.rank);
+        let want_in_place = layout.len as usize * elem;
         match &buffers {
             Buffers::Separate { input, output } if input.len() != want_in || output.len() != want_out => {
                 return Err(CommError::BadArgs {
@@ -371,11 +368,7 @@ impl Communicator {
                 output_len: output.len(),
             },
             Buffers::InPlace(buf) => {
-                let (in_at, out_at) = match spec.in_place_offset(self.rank) {
-                    InPlace::InputIsOutputAt(at) => (at as usize * elem, 0),
-                    InPlace::OutputIsInputAt(at) => (0, at as usize * elem),
-                    InPlace::Separate => (0, 0),
-                };
+                let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
                 let input = if aliasable && spec.in_place_offset(self.rank) != InPlace::Separate {
                     buf[in_at..in_at + want_in].as_ptr()
                 } else {

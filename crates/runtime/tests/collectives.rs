@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use half::{bf16, f16};
 use railyard_runtime::{CommError, Communicator, Config, RedOp, UniqueId};
-use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype, InPlace};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype};
 
 fn free_addr() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -137,12 +137,9 @@ fn one_call(
     let out_len = spec.output_len(r) as usize * elem;
     let got = if in_place {
         // One buffer laid out as the spec says: the input inside the output or the other way round.
-        let (in_at, out_at) = match spec.in_place_offset(r) {
-            InPlace::InputIsOutputAt(at) => (at as usize * elem, 0),
-            InPlace::OutputIsInputAt(at) => (0, at as usize * elem),
-            InPlace::Separate => (0, 0),
-        };
-        let mut buf = vec![0u8; (in_at + input.len()).max(out_at + out_len)];
+        let layout = spec.in_place_layout(r);
+        let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
+        let mut buf = vec![0u8; layout.len as usize * elem];
         buf[in_at..in_at + input.len()].copy_from_slice(&input);
         comm.run_in_place(&spec, Some(a), &mut buf, dtype, op).map_err(|e| e.to_string())?;
         decode(dtype, &buf[out_at..out_at + out_len])

@@ -289,6 +289,27 @@ impl CollectiveSpec {
             }
         }
     }
+
+    /// Rank `rank`'s one in-place buffer, in elements: where its input and its output
+    /// start in it, and its length. Collectives without an in-place form put both at 0
+    /// (the caller's buffer is input and output; a runtime works on a copy of the input).
+    pub fn in_place_layout(&self, rank: Rank) -> InPlaceLayout {
+        let (input, output) = (self.input_len(rank), self.output_len(rank));
+        let (input_at, output_at) = match self.in_place_offset(rank) {
+            InPlace::InputIsOutputAt(at) => (at, 0),
+            InPlace::OutputIsInputAt(at) => (0, at),
+            InPlace::Separate => (0, 0),
+        };
+        InPlaceLayout { input_at, output_at, len: (input_at + input).max(output_at + output) }
+    }
+}
+
+/// Offsets and length, in elements, of a rank's in-place buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InPlaceLayout {
+    pub input_at: u64,
+    pub output_at: u64,
+    pub len: u64,
 }
 
 /// How the input and output buffers of one rank overlap when the caller runs in place.
@@ -302,4 +323,23 @@ pub enum InPlace {
 
 pub fn range_len(r: &Range<u64>) -> u64 {
     r.end - r.start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_layouts() {
+        let layout = |c, rank, root| CollectiveSpec::new(c, 3, 7).with_root(root).in_place_layout(rank);
+        let l = |input_at, output_at, len| InPlaceLayout { input_at, output_at, len };
+        // 7 over 3 ranks: chunks [0,3) [3,5) [5,7).
+        assert_eq!(layout(Collective::AllGather, 1, 0), l(3, 0, 7));
+        assert_eq!(layout(Collective::ReduceScatter, 2, 0), l(0, 5, 7));
+        assert_eq!(layout(Collective::AllReduce, 0, 0), l(0, 0, 7));
+        // A reduce's non-root has input only; a broadcast's non-root output only.
+        assert_eq!(layout(Collective::Reduce, 1, 0), l(0, 0, 7));
+        assert_eq!(layout(Collective::Broadcast, 1, 0), l(0, 0, 7));
+        assert_eq!(layout(Collective::AllToAll, 2, 0), l(0, 0, 7));
+    }
 }

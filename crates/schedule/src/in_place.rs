@@ -27,16 +27,6 @@ fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
     a.start < b.end && b.start < a.end
 }
 
-/// The caller's one buffer for `rank` in place, in elements (it must hold input and output).
-pub fn in_place_len(s: &Schedule, rank: Rank) -> Option<u64> {
-    let (i, o) = (s.spec.input_len(rank), s.spec.output_len(rank));
-    match s.spec.in_place_offset(rank) {
-        InPlace::InputIsOutputAt(at) => Some(o.max(at + i)),
-        InPlace::OutputIsInputAt(at) => Some(i.max(at + o)),
-        InPlace::Separate => None,
-    }
-}
-
 /// Why `rank` cannot run `s` in place, or None when it can.
 pub fn in_place_hazard(s: &Schedule, rank: Rank) -> Option<String> {
     let layout = s.spec.in_place_offset(rank);

@@ -23,9 +23,9 @@ pub mod tree;
 
 pub use algorithm::{generate, Algorithm, GenOptions};
 pub use check::{check, CheckReport};
-pub use collective::{Collective, CollectiveSpec, Contributors, InPlace, Rank};
+pub use collective::{Collective, CollectiveSpec, Contributors, InPlace, InPlaceLayout, Rank};
 pub use deps::{dependencies, StepId};
 pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};
-pub use in_place::{in_place_hazard, in_place_len};
+pub use in_place::in_place_hazard;
 pub use ir::{Buffer, InNetwork, LocalOp, Op, Phase, Region, Round, Schedule, ScheduleBuilder, Step, Transfer};

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use railyard_runtime::{from_env, Communicator, Config, RedOp, UniqueId};
-use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype, InPlace};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype};
 use serde::Serialize;
 
 use crate::args::{parse_size, Format};
@@ -226,16 +226,11 @@ fn spec_for(c: Collective, size: u64, elem: u64, ranks: usize, root: usize) -> (
     }
 }
 
-/// Where input and output sit in one in-place buffer (byte offsets) and its length.
+/// Where input and output sit in one in-place buffer and its length, in bytes.
 fn in_place_layout(spec: &CollectiveSpec, rank: usize, elem: u64) -> (usize, usize, usize) {
+    let l = spec.in_place_layout(rank);
     let bytes = |n: u64| (n * elem) as usize;
-    let (i, o) = (bytes(spec.input_len(rank)), bytes(spec.output_len(rank)));
-    let (in_at, out_at) = match spec.in_place_offset(rank) {
-        InPlace::InputIsOutputAt(at) => (bytes(at), 0),
-        InPlace::OutputIsInputAt(at) => (0, bytes(at)),
-        InPlace::Separate => (0, 0),
-    };
-    (in_at, out_at, (in_at + i).max(out_at + o))
+    (bytes(l.input_at), bytes(l.output_at), bytes(l.len))
 }
 
 fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
