@@ -9,8 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use railyard_schedule::{
-    generate, in_place_hazard, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, InPlace, Op, Region,
-    Schedule,
+    generate, in_place_hazard, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, Op, Region, Schedule,
 };
 
 use crate::bootstrap::{rendezvous, UniqueId};
@@ -54,7 +53,7 @@ pub struct Communicator {
     broken: Option<CommError>,
     /// Schedules already generated (and whether this rank can run them in place), so a
     /// training loop's repeated calls skip generation.
-    schedules: HashMap<ScheduleKey, (Arc<Schedule>, bool)>,
+    schedules: HashMap<ScheduleKey, Arc<Prepared>>,
     /// The schedule's scratch buffer, kept between calls.
     scratch: Vec<u8>,
     /// A copy of the input for in-place calls whose schedule cannot alias (kept between calls).
@@ -62,6 +61,71 @@ pub struct Communicator {
 }
 
 type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
+
+/// A schedule with what this rank derives from it once, when it is generated, instead of
+/// on every call: its regions are checked against the buffer lengths the call validates
+/// (input and output from the spec, scratch from the schedule), and the peers, the
+/// in-place verdict and whether round 0 may start early are worked out.
+struct Prepared {
+    schedule: Schedule,
+    /// This rank can run it with input and output aliased (`in_place_hazard`).
+    aliasable: bool,
+    /// The peers this rank exchanges data with: a call advances their call numbers.
+    peers: Vec<usize>,
+    /// Round 0's sends read nothing the prologue writes, so round 0 starts before it and
+    /// the peers receive (or pull) while this rank copies. (In place, the input is only
+    /// read in round 0 where the prologue copies it onto itself, which is skipped.)
+    early: bool,
+}
+
+impl Prepared {
+    fn new(schedule: Schedule, me: usize, elem: usize) -> Result<Prepared, CommError> {
+        let lens = Lens {
+            input: schedule.spec.input_len(me) as usize * elem,
+            output: schedule.spec.output_len(me) as usize * elem,
+            scratch: schedule.scratch_len[me] as usize * elem,
+        };
+        let mut talks = vec![false; schedule.spec.ranks];
+        for round in &schedule.rounds {
+            if !round.in_network.is_empty() {
+                return Err(CommError::BadArgs {
+                    message: "in-network steps need a reducing switch; the runtime cannot run them".into(),
+                });
+            }
+            for t in &round.transfers {
+                if t.from == me {
+                    lens.check(&t.read, elem)?;
+                    talks[t.to] = true;
+                }
+                if t.to == me {
+                    lens.check(&t.write, elem)?;
+                    talks[t.from] = true;
+                }
+            }
+        }
+        for l in schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me) {
+            lens.check(&l.read, elem)?;
+            lens.check(&l.write, elem)?;
+        }
+        let written_by_prologue = |r: &Region| {
+            schedule.prologue.iter().any(|l| {
+                l.rank == me
+                    && l.write.buffer == r.buffer
+                    && overlaps(&region_bytes(&l.write, elem), &region_bytes(r, elem))
+            })
+        };
+        let early = schedule
+            .rounds
+            .first()
+            .is_some_and(|r| r.transfers.iter().filter(|t| t.from == me).all(|t| !written_by_prologue(&t.read)));
+        Ok(Prepared {
+            aliasable: in_place_hazard(&schedule, me).is_none(),
+            peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
+            early,
+            schedule,
+        })
+    }
+}
 
 /// At most this many cached schedules; the cache is emptied when full.
 const SCHEDULE_CACHE_ENTRIES: usize = 64;
@@ -314,21 +378,20 @@ impl Communicator {
         }
         let options = GenOptions { channels: self.config.channels, pipeline_chunks, groups, order: None };
         let key = (algorithm, spec.clone(), options, elem as u64);
-        let (schedule, aliasable) = match self.schedules.get(&key) {
-            Some(s) => (Arc::clone(&s.0), s.1),
+        let prepared = match self.schedules.get(&key) {
+            Some(p) => Arc::clone(p),
             None => {
-                let s = Arc::new(
-                    generate(algorithm, spec, &key.2, elem as u64)
-                        .map_err(|e| CommError::BadArgs { message: e.to_string() })?,
-                );
-                let aliasable = in_place_hazard(&s, self.rank).is_none();
+                let s = generate(algorithm, spec, &key.2, elem as u64)
+                    .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
+                let p = Arc::new(Prepared::new(s, self.rank, elem)?);
                 if self.schedules.len() >= SCHEDULE_CACHE_ENTRIES {
                     self.schedules.clear();
                 }
-                self.schedules.insert(key, (Arc::clone(&s), aliasable));
-                (s, aliasable)
+                self.schedules.insert(key, Arc::clone(&p));
+                p
             }
         };
+        let aliasable = prepared.aliasable;
         self.calls += 1;
         if self.config.debug {
             eprintln!(
@@ -341,7 +404,7 @@ impl Communicator {
                 spec.count,
                 dtype,
                 op.as_str(),
-                schedule.rounds.len(),
+                prepared.schedule.rounds.len(),
                 match (in_place, aliasable) {
                     (false, _) => "",
                     (true, true) => ", in place",
@@ -369,7 +432,8 @@ impl Communicator {
             },
             Buffers::InPlace(buf) => {
                 let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
-                let input = if aliasable && spec.in_place_offset(self.rank) != InPlace::Separate {
+                // Not aliasable includes collectives without an in-place form.
+                let input = if aliasable {
                     buf[in_at..in_at + want_in].as_ptr()
                 } else {
                     if staging.capacity() < want_in {
@@ -382,7 +446,7 @@ impl Communicator {
                 Views { input, input_len: want_in, output: buf[out_at..].as_mut_ptr(), output_len: want_out }
             }
         };
-        let result = self.execute(&schedule, signature, views, dtype, op);
+        let result = self.execute(&prepared, signature, views, dtype, op);
         self.staging = staging;
         result?;
         if op == RedOp::Avg && spec.collective.reduces() {
@@ -394,13 +458,13 @@ impl Communicator {
 
     fn execute(
         &mut self,
-        s: &Schedule,
+        prepared: &Prepared,
         signature: u64,
         views: Views,
         dtype: Dtype,
         op: RedOp,
     ) -> Result<(), CommError> {
-        let me = self.rank;
+        let (me, s) = (self.rank, &prepared.schedule);
         let elem = s.elem_bytes as usize;
         // Reused across calls: a fresh multi-MiB buffer per call costs page faults on every call.
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -410,46 +474,20 @@ impl Communicator {
         }
         scratch.resize(scratch_bytes, 0);
         // This call's number with every peer it exchanges data with.
-        let mut talks = vec![false; self.size];
-        for t in s.rounds.iter().flat_map(|r| &r.transfers) {
-            if t.from == me {
-                talks[t.to] = true;
-            }
-            if t.to == me {
-                talks[t.from] = true;
-            }
-        }
-        for (peer, &t) in talks.iter().enumerate() {
-            if t {
-                self.calls_with[peer] += 1;
-            }
+        for &peer in &prepared.peers {
+            self.calls_with[peer] += 1;
         }
         let calls_with = self.calls_with.clone();
         // Every access goes through these raw bases: in place, input and output alias, and
         // the engine holds sources and destinations of several transfers at once.
+        // Every region of this rank was checked against these lengths when the schedule
+        // was prepared; the call's lengths were validated against the spec.
         let bases = Bases {
             input: views.input as *mut u8,
-            input_len: views.input_len,
             output: views.output,
-            output_len: views.output_len,
             scratch: scratch.as_mut_ptr(),
-            scratch_len: scratch.len(),
+            lens: Lens { input: views.input_len, output: views.output_len, scratch: scratch.len() },
         };
-        for round in &s.rounds {
-            if !round.in_network.is_empty() {
-                return Err(CommError::BadArgs {
-                    message: "in-network steps need a reducing switch; the runtime cannot run them".into(),
-                });
-            }
-            for t in &round.transfers {
-                if t.from == me {
-                    bases.check(&t.read, elem)?;
-                }
-                if t.to == me {
-                    bases.check(&t.write, elem)?;
-                }
-            }
-        }
         // A local copy or reduction between this rank's buffers. A copy onto itself (in
         // place) is skipped; overlapping regions go through a temporary.
         let local = |l: &railyard_schedule::LocalOp| -> Result<(), CommError> {
@@ -479,20 +517,7 @@ impl Communicator {
             }
             Ok(())
         };
-        let region_written_by_prologue = |r: &Region| {
-            s.prologue.iter().any(|l| {
-                l.rank == me
-                    && l.write.buffer == r.buffer
-                    && overlaps(&region_bytes(&l.write, elem), &region_bytes(r, elem))
-            })
-        };
-        // Round 0 starts before the prologue when its sends do not read what the prologue
-        // writes: the peers receive (or pull) while this rank copies. (In place, the input
-        // is only read in round 0 where the prologue copies it onto itself, which is skipped.)
-        let early = s
-            .rounds
-            .first()
-            .is_some_and(|r| r.transfers.iter().filter(|t| t.from == me).all(|t| !region_written_by_prologue(&t.read)));
+        let early = prepared.early;
         let mut owned: Vec<Vec<u8>> = Vec::new();
         if let (true, Some(first)) = (early, s.rounds.first()) {
             self.queue_round(first, bases, &calls_with, signature, elem, &mut owned)?;
@@ -587,14 +612,40 @@ struct Views {
     output_len: usize,
 }
 
+/// Byte lengths of a rank's three buffers.
+#[derive(Clone, Copy)]
+struct Lens {
+    input: usize,
+    output: usize,
+    scratch: usize,
+}
+
+impl Lens {
+    fn of(&self, b: Buffer) -> usize {
+        match b {
+            Buffer::Input => self.input,
+            Buffer::Output => self.output,
+            Buffer::Scratch => self.scratch,
+        }
+    }
+
+    /// A region must lie inside its buffer (a schedule bug must not become a wild access).
+    fn check(&self, r: &Region, elem: usize) -> Result<(), CommError> {
+        if region_bytes(r, elem).end > self.of(r.buffer) {
+            return Err(CommError::BadArgs {
+                message: format!("a schedule region {:?} ends past its {}-byte buffer", r, self.of(r.buffer)),
+            });
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Bases {
     input: *mut u8,
-    input_len: usize,
     output: *mut u8,
-    output_len: usize,
     scratch: *mut u8,
-    scratch_len: usize,
+    lens: Lens,
 }
 
 // SAFETY: the pointers are only dereferenced on bounds-checked ranges of a round, while
@@ -611,28 +662,9 @@ impl Bases {
         }
     }
 
-    fn len(&self, b: Buffer) -> usize {
-        match b {
-            Buffer::Input => self.input_len,
-            Buffer::Output => self.output_len,
-            Buffer::Scratch => self.scratch_len,
-        }
-    }
-
-    /// A region must lie inside its buffer (a schedule bug must not become a wild access).
-    fn check(&self, r: &Region, elem: usize) -> Result<(), CommError> {
-        let bytes = region_bytes(r, elem);
-        if bytes.end > self.len(r.buffer) {
-            return Err(CommError::BadArgs {
-                message: format!("a schedule region {:?} ends past its {}-byte buffer", r, self.len(r.buffer)),
-            });
-        }
-        Ok(())
-    }
-
     /// Start and length of a bounds-checked region.
     fn slice(&self, r: &Region, elem: usize) -> Result<(*mut u8, usize), CommError> {
-        self.check(r, elem)?;
+        self.lens.check(r, elem)?;
         let bytes = region_bytes(r, elem);
         // SAFETY: inside the buffer (checked just above).
         Ok((unsafe { self.get(r.buffer).add(bytes.start) }, bytes.len()))
