@@ -14,7 +14,6 @@ use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use memmap2::MmapMut;
 
@@ -36,10 +35,10 @@ struct Ring {
     capacity: usize,
 }
 
-// SAFETY: the map is only touched through atomics (positions) and through disjoint byte
-// ranges that the SPSC protocol hands to exactly one side at a time.
+// SAFETY: each end owns its own mapping; the shared bytes are only touched through
+// atomics (positions) and through disjoint ranges that the SPSC protocol hands to exactly
+// one side at a time, so moving an end to another thread is sound.
 unsafe impl Send for Ring {}
-unsafe impl Sync for Ring {}
 
 impl Ring {
     fn word(&self, at: usize) -> &AtomicU64 {
@@ -71,14 +70,14 @@ fn alive(pid: u64) -> bool {
 
 /// The producing end of a ring.
 pub struct ShmWriter {
-    ring: Arc<Ring>,
+    ring: Ring,
     /// Single-copy descriptors posted through this ring (the consumer acknowledges each).
     posted: u64,
 }
 
 /// The consuming end of a ring.
 pub struct ShmReader {
-    ring: Arc<Ring>,
+    ring: Ring,
 }
 
 impl ShmWriter {
@@ -195,14 +194,14 @@ pub fn create(path: &Path, capacity: usize) -> io::Result<()> {
 pub fn writer(path: &Path, capacity: usize) -> io::Result<ShmWriter> {
     let ring = map(path, capacity, false)?;
     ring.word(WRITER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmWriter { ring: Arc::new(ring), posted: 0 })
+    Ok(ShmWriter { ring, posted: 0 })
 }
 
 /// Open a ring file's consuming end.
 pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmReader { ring: Arc::new(ring) })
+    Ok(ShmReader { ring })
 }
 
 #[cfg(test)]

@@ -6,22 +6,14 @@
 
 use crate::ir::{Buffer, Op, Region, Schedule};
 
-fn overlaps(a: &Region, b: &Region) -> bool {
-    a.buffer == b.buffer && a.offset < b.offset + b.len && b.offset < a.offset + a.len
-}
-
-fn contains(outer: &Region, inner: &Region) -> bool {
-    outer.buffer == inner.buffer && outer.offset <= inner.offset && inner.offset + inner.len <= outer.offset + outer.len
-}
-
 /// Rewrite round 0's reads as described above, where exactly one prologue operation of the
 /// sender writes the bytes read and it is a plain copy from the input.
 pub fn forward_prologue_copies(s: &mut Schedule) {
     let Some(first) = s.rounds.first_mut() else { return };
     for t in first.transfers.iter_mut().filter(|t| t.read.buffer != Buffer::Input && t.read.len > 0) {
-        let mut writers = s.prologue.iter().filter(|l| l.rank == t.from && overlaps(&l.write, &t.read));
+        let mut writers = s.prologue.iter().filter(|l| l.rank == t.from && l.write.overlaps(&t.read));
         let (Some(l), None) = (writers.next(), writers.next()) else { continue };
-        if l.op != Op::Copy || l.read.buffer != Buffer::Input || !contains(&l.write, &t.read) {
+        if l.op != Op::Copy || l.read.buffer != Buffer::Input || !l.write.contains(&t.read) {
             continue;
         }
         t.read = Region::new(Buffer::Input, {

@@ -55,6 +55,16 @@ impl Region {
     pub fn end(&self) -> u64 {
         self.offset + self.len
     }
+
+    /// Whether the two regions share an element (of the same buffer).
+    pub fn overlaps(&self, other: &Region) -> bool {
+        self.buffer == other.buffer && self.offset < other.end() && other.offset < self.end()
+    }
+
+    /// Whether `inner` lies wholly inside this region (of the same buffer).
+    pub fn contains(&self, inner: &Region) -> bool {
+        self.buffer == inner.buffer && self.offset <= inner.offset && inner.end() <= self.end()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
