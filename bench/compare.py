@@ -6,6 +6,11 @@ back, on the same sizes (8 B x4 ... max); per size the pair gives ratios railyar
 time and of bus bandwidth, and the report takes the median over pairs (the machine is
 noisy: 2-3x between runs). Both sides are timed the same way: back-to-back iterations
 after warm-up, time per iteration averaged (railyard perf's time; the peers' "batch avg").
+The peers' batch follows `warmup` untimed calls and `iters` individually timed ones, so
+railyard perf gets `warmup + iters` warm-up calls: the same calls on the same buffers
+before the timed loop (it matters from 8 MiB up: this machine's 260 MiB L3 takes a few
+calls to hold a buffer, and the first calls of a size run up to 2.5x slower, for the
+peers as for us).
 memcpy bandwidth is measured in the same run (the peers' memcpy_bw.c) for the
 large-message target.
 
@@ -31,7 +36,8 @@ IN_PLACE = {("mpi", "broadcast"), ("gloo", "allreduce"), ("gloo", "broadcast")}
 
 
 def ours(op, n, max_b, iters, warmup, in_place):
-    """Our rows keyed by the peers' per-rank size (8 B x4 ..., plus max_b off that grid)."""
+    """Our rows keyed by the peers' per-rank size (8 B x4 ..., plus max_b off that grid).
+    `warmup` is the peers' number: perf warms up `warmup + iters` times (see above)."""
     per_rank = op in ("allgather", "reducescatter")
     scale = n if per_rank else 1
     out = {}
@@ -41,7 +47,7 @@ def ours(op, n, max_b, iters, warmup, in_place):
     runs = [(8, grid_top)] + ([(max_b, max_b)] if grid_top != max_b else [])
     for lo, hi in runs:
         cmd = [os.path.join(ROOT, "target", "release", "railyard"), "perf", OURS[op], "--np", str(n), "-b", str(lo * scale),
-               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup), "-c", "0", "--format", "json"]
+               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup + iters), "-c", "0", "--format", "json"]
         if not in_place:
             cmd.append("--out-of-place-only")
         rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
