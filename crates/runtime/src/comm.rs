@@ -76,6 +76,11 @@ struct Prepared {
     /// the peers receive (or pull) while this rank copies. (In place, the input is only
     /// read in round 0 where the prologue copies it onto itself, which is skipped.)
     early: bool,
+    /// Per local op of this rank (its prologue ops in order, then its epilogue ops): the
+    /// destination is not read again in the call, so a copy may stream past the cache
+    /// (`copy.rs`). A copy that a reduction or a send reads next (all-reduce's
+    /// accumulator) stays cached.
+    local_streams: Vec<bool>,
 }
 
 impl Prepared {
@@ -118,7 +123,20 @@ impl Prepared {
             .rounds
             .first()
             .is_some_and(|r| r.transfers.iter().filter(|t| t.from == me).all(|t| !written_by_prologue(&t.read)));
+        // This rank's local ops, prologue then epilogue, and whether each may stream.
+        let locals: Vec<_> = schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me).collect();
+        let in_prologue = schedule.prologue.iter().filter(|l| l.rank == me).count();
+        let read_later = |i: usize, w: &Region| {
+            let by_rounds = i < in_prologue
+                && schedule.rounds.iter().flat_map(|r| &r.transfers).any(|t| {
+                    (t.from == me && t.read.overlaps(w)) || (t.to == me && t.op == Op::Reduce && t.write.overlaps(w))
+                });
+            by_rounds
+                || locals[i + 1..].iter().any(|l| l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w)))
+        };
+        let local_streams = locals.iter().enumerate().map(|(i, l)| !read_later(i, &l.write)).collect();
         Ok(Prepared {
+            local_streams,
             aliasable: in_place_hazard(&schedule, me).is_none(),
             peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
             early,
@@ -489,8 +507,9 @@ impl Communicator {
             lens: Lens { input: views.input_len, output: views.output_len, scratch: scratch.len() },
         };
         // A local copy or reduction between this rank's buffers. A copy onto itself (in
-        // place) is skipped; overlapping regions go through a temporary.
-        let local = |l: &railyard_schedule::LocalOp| -> Result<(), CommError> {
+        // place) is skipped; overlapping regions go through a temporary. `stream`: nothing
+        // reads the destination again in this call (see `Prepared::prologue_streams`).
+        let local = |l: &railyard_schedule::LocalOp, stream: bool| -> Result<(), CommError> {
             if l.write.buffer == Buffer::Input {
                 return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
             }
@@ -511,6 +530,7 @@ impl Communicator {
                 };
                 let to = std::slice::from_raw_parts_mut(dst.0, dst.1);
                 match l.op {
+                    Op::Copy if stream => crate::copy::copy_bytes(to, from),
                     Op::Copy => to.copy_from_slice(from),
                     Op::Reduce => reduce_into(dtype, op, to, from),
                 }
@@ -523,8 +543,9 @@ impl Communicator {
             self.queue_round(first, bases, &calls_with, signature, elem, &mut owned)?;
             kick(&mut self.links)?;
         }
+        let mut streams = prepared.local_streams.iter().copied();
         for l in s.prologue.iter().filter(|l| l.rank == me) {
-            local(l)?;
+            local(l, streams.next().unwrap_or(false))?;
         }
         for (i, round) in s.rounds.iter().enumerate() {
             if !(early && i == 0) {
@@ -534,7 +555,7 @@ impl Communicator {
             owned.clear();
         }
         for l in s.epilogue.iter().filter(|l| l.rank == me) {
-            local(l)?;
+            local(l, streams.next().unwrap_or(false))?;
         }
         self.scratch = scratch;
         Ok(())
@@ -803,5 +824,31 @@ impl Communicator {
         let spec = CollectiveSpec::new(Collective::Barrier, self.size, 0);
         let mut out = vec![0u8; self.size];
         self.run(&spec, None, &[self.rank as u8], &mut out, Dtype::U8, RedOp::Sum)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(c: Collective, a: Algorithm, ranks: usize, rank: usize) -> Prepared {
+        let spec = CollectiveSpec::new(c, ranks, 1 << 20);
+        let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
+        let s = generate(a, &spec, &options, 4).expect("generates");
+        Prepared::new(s, rank, 4).expect("prepares")
+    }
+
+    #[test]
+    fn copies_stream_unless_the_call_reads_their_destination_again() {
+        // All-gather copies its own chunk into the output and sends it from the input
+        // (forwarded): nothing reads the copy again.
+        for ranks in [2, 3, 4] {
+            let p = prepared(Collective::AllGather, Algorithm::Ring, ranks, 1);
+            assert!(!p.local_streams.is_empty() && p.local_streams.iter().all(|&s| s), "all-gather {ranks}");
+        }
+        // Ring all-reduce copies its input into the output and reduces into it.
+        let p = prepared(Collective::AllReduce, Algorithm::Ring, 2, 0);
+        let copies = p.schedule.prologue.iter().filter(|l| l.rank == 0).count();
+        assert!(copies > 0 && p.local_streams[..copies].iter().all(|&s| !s), "{:?}", p.local_streams);
     }
 }

@@ -5,7 +5,7 @@
 //! Data flow: `bootstrap` (rendezvous) → `link` (per peer: shared-memory rings `shm` with
 //! single-copy pulls `cma`, or TCP sockets, chosen on `interface`) → `comm` (a schedule's
 //! rounds as frames, `frame`) → `progress` (moves them without blocking) → `reduce`.
-//! `config` reads every variable once; `env` reads the launcher's; `tuner` picks algorithms
+//! Local copies go through `copy`. `config` reads every variable once; `env` reads the launcher's; `tuner` picks algorithms
 //! by the model; `handle` runs calls asynchronously.
 
 pub mod affinity;
@@ -13,6 +13,7 @@ pub mod bootstrap;
 pub mod cma;
 pub mod comm;
 pub mod config;
+pub mod copy;
 pub mod element;
 pub mod env;
 pub mod error;
