@@ -28,6 +28,20 @@ fn perf_runs_ranks_as_processes_and_checks_every_element() {
     }
 }
 
+/// Transfers of 2 MiB and more between processes are shared: the receiver pulls pieces
+/// while the sender pushes others (`shm.rs`); every element must land once, in place.
+#[test]
+fn large_transfers_shared_between_processes_are_exact() {
+    for (collective, np) in [("broadcast", "2"), ("all_gather", "2"), ("all_reduce", "2")] {
+        let rows =
+            json(&["perf", collective, "--np", np, "-b", "6M", "-e", "6M", "-n", "2", "-w", "1", "--format", "json"]);
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{collective}");
+        assert_eq!(rows[0]["out_of_place"]["wrong"], 0, "{collective}: {}", rows[0]);
+        assert_eq!(rows[0]["in_place"]["wrong"], 0, "{collective}: {}", rows[0]);
+    }
+}
+
 #[test]
 fn perf_prints_the_nccl_tests_columns() {
     let out =

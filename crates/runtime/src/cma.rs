@@ -3,7 +3,10 @@
 //! length in its own memory) through the shared-memory ring, the receiver copies the
 //! bytes straight from the sender's memory into place with `process_vm_readv`, then
 //! acknowledges, so the sender knows its buffer may change again. One copy instead of
-//! two (into the ring, out of the ring).
+//! two (into the ring, out of the ring). From 2 MiB the copy is shared: the sender, which
+//! would only wait for the acknowledgement, pushes pieces with `process_vm_writev` while
+//! the receiver pulls others (`shm.rs` has the claiming protocol): a 2-rank in-place
+//! broadcast of 8–32 MiB went from 12–13 to 20–26 GB/s here.
 //!
 //! The kernel allows it only where the receiver may ptrace the sender (same user and
 //! Yama's ptrace scope, or CAP_SYS_PTRACE); every pair probes it at setup and falls back
@@ -60,6 +63,34 @@ pub fn pull(pid: u64, addr: u64, dst: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Copy `len` bytes at `src` in this process to `dst` in process `pid` (the helping
+/// side of a shared transfer, `shm.rs`). The kernel reads `src` as user memory, so a bad
+/// address fails with EFAULT instead of touching anything. `process_vm_writev` needs the
+/// same permission as `process_vm_readv` (ptrace attach), which the setup probe checked.
+pub fn push(pid: u64, src: u64, dst: u64, len: usize) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad peer pid"))?;
+    let mut done = 0usize;
+    while done < len {
+        let local = libc::iovec { iov_base: (src as usize + done) as *mut libc::c_void, iov_len: len - done };
+        let remote = libc::iovec { iov_base: (dst as usize + done) as *mut libc::c_void, iov_len: len - done };
+        // SAFETY: the kernel checks both ranges (ours with copy_from_user, the peer's
+        // against its mappings) and fails with EFAULT rather than touching anything else.
+        let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer's region ended early"));
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 /// Whether `pull` works from `pid`: read `expect.len()` bytes at `addr` and compare.
 pub fn probe(pid: u64, addr: u64, expect: &[u8]) -> bool {
     let mut got = vec![0u8; expect.len()];
@@ -83,6 +114,10 @@ mod tests {
         }
         pull(me, src.as_ptr() as u64, &mut dst).unwrap();
         assert_eq!(dst, src);
+        let mut pushed = vec![0u8; src.len()];
+        push(me, src.as_ptr() as u64, pushed.as_mut_ptr() as u64, src.len()).unwrap();
+        assert_eq!(pushed, src);
+        assert!(push(me, 8, pushed.as_mut_ptr() as u64, 8).is_err());
         assert!(pull(me, 8, &mut dst[..8]).is_err());
         assert!(!probe(u64::MAX, src.as_ptr() as u64, &src[..8]));
         assert_eq!(decode(&encode(0xdead_beef, 77)), (0xdead_beef, 77));

@@ -9,6 +9,15 @@
 //! Both ends only try (`try_write`, `try_read`) and never wait: waiting, deadlines and
 //! noticing a dead peer (each side's pid is in the header) belong to the progress engine.
 //! Byte 16 counts the single-copy descriptors the consumer has pulled (`cma.rs`).
+//!
+//! Bytes 128–168 are a board for sharing one large single-copy transfer: the consumer
+//! (receiver) publishes where the bytes are and where they go, in pieces; then it pulls
+//! pieces and the producer (sender), if it is only waiting for the acknowledgement, pushes
+//! pieces (`process_vm_writev`), each side claiming the next piece with an atomic, so two
+//! cores copy and neither waits on the other. The claim word packs the transfer's number
+//! with the next piece index, so a helper that read an old transfer's addresses can never
+//! claim a piece of a newer one: its compare-and-swap fails. The receiver starts a new
+//! transfer only once every piece of the last is done; data then at byte 192.
 
 use std::fs::OpenOptions;
 use std::io;
@@ -25,7 +34,17 @@ const ACKED: usize = 16;
 const TAIL: usize = 64;
 /// The producer's process id.
 const WRITER_PID: usize = 72;
-const DATA: usize = 128;
+/// The shared transfer's number (high 32 bits) and next unclaimed piece (low 32 bits).
+const SHARE_NEXT: usize = 128;
+/// Pieces of the shared transfer done (by either side).
+const SHARE_DONE: usize = 136;
+/// Where the bytes are (in the producer) and where they go (in the consumer), and how many.
+const SHARE_SRC: usize = 144;
+const SHARE_DST: usize = 152;
+const SHARE_LEN: usize = 160;
+const DATA: usize = 192;
+/// A shared transfer goes in pieces of this many bytes.
+pub const SHARE_PIECE_BYTES: usize = 1 << 20;
 /// Ring capacity bounds: at least a page, at most 1 GiB.
 pub const MIN_RING_BYTES: usize = 4096;
 pub const MAX_RING_BYTES: usize = 1 << 30;
@@ -42,7 +61,7 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     fn word(&self, at: usize) -> &AtomicU64 {
-        // SAFETY: `at` is one of the header words (0, 8, 64, 72), inside the mapping and
+        // SAFETY: `at` is one of the header words (below DATA), inside the mapping and
         // 8-byte aligned (mappings are page aligned).
         unsafe { &*(self.map.as_ptr().add(at) as *const AtomicU64) }
     }
@@ -78,6 +97,8 @@ pub struct ShmWriter {
 /// The consuming end of a ring.
 pub struct ShmReader {
     ring: Ring,
+    /// Shared transfers opened through this ring (numbers them).
+    shares: u64,
 }
 
 impl ShmWriter {
@@ -118,6 +139,38 @@ impl ShmWriter {
     pub fn peer_alive(&self) -> bool {
         alive(self.ring.word(READER_PID).load(Ordering::Relaxed))
     }
+
+    /// Push one piece of the consumer's shared transfer, if one is open: the bytes pushed
+    /// (0 when there is nothing to claim). Call only while a posted descriptor is
+    /// unacknowledged: the transfer is then one of ours. (The addresses come from the
+    /// consumer, who can read all of our memory anyway; the kernel checks both.)
+    pub fn help(&self) -> io::Result<usize> {
+        let r = &self.ring;
+        let next = r.word(SHARE_NEXT).load(Ordering::Acquire);
+        let len = r.word(SHARE_LEN).load(Ordering::Relaxed) as usize;
+        let piece = (next & 0xffff_ffff) as usize;
+        if piece >= len.div_ceil(SHARE_PIECE_BYTES) {
+            return Ok(0);
+        }
+        let (src, dst) = (r.word(SHARE_SRC).load(Ordering::Relaxed), r.word(SHARE_DST).load(Ordering::Relaxed));
+        // Claimed only if nobody moved the word since it was read: then the transfer the
+        // addresses belong to is still open (it ends only after all its pieces are done).
+        if r.word(SHARE_NEXT).compare_exchange(next, next + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return Ok(0);
+        }
+        let at = piece * SHARE_PIECE_BYTES;
+        let n = SHARE_PIECE_BYTES.min(len - at);
+        crate::cma::push(r.word(READER_PID).load(Ordering::Relaxed), src + at as u64, dst + at as u64, n)?;
+        r.word(SHARE_DONE).fetch_add(1, Ordering::Release);
+        Ok(n)
+    }
+}
+
+/// A shared transfer the consumer opened (`ShmReader::share`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    number: u64,
+    pieces: u64,
 }
 
 impl ShmReader {
@@ -145,6 +198,54 @@ impl ShmReader {
     /// Acknowledge one single-copy descriptor: its bytes have been pulled.
     pub fn ack(&mut self) {
         self.ring.word(ACKED).fetch_add(1, Ordering::Release);
+    }
+
+    /// Open a shared transfer of `len` bytes from `src` in the producer to `dst` here.
+    /// The previous one must be finished (`share_finished`) or revoked.
+    pub fn share(&mut self, src: u64, dst: u64, len: usize) -> Share {
+        let r = &self.ring;
+        self.shares = (self.shares + 1) & 0xffff_ffff;
+        r.word(SHARE_DONE).store(0, Ordering::Relaxed);
+        r.word(SHARE_SRC).store(src, Ordering::Relaxed);
+        r.word(SHARE_DST).store(dst, Ordering::Relaxed);
+        r.word(SHARE_LEN).store(len as u64, Ordering::Relaxed);
+        r.word(SHARE_NEXT).store(self.shares << 32, Ordering::Release);
+        Share { number: self.shares, pieces: len.div_ceil(SHARE_PIECE_BYTES) as u64 }
+    }
+
+    /// Claim the next piece of `share` for this side to pull: its index, or None when all
+    /// are claimed. Mark it with `share_piece_done` afterwards, whether the pull worked.
+    pub fn share_claim(&self, share: Share) -> Option<usize> {
+        let word = self.ring.word(SHARE_NEXT);
+        if word.load(Ordering::Relaxed) & 0xffff_ffff >= share.pieces {
+            return None;
+        }
+        let next = word.fetch_add(1, Ordering::AcqRel);
+        debug_assert_eq!(next >> 32, share.number, "only the consumer opens transfers");
+        let piece = next & 0xffff_ffff;
+        (piece < share.pieces).then_some(piece as usize)
+    }
+
+    pub fn share_piece_done(&self) {
+        self.ring.word(SHARE_DONE).fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether every piece of `share` is in place (the producer's pushes are visible).
+    pub fn share_finished(&self, share: Share) -> bool {
+        self.ring.word(SHARE_DONE).load(Ordering::Acquire) >= share.pieces
+    }
+
+    /// Close `share` early (the call failed): nobody claims another piece, and this waits
+    /// (up to `limit`, or until the producer is gone) for pieces the producer is pushing,
+    /// so none lands in the buffer after the call has returned it to its owner.
+    pub fn share_revoke(&self, share: Share, limit: std::time::Duration) {
+        let r = &self.ring;
+        let next = r.word(SHARE_NEXT).fetch_add(share.pieces, Ordering::AcqRel);
+        let claimed = (next & 0xffff_ffff).min(share.pieces);
+        let start = std::time::Instant::now();
+        while r.word(SHARE_DONE).load(Ordering::Acquire) < claimed && start.elapsed() < limit && self.peer_alive() {
+            std::thread::yield_now();
+        }
     }
 
     /// The producing process (whose memory single-copy descriptors point into).
@@ -201,7 +302,7 @@ pub fn writer(path: &Path, capacity: usize) -> io::Result<ShmWriter> {
 pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmReader { ring })
+    Ok(ShmReader { ring, shares: 0 })
 }
 
 #[cfg(test)]
@@ -258,5 +359,52 @@ mod tests {
         assert!(w.all_acked() && w.peer_alive() && r.peer_alive());
         assert_eq!(r.peer_pid(), std::process::id() as u64);
         assert!(map(Path::new("/nonexistent/x"), 1000, true).is_err());
+    }
+
+    #[test]
+    fn a_shared_transfer_is_copied_once_whoever_claims_each_piece() {
+        crate::cma::allow_peers();
+        let (w, mut r) = ring("share", 4096);
+        let len = 5 * SHARE_PIECE_BYTES + 12_345;
+        let src: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        if !crate::cma::probe(std::process::id() as u64, src.as_ptr() as u64, &src[..16]) {
+            eprintln!("cross-memory attach is not permitted here; transfers are not shared");
+            return;
+        }
+        for round in 0..3 {
+            let mut dst = vec![0u8; len];
+            let share = r.share(src.as_ptr() as u64, dst.as_mut_ptr() as u64, len);
+            // The producer helps from another thread while the consumer pulls.
+            let helper = std::thread::scope(|s| {
+                let h = s.spawn(|| {
+                    let mut pushed = 0;
+                    while !r.share_finished(share) {
+                        pushed += w.help().unwrap();
+                    }
+                    pushed
+                });
+                while let Some(piece) = r.share_claim(share) {
+                    let at = piece * SHARE_PIECE_BYTES;
+                    let end = (at + SHARE_PIECE_BYTES).min(len);
+                    crate::cma::pull(std::process::id() as u64, src.as_ptr() as u64 + at as u64, &mut dst[at..end])
+                        .unwrap();
+                    r.share_piece_done();
+                }
+                h.join().unwrap()
+            });
+            assert!(r.share_finished(share));
+            assert!(dst == src, "round {round}: every piece in place");
+            assert!(helper <= len);
+            // A finished transfer offers nothing more.
+            assert_eq!(w.help().unwrap(), 0);
+            assert_eq!(r.share_claim(share), None);
+        }
+        // Revoked before anyone claimed: nothing can be claimed or pushed afterwards.
+        let mut dst = vec![0u8; len];
+        let share = r.share(src.as_ptr() as u64, dst.as_mut_ptr() as u64, len);
+        r.share_revoke(share, std::time::Duration::from_millis(100));
+        assert_eq!(w.help().unwrap(), 0);
+        assert_eq!(r.share_claim(share), None);
+        assert!(dst.iter().all(|&b| b == 0));
     }
 }
