@@ -37,11 +37,13 @@ fn auto_explains_its_choice_and_compares_with_nccl() {
     assert_eq!(c["nccl"]["algorithm"], "collnet");
     assert_eq!(c["nccl"]["protocol"], "Simple");
     assert_eq!(c["agrees_with_nccl"], true);
-    // 8 bytes: latency-bound; the rule of thumb says tree with LL.
+    // 8 bytes: latency-bound (fewest rounds wins); the rule of thumb says tree with LL.
     let small = json(&["plan", "--algo", "auto", "--size", "8B", "--format", "json"]);
     assert_eq!(small["choice"]["nccl"]["algorithm"], "tree");
     assert_eq!(small["choice"]["nccl"]["protocol"], "LL");
-    assert!(["tree", "double-tree", "rhd"].contains(&small["choice"]["algorithm"].as_str().unwrap()));
+    assert!(
+        ["tree", "double-tree", "rhd", "recursive-doubling"].contains(&small["choice"]["algorithm"].as_str().unwrap())
+    );
     let md = railyard(&["plan", "--algo", "auto"]);
     assert!(md.stdout.contains("Chosen: **in-network**") && md.stdout.contains("rule of thumb"), "{}", md.stdout);
 }
@@ -64,7 +66,10 @@ fn sweep_shows_both_regimes_and_the_crossovers() {
     let first = rows.first().unwrap();
     let last = rows.last().unwrap();
     assert_eq!(first["bytes"], 8);
-    assert!(["tree", "double-tree", "rhd"].contains(&first["fastest"].as_str().unwrap()), "{first}");
+    assert!(
+        ["tree", "double-tree", "rhd", "recursive-doubling"].contains(&first["fastest"].as_str().unwrap()),
+        "{first}"
+    );
     assert_eq!(last["bytes"], 1u64 << 30);
     assert!(
         ["ring", "interleaved-ring", "hierarchical", "in-network"].contains(&last["fastest"].as_str().unwrap()),

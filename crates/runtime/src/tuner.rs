@@ -6,8 +6,9 @@
 //! The per-round model prices links only, with one α per round; on a host the schedule's
 //! local copies (prologue and epilogue: Bruck's rotations, the own block) cost memory
 //! bandwidth of the same order as the transfers, and every message has its own overhead,
-//! so the tuner adds local copies at `LOCAL_COPY_BYTES_PER_SEC` and `MESSAGE_SECS` per
-//! message of the busiest rank.
+//! so the tuner adds local copies and reductions at `LOCAL_COPY_BYTES_PER_SEC` and
+//! `MESSAGE_SECS` per message of the busiest rank. (At 2 ranks recursive doubling saves
+//! a round but reduces the whole vector, not half: it wins below ~60 KB.)
 //! Choices are cached per (collective, count, element size), like NCCL's tuner table, and
 //! every rank computes the same one from the same inputs.
 
@@ -100,7 +101,8 @@ impl Tuner {
             let options =
                 GenOptions { channels, pipeline_chunks: choice.pipeline_chunks, groups: groups.to_vec(), order: None };
             let s = generate(choice.algorithm, spec, &options, elem_bytes).ok()?;
-            let local_secs = (s.local_elements_max() * elem_bytes) as f64 / LOCAL_COPY_BYTES_PER_SEC;
+            let local_elements = s.local_elements_max() + s.reduced_elements_max();
+            let local_secs = (local_elements * elem_bytes) as f64 / LOCAL_COPY_BYTES_PER_SEC;
             let message_secs = s.messages_max() as f64 * MESSAGE_SECS;
             Some((b.total_secs + local_secs + message_secs, choice))
         };
@@ -128,11 +130,20 @@ mod tests {
         let mut t = Tuner::new(&one_host, None).unwrap();
         let tiny = CollectiveSpec::new(Collective::AllReduce, 8, 2);
         let a = t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm;
-        assert!(matches!(a, Algorithm::Tree | Algorithm::DoubleTree | Algorithm::Rhd), "{a}");
-        // At two ranks Bruck's all-to-all costs the same on the link as pairwise, but it
-        // rotates the whole buffer twice locally.
+        assert!(
+            matches!(a, Algorithm::Tree | Algorithm::DoubleTree | Algorithm::Rhd | Algorithm::RecursiveDoubling),
+            "{a}"
+        );
+        // At two ranks, recursive doubling's one round wins for small all-reduces; for
+        // large ones it reduces twice what the ring does.
         let pair = vec![vec![0, 1]];
         let mut two = Tuner::new(&pair, None).unwrap();
+        let choose =
+            |t: &mut Tuner, count| t.choose(&CollectiveSpec::new(Collective::AllReduce, 2, count), 4, &pair, 1);
+        assert_eq!(choose(&mut two, 512).unwrap().algorithm, Algorithm::RecursiveDoubling);
+        assert_ne!(choose(&mut two, 1 << 21).unwrap().algorithm, Algorithm::RecursiveDoubling);
+        // At two ranks Bruck's all-to-all costs the same on the link as pairwise, but it
+        // rotates the whole buffer twice locally.
         let a2a = CollectiveSpec::new(Collective::AllToAll, 2, 8 << 20);
         assert_ne!(two.choose(&a2a, 4, &pair, 1).unwrap().algorithm, Algorithm::Bruck);
         // At four ranks and 8 bytes the single tree sends fewer messages than the double one.

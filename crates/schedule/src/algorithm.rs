@@ -11,6 +11,7 @@ use crate::direct::{direct, pairwise};
 use crate::error::ScheduleError;
 use crate::hierarchical::{hierarchical, hierarchical_all_reduce, InterStage};
 use crate::ir::Schedule;
+use crate::recursive_doubling::recursive_doubling;
 use crate::rhd::rhd;
 use crate::ring::{interleaved_order, ring};
 use crate::tree::tree;
@@ -29,6 +30,8 @@ pub enum Algorithm {
     DoubleTree,
     /// Recursive halving-doubling, with Rabenseifner's folding for non-powers of two.
     Rhd,
+    /// Recursive doubling all-reduce: log2 P rounds of whole-vector exchanges (small messages).
+    RecursiveDoubling,
     /// Bruck: all-gather, all-to-all, barrier in ⌈log2 P⌉ rounds.
     Bruck,
     /// Pairwise-exchange all-to-all: P − 1 rounds.
@@ -42,13 +45,14 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 11] = [
+    pub const ALL: [Algorithm; 12] = [
         Algorithm::Ring,
         Algorithm::InterleavedRing,
         Algorithm::Chain,
         Algorithm::Tree,
         Algorithm::DoubleTree,
         Algorithm::Rhd,
+        Algorithm::RecursiveDoubling,
         Algorithm::Bruck,
         Algorithm::Pairwise,
         Algorithm::Direct,
@@ -64,6 +68,7 @@ impl Algorithm {
             Algorithm::Tree => "tree",
             Algorithm::DoubleTree => "double-tree",
             Algorithm::Rhd => "rhd",
+            Algorithm::RecursiveDoubling => "recursive-doubling",
             Algorithm::Bruck => "bruck",
             Algorithm::Pairwise => "pairwise",
             Algorithm::Direct => "direct",
@@ -82,6 +87,7 @@ impl Algorithm {
             Algorithm::Tree => matches!(c, AllReduce | Broadcast | Reduce),
             Algorithm::DoubleTree | Algorithm::InNetwork => c == AllReduce,
             Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
+            Algorithm::RecursiveDoubling => c == AllReduce,
             Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
             Algorithm::Pairwise => matches!(c, AllToAll | AllToAllv),
             Algorithm::Direct => c != AllReduce,
@@ -149,6 +155,7 @@ pub fn generate(
         Algorithm::Tree => tree(spec, false, chunks, elem_bytes, name),
         Algorithm::DoubleTree => tree(spec, true, chunks, elem_bytes, name),
         Algorithm::Rhd => rhd(spec, elem_bytes, name),
+        Algorithm::RecursiveDoubling => recursive_doubling(spec, elem_bytes, name),
         Algorithm::Bruck => bruck(spec, elem_bytes, name),
         Algorithm::Pairwise => pairwise(spec, elem_bytes, name),
         Algorithm::Direct => direct(spec, elem_bytes, name),

@@ -197,6 +197,23 @@ impl Schedule {
         per_rank.into_iter().max().unwrap_or(0)
     }
 
+    /// Elements the busiest rank reduces (received with `Op::Reduce`, or reduced by a local
+    /// op): compute and memory traffic that the per-round model leaves out — where two
+    /// algorithms move the same bytes, the one reducing less is faster on a host.
+    pub fn reduced_elements_max(&self) -> u64 {
+        let mut per_rank = vec![0u64; self.spec.ranks];
+        let received =
+            self.rounds.iter().flat_map(|r| &r.transfers).filter(|t| t.op == Op::Reduce).map(|t| (t.to, t.write.len));
+        let local =
+            self.prologue.iter().chain(&self.epilogue).filter(|l| l.op == Op::Reduce).map(|l| (l.rank, l.write.len));
+        for (rank, len) in received.chain(local) {
+            if let Some(n) = per_rank.get_mut(rank) {
+                *n += len;
+            }
+        }
+        per_rank.into_iter().max().unwrap_or(0)
+    }
+
     /// Messages (transfers sent or received) of the busiest rank: each costs a fixed
     /// overhead on a real transport that the per-round model's α (one per round) leaves out.
     pub fn messages_max(&self) -> usize {

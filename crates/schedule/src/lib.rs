@@ -17,6 +17,7 @@ pub mod hierarchical;
 pub mod in_place;
 pub mod ir;
 pub mod partition;
+pub mod recursive_doubling;
 pub mod rhd;
 pub mod ring;
 pub mod tree;

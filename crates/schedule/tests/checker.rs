@@ -103,6 +103,7 @@ fn chain_and_trees_pipelined() {
 #[test]
 fn rhd_bruck_pairwise_direct() {
     run(Algorithm::Rhd, plain);
+    run(Algorithm::RecursiveDoubling, plain);
     run(Algorithm::Bruck, plain);
     run(Algorithm::Pairwise, plain);
     run(Algorithm::Direct, plain);
@@ -160,6 +161,18 @@ fn round_counts_follow_the_algorithms() {
     assert_eq!(ar(Algorithm::Rhd, 16), 8); // 2 log2 16
     assert_eq!(ar(Algorithm::Rhd, 12), 2 * 3 + 2); // fold, 2 log2 8, unfold
     assert_eq!(ar(Algorithm::Tree, 8), 2 * 3); // depth 3 up and down
+    assert_eq!(ar(Algorithm::RecursiveDoubling, 16), 4); // log2 16
+    assert_eq!(ar(Algorithm::RecursiveDoubling, 12), 3 + 2); // fold, log2 8, unfold
+    assert_eq!(ar(Algorithm::RecursiveDoubling, 2), 1);
+    // Each rank sends R(R+1)/2 whole vectors over R rounds (one per copy still live).
+    let s = generate(
+        Algorithm::RecursiveDoubling,
+        &CollectiveSpec::new(Collective::AllReduce, 8, 1000),
+        &GenOptions::default(),
+        4,
+    )
+    .unwrap();
+    assert_eq!(s.elements_sent(), 8 * 6 * 1000);
     let a2a = |a: Algorithm, p: usize| {
         generate(a, &CollectiveSpec::new(Collective::AllToAll, p, 1 << 10), &GenOptions::default(), 4)
             .unwrap()
