@@ -38,16 +38,27 @@ pub fn allow_peers() {
     }
 }
 
-/// Copy `dst.len()` bytes from `addr` in process `pid` into `dst`.
-pub fn pull(pid: u64, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+/// `process_vm_readv` or `process_vm_writev`: the same arguments, either direction.
+type VmCopy = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> libc::ssize_t;
+
+/// Copy `len` bytes between `local` (this process) and `remote` (process `pid`), in the
+/// direction `call` copies, resuming after short copies and interruptions.
+fn vm_copy(call: VmCopy, pid: u64, local: u64, remote: u64, len: usize) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad peer pid"))?;
     let mut done = 0usize;
-    while done < dst.len() {
-        let local = libc::iovec { iov_base: dst[done..].as_mut_ptr().cast(), iov_len: dst.len() - done };
-        let remote = libc::iovec { iov_base: (addr as usize + done) as *mut libc::c_void, iov_len: dst.len() - done };
-        // SAFETY: `local` is our live, writable slice; the kernel checks the remote range
-        // against the peer's mappings and fails with EFAULT rather than touching anything else.
-        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    while done < len {
+        let at = |base: u64| libc::iovec { iov_base: (base as usize + done) as *mut libc::c_void, iov_len: len - done };
+        let (local, remote) = (at(local), at(remote));
+        // SAFETY: the kernel checks both ranges (ours as user memory, the peer's against
+        // its mappings) and fails with EFAULT rather than touching anything else.
+        let n = unsafe { call(pid, &local, 1, &remote, 1, 0) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -63,32 +74,17 @@ pub fn pull(pid: u64, addr: u64, dst: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Copy `dst.len()` bytes from `addr` in process `pid` into `dst`.
+pub fn pull(pid: u64, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+    vm_copy(libc::process_vm_readv, pid, dst.as_mut_ptr() as u64, addr, dst.len())
+}
+
 /// Copy `len` bytes at `src` in this process to `dst` in process `pid` (the helping
 /// side of a shared transfer, `shm.rs`). The kernel reads `src` as user memory, so a bad
 /// address fails with EFAULT instead of touching anything. `process_vm_writev` needs the
 /// same permission as `process_vm_readv` (ptrace attach), which the setup probe checked.
 pub fn push(pid: u64, src: u64, dst: u64, len: usize) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad peer pid"))?;
-    let mut done = 0usize;
-    while done < len {
-        let local = libc::iovec { iov_base: (src as usize + done) as *mut libc::c_void, iov_len: len - done };
-        let remote = libc::iovec { iov_base: (dst as usize + done) as *mut libc::c_void, iov_len: len - done };
-        // SAFETY: the kernel checks both ranges (ours with copy_from_user, the peer's
-        // against its mappings) and fails with EFAULT rather than touching anything else.
-        let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer's region ended early"));
-        }
-        done += n as usize;
-    }
-    Ok(())
+    vm_copy(libc::process_vm_writev, pid, src, dst, len)
 }
 
 /// Whether `pull` works from `pid`: read `expect.len()` bytes at `addr` and compare.
