@@ -508,7 +508,7 @@ impl Communicator {
         };
         // A local copy or reduction between this rank's buffers. A copy onto itself (in
         // place) is skipped; overlapping regions go through a temporary. `stream`: nothing
-        // reads the destination again in this call (see `Prepared::prologue_streams`).
+        // reads the destination again in this call (see `Prepared::local_streams`).
         let local = |l: &railyard_schedule::LocalOp, stream: bool| -> Result<(), CommError> {
             if l.write.buffer == Buffer::Input {
                 return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
