@@ -2,7 +2,7 @@
 //! a topology file describing the cluster as it is, so `railyard plan` predicts what
 //! `railyard perf` measures. Rank 0 ping-pongs with every other rank (point to point, the
 //! rest idle) at a small and two large sizes: α = the small size's one-way time,
-//! bandwidth = (large₂ − large₁) / (t₂ − t₁). Pairs on one host measure shared memory,
+//! bandwidth = (large₂ − large₁) / (t₂ − t₁), each time the median of timed round trips. Pairs on one host measure shared memory,
 //! pairs across hosts TCP.
 //!
 //! The topology: per host a hub standing for shared memory (each rank's link to it at the
@@ -37,11 +37,19 @@ struct Link {
     bytes_per_sec: f64,
 }
 
+/// Round trips before timing: the first ones find the peer asleep in its wait or the
+/// connection cold (one 9 ms first round trip made a 20-sample mean α 450 µs).
+const WARMUP_ROUND_TRIPS: u32 = 3;
+
+/// One-way time of `bytes` between rank 0 and `peer`: the median of `iters` timed round
+/// trips (halved), after a warm-up; the median, not the mean, so one descheduled round
+/// trip on a shared machine does not set α.
 fn ping_pong(comm: &mut Communicator, peer: usize, bytes: usize, iters: u32) -> Result<f64> {
     let mut buf = vec![0u8; bytes];
     let me = comm.rank();
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    let mut times = Vec::with_capacity(iters as usize);
+    for i in 0..WARMUP_ROUND_TRIPS + iters.max(1) {
+        let t0 = Instant::now();
         if me == 0 {
             comm.send(&buf, peer)?;
             comm.recv(&mut buf, peer)?;
@@ -49,8 +57,12 @@ fn ping_pong(comm: &mut Communicator, peer: usize, bytes: usize, iters: u32) -> 
             comm.recv(&mut buf, 0)?;
             comm.send(&buf, 0)?;
         }
+        if i >= WARMUP_ROUND_TRIPS {
+            times.push(t0.elapsed().as_secs_f64() / 2.0);
+        }
     }
-    Ok(t0.elapsed().as_secs_f64() / iters as f64 / 2.0)
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
 fn rank_body(args: &CalibrateArgs, comm: &mut Communicator) -> Result<Option<String>> {
