@@ -46,27 +46,18 @@ pub const SHARE_MIN_BYTES: usize = 2 * SHARE_PIECE_BYTES;
 /// The frames of a transfer of `len` bytes of `elem`-byte elements over `lanes` lanes:
 /// (lane, byte range), in the order each lane carries them. Sender and receiver compute
 /// the same split. An empty transfer is one empty frame (its header still checks the call).
-pub fn frames(len: usize, elem: usize, lanes: usize) -> Vec<(usize, Range<usize>)> {
+pub fn frames(len: usize, elem: usize, lanes: usize) -> impl Iterator<Item = (usize, Range<usize>)> {
     let elem = elem.max(1);
     let stripes = (len / STRIPE_MIN_BYTES).clamp(1, lanes.max(1));
     let elems = len / elem;
-    let mut out = Vec::new();
-    let mut at = 0;
-    for s in 0..stripes {
+    (0..stripes).flat_map(move |s| {
         // Balanced, element-aligned stripes; the last takes any partial element.
+        let start = (elems * s / stripes) * elem;
         let end = if s + 1 == stripes { len } else { (elems * (s + 1) / stripes) * elem };
-        let mut piece = at;
-        loop {
-            let stop = (piece + MAX_FRAME_BYTES).min(end);
-            out.push((s, piece..stop));
-            piece = stop;
-            if piece >= end {
-                break;
-            }
-        }
-        at = end;
-    }
-    out
+        // At least one frame per stripe (an empty transfer is one empty frame).
+        let pieces = (end - start).div_ceil(MAX_FRAME_BYTES).max(1);
+        (0..pieces).map(move |i| (s, start + i * MAX_FRAME_BYTES..(start + (i + 1) * MAX_FRAME_BYTES).min(end)))
+    })
 }
 
 struct Out {
@@ -549,7 +540,7 @@ mod tests {
     fn frames_cover_the_transfer_in_element_aligned_stripes() {
         for (len, elem, lanes) in [(0, 4, 1), (0, 4, 3), (10, 2, 4), (1 << 20, 4, 4), (200_004, 4, 3), (3 << 16, 8, 2)]
         {
-            let f = frames(len, elem, lanes);
+            let f: Vec<_> = frames(len, elem, lanes).collect();
             assert!(!f.is_empty());
             let mut at = 0;
             for (lane, r) in &f {
@@ -562,14 +553,14 @@ mod tests {
             assert_eq!(at, len);
         }
         // Small transfers stay on one lane; 1 MiB over 4 lanes is four 256 KiB stripes.
-        assert!(frames(STRIPE_MIN_BYTES * 2 - 1, 4, 4).iter().all(|(l, _)| *l == 0));
-        let f = frames(1 << 20, 4, 4);
+        assert!(frames(STRIPE_MIN_BYTES * 2 - 1, 4, 4).all(|(l, _)| l == 0));
+        let f: Vec<_> = frames(1 << 20, 4, 4).collect();
         assert_eq!(
             f.iter().map(|(l, r)| (*l, r.len())).collect::<Vec<_>>(),
             (0..4).map(|l| (l, 1 << 18)).collect::<Vec<_>>()
         );
         // Pieces no longer than a frame.
-        assert_eq!(frames(MAX_FRAME_BYTES * 2 + 8, 8, 1).len(), 3);
+        assert_eq!(frames(MAX_FRAME_BYTES * 2 + 8, 8, 1).count(), 3);
     }
 
     proptest::proptest! {
@@ -580,7 +571,7 @@ mod tests {
         fn frames_tile_any_transfer(elems in 0usize..200_000, elem_pow in 0u32..4, lanes in 1usize..17) {
             let elem = 1usize << elem_pow;
             let len = elems * elem;
-            let f = frames(len, elem, lanes);
+            let f: Vec<_> = frames(len, elem, lanes).collect();
             let mut at = 0;
             let mut last_lane = 0;
             for (lane, r) in &f {
