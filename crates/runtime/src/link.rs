@@ -107,6 +107,14 @@ pub struct Link {
 }
 
 /// This host: its name, boot id and network namespace, hashed (ranks with equal ids share /dev/shm).
+/// Which kernel (machine) this process runs on: ranks with the same one share its cores,
+/// even when they are different "hosts" (network namespaces, containers).
+pub fn machine_id() -> u64 {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let text = format!("{}/{}", hostname(), boot.trim());
+    fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
+}
+
 pub fn host_id() -> u64 {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     // A network namespace is a host of its own (emulated clusters put "hosts" in namespaces).
@@ -143,21 +151,23 @@ pub fn establish(
     peer: usize,
     tag: u64,
     config: &Config,
-) -> Result<(u64, Link), CommError> {
+) -> Result<(Whereabouts, Link), CommError> {
     let io = |e| CommError::io(peer, "transport setup", e);
     let first = sockets.first_mut().ok_or_else(|| CommError::BadArgs { message: format!("no socket to {peer}") })?;
     first.set_read_timeout(Some(config.timeout)).map_err(io)?;
     first.set_write_timeout(Some(config.timeout)).map_err(io)?;
-    let mut hello = [0u8; 9];
+    let mut hello = [0u8; 17];
     hello[..8].copy_from_slice(&host_id().to_le_bytes());
     hello[8] = u8::from(config.shm);
+    hello[9..].copy_from_slice(&machine_id().to_le_bytes());
     first.write_all(&hello).map_err(io)?;
-    let mut theirs = [0u8; 9];
+    let mut theirs = [0u8; 17];
     first.read_exact(&mut theirs).map_err(io)?;
-    let peer_host = u64::from_le_bytes(theirs[..8].try_into().unwrap_or_default());
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    let peer_at = Whereabouts { host: word(&theirs[..8]), machine: word(&theirs[9..]) };
     if theirs[..8] == hello[..8] && theirs[8] == 1 && config.shm {
         if let Some(link) = shared_memory(first, me, peer, tag, config)? {
-            return Ok((peer_host, link));
+            return Ok((peer_at, link));
         }
     }
     let mut lanes = Vec::with_capacity(sockets.len());
@@ -166,7 +176,21 @@ pub fn establish(
         let rx = BufReader::with_capacity(TCP_READ_BUFFER_BYTES, s.try_clone().map_err(io)?);
         lanes.push(crate::progress::Lane::new(LaneIo::Tcp { rx, tx: s }));
     }
-    Ok((peer_host, Link { transport: Transport::Tcp, cma: false, lanes }))
+    Ok((peer_at, Link { transport: Transport::Tcp, cma: false, lanes }))
+}
+
+/// Where a rank runs: its host (shared memory reaches it) and its machine (it shares
+/// that machine's cores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Whereabouts {
+    pub host: u64,
+    pub machine: u64,
+}
+
+impl Whereabouts {
+    pub fn here() -> Whereabouts {
+        Whereabouts { host: host_id(), machine: machine_id() }
+    }
 }
 
 fn shared_memory(
