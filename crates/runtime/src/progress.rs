@@ -3,7 +3,7 @@
 //! the lanes moves whatever bytes can move; sends and receives of all peers advance
 //! together, so two ranks that send each other more than a link buffers never deadlock,
 //! and no helper thread is needed. With nothing to move, the engine waits in steps: spin,
-//! then yield the core (at once when the host's ranks outnumber its cores), then sleep or
+//! then yield the core (at once when the machine's ranks outnumber its cores), then sleep or
 //! `poll` the sockets. A round that makes no progress for the timeout fails, naming a
 //! peer; a shared-memory peer whose process has gone fails it sooner.
 
