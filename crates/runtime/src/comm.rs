@@ -201,7 +201,7 @@ impl Communicator {
         // measure 450 µs round trips).
         let machine = same_machine(&whereabouts, rank);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let idle = Idle::for_host(machine.len(), cores);
+        let idle = Idle::for_machine(machine.len(), cores);
         let pinned = match config.pin {
             true => {
                 machine.iter().position(|&r| r == rank).and_then(|local| crate::affinity::pin(local, machine.len()))

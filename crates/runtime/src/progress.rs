@@ -365,7 +365,7 @@ impl Idle {
     /// acknowledgement adds up to a tenth of a 2-3 ms call, and the next call's first
     /// message waits on it. When ranks outnumber cores give the core away at once, and
     /// sleep soon, so the peer we wait for can run.
-    pub fn for_host(ranks_here: usize, cores: usize) -> Idle {
+    pub fn for_machine(ranks_here: usize, cores: usize) -> Idle {
         if ranks_here <= cores {
             Idle { spins: 2000, yields: u32::MAX, yield_for: Duration::from_millis(20) }
         } else {
@@ -589,13 +589,13 @@ mod tests {
 
     #[test]
     fn ranks_that_outnumber_cores_never_spin() {
-        assert_eq!(Idle::for_host(4, 2).spins, 0);
-        assert!(Idle::for_host(2, 2).spins > 0);
+        assert_eq!(Idle::for_machine(4, 2).spins, 0);
+        assert!(Idle::for_machine(2, 2).spins > 0);
         // Yielding is bounded in time either way, so a wait on a stalled peer sleeps and
         // checks its timeout however long one yield takes.
-        for idle in [Idle::for_host(4, 2), Idle::for_host(2, 2)] {
+        for idle in [Idle::for_machine(4, 2), Idle::for_machine(2, 2)] {
             assert!(idle.yield_for <= Duration::from_millis(100));
         }
-        assert!(Idle::for_host(4, 2).yields < Idle::for_host(2, 2).yields);
+        assert!(Idle::for_machine(4, 2).yields < Idle::for_machine(2, 2).yields);
     }
 }
