@@ -112,20 +112,16 @@ impl Prepared {
             lens.check(&l.read, elem)?;
             lens.check(&l.write, elem)?;
         }
-        let written_by_prologue = |r: &Region| {
-            schedule.prologue.iter().any(|l| {
-                l.rank == me
-                    && l.write.buffer == r.buffer
-                    && overlaps(&region_bytes(&l.write, elem), &region_bytes(r, elem))
-            })
-        };
-        let early = schedule
-            .rounds
-            .first()
-            .is_some_and(|r| r.transfers.iter().filter(|t| t.from == me).all(|t| !written_by_prologue(&t.read)));
-        // This rank's local ops, prologue then epilogue, and whether each may stream.
+        // This rank's local ops, prologue then epilogue.
         let locals: Vec<_> = schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me).collect();
         let in_prologue = schedule.prologue.iter().filter(|l| l.rank == me).count();
+        let early = schedule.rounds.first().is_some_and(|r| {
+            r.transfers
+                .iter()
+                .filter(|t| t.from == me)
+                .all(|t| !locals[..in_prologue].iter().any(|l| l.write.overlaps(&t.read)))
+        });
+        // Whether each local op's destination is read again later in the call.
         let read_later = |i: usize, w: &Region| {
             let by_rounds = i < in_prologue
                 && schedule.rounds.iter().flat_map(|r| &r.transfers).any(|t| {
@@ -508,7 +504,6 @@ impl Communicator {
         for &peer in &prepared.peers {
             self.calls_with[peer] += 1;
         }
-        let calls_with = self.calls_with.clone();
         // Every access goes through these raw bases: in place, input and output alias, and
         // the engine holds sources and destinations of several transfers at once.
         // Every region of this rank was checked against these lengths when the schedule
@@ -553,7 +548,7 @@ impl Communicator {
         let early = prepared.early;
         let mut owned: Vec<Vec<u8>> = Vec::new();
         if let (true, Some(first)) = (early, s.rounds.first()) {
-            self.queue_round(first, bases, &calls_with, signature, elem, &mut owned)?;
+            self.queue_round(first, bases, signature, elem, &mut owned)?;
             kick(&mut self.links)?;
         }
         let mut streams = prepared.local_streams.iter().copied();
@@ -562,7 +557,7 @@ impl Communicator {
         }
         for (i, round) in s.rounds.iter().enumerate() {
             if !(early && i == 0) {
-                self.queue_round(round, bases, &calls_with, signature, elem, &mut owned)?;
+                self.queue_round(round, bases, signature, elem, &mut owned)?;
             }
             drive(&mut self.links, Drive { dtype, op, idle: self.idle, timeout: self.config.timeout })?;
             owned.clear();
@@ -584,7 +579,6 @@ impl Communicator {
         &mut self,
         round: &railyard_schedule::Round,
         bases: Bases,
-        calls_with: &[u64],
         signature: u64,
         elem: usize,
         owned: &mut Vec<Vec<u8>>,
@@ -596,9 +590,7 @@ impl Communicator {
         let receives = round.transfers.iter().filter(|t| t.to == me);
         for t in round.transfers.iter().filter(|t| t.from == me) {
             let r = region_bytes(&t.read, elem);
-            let clash = receives
-                .clone()
-                .any(|x| x.write.buffer == t.read.buffer && overlaps(&region_bytes(&x.write, elem), &r));
+            let clash = receives.clone().any(|x| x.write.overlaps(&t.read));
             // SAFETY: `r` lies inside the buffer (the schedule's regions are bounded by its
             // lengths) and no receive of this round writes it (checked just above).
             let data = unsafe { std::slice::from_raw_parts(bases.get(t.read.buffer).add(r.start), r.len()) };
@@ -608,10 +600,11 @@ impl Communicator {
             } else {
                 data
             };
+            let call = Call { number: self.calls_with[t.to], signature };
             let link = self.links[t.to]
                 .as_mut()
                 .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {}", t.to) })?;
-            queue_send(link, Call { number: calls_with[t.to], signature }, data, elem);
+            queue_send(link, call, data, elem);
         }
         // Receives in schedule order, each straight into place.
         for t in receives {
@@ -622,10 +615,11 @@ impl Communicator {
             // SAFETY: inside the output or scratch buffer; no send of this round reads it
             // (checked above) and receives of one round write disjoint ranges.
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.get(t.write.buffer).add(r.start), r.len()) };
+            let call = Call { number: self.calls_with[t.from], signature };
             let link = self.links[t.from]
                 .as_mut()
                 .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {}", t.from) })?;
-            queue_receive(link, Call { number: calls_with[t.from], signature }, dst, t.op, elem);
+            queue_receive(link, call, dst, t.op, elem);
         }
         Ok(())
     }
@@ -703,10 +697,6 @@ impl Bases {
         // SAFETY: inside the buffer (checked just above).
         Ok((unsafe { self.get(r.buffer).add(bytes.start) }, bytes.len()))
     }
-}
-
-fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
-    a.start < b.end && b.start < a.end
 }
 
 /// Typed collectives.
