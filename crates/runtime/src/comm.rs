@@ -176,7 +176,8 @@ impl Communicator {
         };
         let sockets = rendezvous(id, rank, size, config.sockets_per_peer, listen_ip, config.timeout)?;
         let tag = fnv(&[id.secret as u64, (id.secret >> 64) as u64, id.addr.port() as u64]);
-        let mut whereabouts = vec![Whereabouts::here(); size];
+        let here = Whereabouts::here();
+        let mut whereabouts = vec![here; size];
         let mut links = Vec::with_capacity(size);
         let mut transports = Vec::with_capacity(size);
         for (peer, lanes) in sockets.into_iter().enumerate() {
@@ -185,7 +186,7 @@ impl Communicator {
                 transports.push("self");
                 continue;
             }
-            let (peer_at, link) = establish(lanes, rank, peer, tag, &config)?;
+            let (peer_at, link) = establish(lanes, rank, peer, tag, here, &config)?;
             whereabouts[peer] = peer_at;
             transports.push(link.transport.as_str());
             links.push(Some(link));

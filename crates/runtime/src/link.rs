@@ -107,22 +107,6 @@ pub struct Link {
 }
 
 /// This host: its name, boot id and network namespace, hashed (ranks with equal ids share /dev/shm).
-/// Which kernel (machine) this process runs on: ranks with the same one share its cores,
-/// even when they are different "hosts" (network namespaces, containers).
-pub fn machine_id() -> u64 {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let text = format!("{}/{}", hostname(), boot.trim());
-    fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
-}
-
-pub fn host_id() -> u64 {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    // A network namespace is a host of its own (emulated clusters put "hosts" in namespaces).
-    let netns = std::fs::read_link("/proc/self/ns/net").map(|p| p.display().to_string()).unwrap_or_default();
-    let text = format!("{}/{}/{netns}", hostname(), boot.trim());
-    fnv(&text.bytes().map(u64::from).collect::<Vec<_>>())
-}
-
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -144,12 +128,14 @@ pub fn fnv(parts: &[u64]) -> u64 {
 /// whether both run on this host and want shared memory; if so, set the rings up (the
 /// lower rank creates both files, the higher opens them, then the lower removes the names;
 /// the mappings stay) and probe single-copy pulls both ways, and drop the sockets. Any
-/// failure falls back to TCP on both sides. Returns the peer's host id and the link.
+/// failure falls back to TCP on both sides. `here` is this rank's whereabouts; returns
+/// the peer's and the link.
 pub fn establish(
     mut sockets: Vec<TcpStream>,
     me: usize,
     peer: usize,
     tag: u64,
+    here: Whereabouts,
     config: &Config,
 ) -> Result<(Whereabouts, Link), CommError> {
     let io = |e| CommError::io(peer, "transport setup", e);
@@ -157,9 +143,9 @@ pub fn establish(
     first.set_read_timeout(Some(config.timeout)).map_err(io)?;
     first.set_write_timeout(Some(config.timeout)).map_err(io)?;
     let mut hello = [0u8; 17];
-    hello[..8].copy_from_slice(&host_id().to_le_bytes());
+    hello[..8].copy_from_slice(&here.host.to_le_bytes());
     hello[8] = u8::from(config.shm);
-    hello[9..].copy_from_slice(&machine_id().to_le_bytes());
+    hello[9..].copy_from_slice(&here.machine.to_le_bytes());
     first.write_all(&hello).map_err(io)?;
     let mut theirs = [0u8; 17];
     first.read_exact(&mut theirs).map_err(io)?;
@@ -188,8 +174,15 @@ pub struct Whereabouts {
 }
 
 impl Whereabouts {
+    /// This process's: the machine is the kernel (hostname and boot id: ranks on it share
+    /// its cores even across network namespaces or containers); the host adds the network
+    /// namespace (emulated clusters put "hosts" in namespaces). Read once per communicator.
     pub fn here() -> Whereabouts {
-        Whereabouts { host: host_id(), machine: machine_id() }
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let netns = std::fs::read_link("/proc/self/ns/net").map(|p| p.display().to_string()).unwrap_or_default();
+        let machine = format!("{}/{}", hostname(), boot.trim());
+        let id = |text: &str| fnv(&text.bytes().map(u64::from).collect::<Vec<_>>());
+        Whereabouts { host: id(&format!("{machine}/{netns}")), machine: id(&machine) }
     }
 }
 
