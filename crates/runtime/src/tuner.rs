@@ -96,7 +96,8 @@ impl Tuner {
             strict: false,
         };
         let p = plan(&self.topology, &self.placement, &request).ok()?;
-        let with_local_copies = |b: &railyard_model::Breakdown| -> Option<(f64, Choice)> {
+        // The model prices links; add what it leaves out on a host (see the module doc).
+        let with_host_costs = |b: &railyard_model::Breakdown| -> Option<(f64, Choice)> {
             let choice = Choice { algorithm: b.name.parse().ok()?, pipeline_chunks: b.pipeline_chunks.unwrap_or(1) };
             let options =
                 GenOptions { channels, pipeline_chunks: choice.pipeline_chunks, groups: groups.to_vec(), order: None };
@@ -106,7 +107,7 @@ impl Tuner {
             let message_secs = s.messages_max() as f64 * MESSAGE_SECS;
             Some((b.total_secs + local_secs + message_secs, choice))
         };
-        let (_, choice) = p.algorithms.iter().filter_map(with_local_copies).min_by(|a, b| a.0.total_cmp(&b.0))?;
+        let (_, choice) = p.algorithms.iter().filter_map(with_host_costs).min_by(|a, b| a.0.total_cmp(&b.0))?;
         self.table.insert(key, choice);
         Some(choice)
     }
