@@ -33,14 +33,10 @@ pub const STRIPE_MIN_BYTES: usize = 64 << 10;
 /// --np 2`, 2 KiB made 4–16 KiB all-gathers slower and 8 KiB made 4–8 KiB broadcasts slower.
 pub const CMA_MIN_BYTES: usize = 4 << 10;
 
-/// Large pulls go in pieces of this many bytes (one huge page): a bound on each kernel
-/// copy. Measured against one pull per frame (32 MiB broadcast, 4 alternating runs of
-/// 50 iterations): in place 11.7 vs 11.8 GB/s, out of place 8.4 vs 7.4 — within noise.
-pub const PULL_PIECE_BYTES: usize = 2 << 20;
-
 /// Single-copy receives (plain copies) at least this long are shared with the sender:
 /// it pushes pieces while this side pulls others (`shm.rs`), so a sender that only waits
-/// (a broadcast's root) lends its core. Two pieces at least.
+/// (a broadcast's root) lends its core. Two pieces at least; shorter ones are one pull
+/// (which also bounds each kernel copy of a plain pull to under 2 MiB).
 pub const SHARE_MIN_BYTES: usize = 2 * SHARE_PIECE_BYTES;
 
 /// The frames of a transfer of `len` bytes of `elem`-byte elements over `lanes` lanes:
@@ -212,11 +208,7 @@ impl Lane {
                         incoming.pop_front();
                         continue;
                     }
-                    Op::Copy => {
-                        for (i, d) in dst.chunks_mut(PULL_PIECE_BYTES).enumerate() {
-                            pull(d, i * PULL_PIECE_BYTES)?;
-                        }
-                    }
+                    Op::Copy => pull(dst, 0)?,
                     Op::Reduce => {
                         ensure_len(reduce_buf, REDUCE_SLICE_BYTES);
                         for (i, d) in dst.chunks_mut(REDUCE_SLICE_BYTES).enumerate() {
