@@ -6,33 +6,56 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use railyard_topology::{DeviceId, DeviceKind, LinkId, Topology};
+use railyard_schedule::Rank;
+use railyard_topology::{DeviceId, DeviceKind, LinkId, Placement, RouteTable, Topology};
+use rustc_hash::FxHashMap;
 
 use crate::error::ModelError;
 
-/// Bytes per link of one in-network reduction of `bytes` over `devices`.
-pub fn in_network_link_bytes(
-    topology: &Topology,
-    devices: &[DeviceId],
-    bytes: f64,
-) -> Result<Vec<(LinkId, f64)>, ModelError> {
+/// For every link of one in-network reduction over `devices`, how many shards cross it
+/// (streams up to the aggregation switch, then one copy of the result down).
+fn link_streams(routes: &mut RouteTable, devices: &[DeviceId]) -> Result<Vec<(LinkId, usize)>, ModelError> {
+    let topology = routes.topology();
     let aggregator = aggregation_switch(topology, devices)?;
     let mut streams: BTreeMap<LinkId, BTreeSet<DeviceId>> = BTreeMap::new();
     let mut down: BTreeSet<LinkId> = BTreeSet::new();
     for &device in devices {
         let mut origin = device;
-        for link in topology.primary_path(device, aggregator)? {
+        for link in routes.primary_path(device, aggregator)? {
             streams.entry(link).or_default().insert(origin);
             let to = topology.links[link].to;
             if topology.devices[to].in_network_reduction {
                 origin = to;
             }
         }
-        down.extend(topology.primary_path(aggregator, device)?);
+        down.extend(routes.primary_path(aggregator, device)?);
     }
-    let mut loads: Vec<(LinkId, f64)> = streams.into_iter().map(|(l, s)| (l, s.len() as f64 * bytes)).collect();
-    loads.extend(down.into_iter().map(|l| (l, bytes)));
+    let mut loads: Vec<(LinkId, usize)> = streams.into_iter().map(|(l, s)| (l, s.len())).collect();
+    loads.extend(down.into_iter().map(|l| (l, 1)));
     Ok(loads)
+}
+
+/// The link streams of each set of ranks an in-network step reduces over, found once:
+/// the steps of every round and channel repeat the same few sets.
+#[derive(Debug, Default)]
+pub(crate) struct InNetworkCache {
+    by_ranks: FxHashMap<Vec<Rank>, Vec<(LinkId, usize)>>,
+}
+
+impl InNetworkCache {
+    pub(crate) fn get(
+        &mut self,
+        routes: &mut RouteTable,
+        placement: &Placement,
+        ranks: &[Rank],
+    ) -> Result<&[(LinkId, usize)], ModelError> {
+        if !self.by_ranks.contains_key(ranks) {
+            let devices: Vec<DeviceId> = ranks.iter().map(|&r| placement.devices[r]).collect();
+            let streams = link_streams(routes, &devices)?;
+            self.by_ranks.insert(ranks.to_vec(), streams);
+        }
+        Ok(&self.by_ranks[ranks])
+    }
 }
 
 /// The reduction-capable switch nearest to all participants (smallest largest hop

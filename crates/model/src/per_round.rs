@@ -11,12 +11,13 @@
 
 use std::collections::BTreeMap;
 
-use railyard_schedule::Schedule;
-use railyard_topology::{DeviceKind, LinkClass, Placement, Resource, RouteCache, Topology};
+use railyard_schedule::{Schedule, Transfer};
+use railyard_topology::{DeviceKind, LinkClass, Placement, Resource, RouteTable, Topology};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::error::ModelError;
-use crate::in_network::in_network_link_bytes;
+use crate::in_network::InNetworkCache;
 
 /// Two resources whose times differ by less than this (relative) are a tie; the
 /// first in resource order is named, so reports are deterministic.
@@ -107,21 +108,32 @@ pub struct Breakdown {
 
 /// Cost `schedule` on `topology` with ranks placed by `placement`.
 pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> Result<Breakdown, ModelError> {
+    cost_with(schedule, &mut RouteTable::new(topology), placement)
+}
+
+/// [`cost`] with routes from (and added to) `routes`, so that several schedules on one
+/// topology search each route once.
+pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Placement) -> Result<Breakdown, ModelError> {
+    let topology = routes.topology();
     if schedule.spec.ranks != placement.len() {
         return Err(ModelError::RankMismatch { schedule: schedule.spec.ranks, placement: placement.len() });
     }
     let n = topology.resource_count();
-    let mut routes = RouteCache::new(topology);
     let mut round_bytes = vec![0.0f64; n];
     let mut total_bytes = vec![0.0f64; n];
     let mut touched: Vec<usize> = Vec::new();
     let elem_bytes = schedule.elem_bytes as f64;
     let alpha = topology.round_startup_secs;
-    let server = |rank: usize| topology.server_of(placement.devices[rank]).to_string();
-    let mut cross = BTreeMap::new();
-    let mut spine = BTreeMap::new();
+    let servers = ServerIndex::new(topology, placement);
+    // Bytes by (source server, destination server); named only at the end.
+    let mut cross: FxHashMap<(u32, u32), f64> = FxHashMap::default();
+    let mut spine: FxHashMap<(u32, u32), f64> = FxHashMap::default();
+    let mut cross_in_network: Option<f64> = None;
+    let mut spine_in_network: Option<f64> = None;
+    let mut in_network_cache = InNetworkCache::default();
     let mut per_round = Vec::with_capacity(schedule.rounds.len());
     let mut bottlenecks: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
+    let bandwidth: Vec<f64> = (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect();
 
     let add_link = |round_bytes: &mut Vec<f64>, touched: &mut Vec<usize>, link: usize, bytes: f64| {
         let mut add = |index: usize| {
@@ -135,9 +147,8 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
             add(topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse }));
         }
     };
-    // Fraction of a route's bytes that climbs into the spine layer.
-    let enters_spine = |link: usize| {
-        let l = &topology.links[link];
+    // Whether a link climbs into the spine layer (a switch of tier 2 or above).
+    let enters_spine: Vec<bool> = {
         let tier = |d: usize| {
             if topology.devices[d].kind == DeviceKind::Switch {
                 topology.devices[d].tier.unwrap_or(1)
@@ -145,74 +156,115 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
                 0
             }
         };
-        tier(l.to) >= 2 && tier(l.from) < 2
+        topology.links.iter().map(|l| tier(l.to) >= 2 && tier(l.from) < 2).collect()
     };
 
+    // What the last costed round came to; a round that moves exactly the same traffic
+    // (a ring's 2(P-1) rounds) reuses it instead of adding every link up again.
+    let mut last: Option<LastRound> = None;
+    let mut to_spine_of: Vec<f64> = Vec::new();
     for (index, round) in schedule.rounds.iter().enumerate() {
-        let mut bytes_sent = 0.0;
-        for t in &round.transfers {
-            let bytes = t.read.len as f64 * elem_bytes;
-            bytes_sent += bytes;
-            let (src, dst) = (placement.devices[t.from], placement.devices[t.to]);
-            let route = routes.get(src, dst)?;
-            let mut to_spine = 0.0;
-            for &(link, fraction) in &route.links {
-                add_link(&mut round_bytes, &mut touched, link, bytes * fraction);
-                if enters_spine(link) {
-                    to_spine += fraction;
+        let repeats = index > 0
+            && round.in_network.is_empty()
+            && schedule.rounds[index - 1].in_network.is_empty()
+            && same_traffic(&schedule.rounds[index - 1].transfers, &round.transfers);
+        let costed = match last.take() {
+            Some(previous) if repeats => {
+                for (t, &to_spine) in round.transfers.iter().zip(&to_spine_of) {
+                    let bytes = t.read.len as f64 * elem_bytes;
+                    let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
+                    if to_spine > 0.0 {
+                        *spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
+                    }
+                    if a != b {
+                        *cross.entry((a, b)).or_insert(0.0) += bytes;
+                    }
+                }
+                previous
+            }
+            _ => {
+                for &i in &touched {
+                    round_bytes[i] = 0.0;
+                }
+                touched.clear();
+                to_spine_of.clear();
+                let mut bytes_sent = 0.0;
+                for t in &round.transfers {
+                    let bytes = t.read.len as f64 * elem_bytes;
+                    bytes_sent += bytes;
+                    let (src, dst) = (placement.devices[t.from], placement.devices[t.to]);
+                    let route = routes.get(src, dst)?;
+                    let mut to_spine = 0.0;
+                    for &(link, fraction) in route.links {
+                        add_link(&mut round_bytes, &mut touched, link, bytes * fraction);
+                        if enters_spine[link] {
+                            to_spine += fraction;
+                        }
+                    }
+                    to_spine_of.push(to_spine);
+                    let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
+                    if to_spine > 0.0 {
+                        *spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
+                    }
+                    if a != b {
+                        *cross.entry((a, b)).or_insert(0.0) += bytes;
+                    }
+                }
+                for step in &round.in_network {
+                    let bytes = step.read.len as f64 * elem_bytes;
+                    bytes_sent += bytes * step.ranks.len() as f64;
+                    for &(link, streams) in in_network_cache.get(routes, placement, &step.ranks)? {
+                        let link_bytes = streams as f64 * bytes;
+                        add_link(&mut round_bytes, &mut touched, link, link_bytes);
+                        if enters_spine[link] {
+                            *spine_in_network.get_or_insert(0.0) += link_bytes;
+                        }
+                    }
+                    let first = servers.of_rank[step.ranks[0]];
+                    if step.ranks.iter().any(|&r| servers.of_rank[r] != first) {
+                        *cross_in_network.get_or_insert(0.0) += bytes * step.ranks.len() as f64;
+                    }
+                }
+                // Resource order decides ties. A round that touches a good part of the
+                // fabric (a ring's every link) is put in order by a scan, not a sort.
+                if touched.len() > n / 32 {
+                    touched.clear();
+                    touched.extend((0..n).filter(|&i| round_bytes[i] != 0.0));
+                } else {
+                    touched.sort_unstable();
+                }
+                // The slowest resource of the round.
+                let mut worst: Option<(usize, f64)> = None;
+                for &i in &touched {
+                    let secs = round_bytes[i] / bandwidth[i];
+                    if worst.is_none_or(|(_, w)| secs > w * (1.0 + TIE)) {
+                        worst = Some((i, secs));
+                    }
+                }
+                let tied_resources = touched
+                    .iter()
+                    .filter(|&&i| {
+                        let secs = round_bytes[i] / bandwidth[i];
+                        worst.is_some_and(|(w, ws)| i != w && secs >= ws * (1.0 - TIE))
+                    })
+                    .count();
+                LastRound {
+                    worst,
+                    bottleneck: worst.map(|(i, _)| load(topology, i, round_bytes[i])),
+                    tied_resources,
+                    bytes_sent,
                 }
             }
-            let (a, b) = (server(t.from), server(t.to));
-            if to_spine > 0.0 {
-                *spine.entry(format!("{a}->{b}")).or_insert(0.0) += bytes * to_spine;
-            }
-            if a != b {
-                *cross.entry(format!("{a}->{b}")).or_insert(0.0) += bytes;
-            }
-        }
-        for step in &round.in_network {
-            let bytes = step.read.len as f64 * elem_bytes;
-            bytes_sent += bytes * step.ranks.len() as f64;
-            let devices: Vec<_> = step.ranks.iter().map(|&r| placement.devices[r]).collect();
-            for (link, link_bytes) in in_network_link_bytes(topology, &devices, bytes)? {
-                add_link(&mut round_bytes, &mut touched, link, link_bytes);
-                if enters_spine(link) {
-                    *spine.entry("in-network".to_string()).or_insert(0.0) += link_bytes;
-                }
-            }
-            let first = server(step.ranks[0]);
-            if step.ranks.iter().any(|&r| server(r) != first) {
-                *cross.entry("in-network".to_string()).or_insert(0.0) += bytes * step.ranks.len() as f64;
-            }
-        }
-        // The slowest resource of the round.
-        let mut worst: Option<(usize, f64)> = None;
-        touched.sort_unstable();
-        for &i in &touched {
-            let secs = round_bytes[i] / topology.resource_bytes_per_sec(topology.resource(i));
-            if worst.is_none_or(|(_, w)| secs > w * (1.0 + TIE)) {
-                worst = Some((i, secs));
-            }
-        }
-        let bottleneck = worst.map(|(i, secs)| {
+        };
+        if let Some((i, secs)) = costed.worst {
             let entry = bottlenecks.entry(i).or_insert((0, 0.0));
             entry.0 += 1;
             entry.1 += secs;
-            load(topology, i, round_bytes[i])
-        });
-        let transfer_secs = worst.map_or(0.0, |(_, s)| s);
-        let tied_resources = touched
-            .iter()
-            .filter(|&&i| {
-                let secs = round_bytes[i] / topology.resource_bytes_per_sec(topology.resource(i));
-                worst.is_some_and(|(w, ws)| i != w && secs >= ws * (1.0 - TIE))
-            })
-            .count();
+        }
         for &i in &touched {
             total_bytes[i] += round_bytes[i];
-            round_bytes[i] = 0.0;
         }
-        touched.clear();
+        let transfer_secs = costed.worst.map_or(0.0, |(_, s)| s);
         per_round.push(RoundCost {
             index,
             label: schedule.round_label(index),
@@ -221,10 +273,11 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
             alpha_secs: alpha,
             transfer_secs,
             transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
-            bytes_sent,
-            bottleneck,
-            tied_resources,
+            bytes_sent: costed.bytes_sent,
+            bottleneck: costed.bottleneck.clone(),
+            tied_resources: costed.tied_resources,
         });
+        last = Some(costed);
     }
 
     let stages = schedule
@@ -249,6 +302,8 @@ pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> 
                 secs,
             }
         });
+    let cross = servers.name_pairs(cross, cross_in_network);
+    let spine = servers.name_pairs(spine, spine_in_network);
     let (nics_total, nics_idle, nics_unused) = nic_usage(topology, placement, &total_bytes);
     let mut resources: Vec<ResourceLoad> =
         (0..n).filter(|&i| total_bytes[i] > 0.0).map(|i| load(topology, i, total_bytes[i])).collect();
@@ -301,4 +356,57 @@ fn nic_usage(topology: &Topology, placement: &Placement, total_bytes: &[f64]) ->
     let idle = nics.iter().filter(|&&n| wire_bytes(n, true) == 0.0).count();
     let unused = nics.iter().filter(|&&n| wire_bytes(n, true) == 0.0 && wire_bytes(n, false) == 0.0).count();
     (nics.len(), idle, unused)
+}
+
+/// Servers of the placed ranks as dense indices, so hot loops key maps by integers;
+/// reports name them as the first version did ("A->B").
+struct ServerIndex<'t> {
+    of_rank: Vec<u32>,
+    names: Vec<&'t str>,
+}
+
+impl<'t> ServerIndex<'t> {
+    fn new(topology: &'t Topology, placement: &Placement) -> Self {
+        let mut ids: FxHashMap<&'t str, u32> = FxHashMap::default();
+        let mut names = Vec::new();
+        let of_rank = placement
+            .devices
+            .iter()
+            .map(|&d| {
+                let name = topology.server_of(d);
+                *ids.entry(name).or_insert_with(|| {
+                    names.push(name);
+                    // Placements hold at most one rank per GPU, far fewer than u32::MAX.
+                    (names.len() - 1) as u32
+                })
+            })
+            .collect();
+        ServerIndex { of_rank, names }
+    }
+
+    /// Named per-direction totals; `in_network` is filed under "in-network".
+    fn name_pairs(&self, pairs: FxHashMap<(u32, u32), f64>, in_network: Option<f64>) -> BTreeMap<String, f64> {
+        let mut named = BTreeMap::new();
+        for ((a, b), bytes) in pairs {
+            *named.entry(format!("{}->{}", self.names[a as usize], self.names[b as usize])).or_insert(0.0) += bytes;
+        }
+        if let Some(bytes) = in_network {
+            *named.entry("in-network".to_string()).or_insert(0.0) += bytes;
+        }
+        named
+    }
+}
+
+/// The outcome of costing one round, kept for the rounds that repeat its traffic.
+struct LastRound {
+    worst: Option<(usize, f64)>,
+    bottleneck: Option<ResourceLoad>,
+    tied_resources: usize,
+    bytes_sent: f64,
+}
+
+/// Whether two rounds send the same sizes between the same ranks, in the same order
+/// (so the model's sums come out bit for bit the same).
+fn same_traffic(a: &[Transfer], b: &[Transfer]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.from == y.from && x.to == y.to && x.read.len == y.read.len)
 }

@@ -2,11 +2,11 @@
 //! on a placed topology, cost each with the per-round model, and compare.
 
 use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank};
-use railyard_topology::{Placement, Topology};
+use railyard_topology::{Placement, RouteTable, Topology};
 use serde::Serialize;
 
 use crate::error::ModelError;
-use crate::per_round::{cost, Breakdown};
+use crate::per_round::{cost_with, Breakdown};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanRequest {
@@ -57,6 +57,8 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
     let groups = request.groups.clone().unwrap_or_else(|| placement.ranks_by_server(topology));
     let mut algorithms = Vec::new();
     let mut skipped = Vec::new();
+    // One route table for every algorithm and pipeline variant: they use the same pairs.
+    let mut routes = RouteTable::new(topology);
     for &algorithm in &request.algorithms {
         let chunk_choices: Vec<usize> = match (algorithm.pipelined(), request.pipeline_chunks) {
             (false, _) => vec![1],
@@ -77,7 +79,7 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
             };
             let result = generate(algorithm, &spec, &options, request.elem_bytes)
                 .map_err(ModelError::from)
-                .and_then(|schedule| cost(&schedule, topology, placement))
+                .and_then(|schedule| cost_with(&schedule, &mut routes, placement))
                 .map(|mut b| {
                     b.pipeline_chunks = algorithm.pipelined().then_some(chunks);
                     b.channels = options.channels;

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::error::ModelError;
 use railyard_schedule::Rank;
-use railyard_topology::{Placement, Resource, RouteCache, Topology};
+use railyard_topology::{Placement, Resource, RouteTable, Topology};
 
 pub const EXHAUSTIVE_MAX: usize = 9;
 /// The heuristic's ring bandwidth is at least the optimum divided by this (the tests
@@ -42,7 +42,7 @@ type Score = ((f64, usize), f64);
 struct Scorer<'a> {
     topology: &'a Topology,
     placement: &'a Placement,
-    routes: RouteCache<'a>,
+    routes: RouteTable<'a>,
     load: Vec<f64>,
 }
 
@@ -63,7 +63,7 @@ impl<'a> Scorer<'a> {
                 continue;
             }
             let route = self.routes.get(a, b)?;
-            for &(link, fraction) in &route.links {
+            for &(link, fraction) in route.links {
                 self.load[link] += fraction;
                 for u in &self.topology.links[link].interfaces {
                     let r = self
@@ -118,7 +118,7 @@ pub fn best_ring(topology: &Topology, placement: &Placement, force_heuristic: bo
         return Err(ModelError::BadInput { field: "ranks".into(), message: "no ranks to order".into() });
     }
     let mut scorer =
-        Scorer { topology, placement, routes: RouteCache::new(topology), load: vec![0.0; topology.resource_count()] };
+        Scorer { topology, placement, routes: RouteTable::new(topology), load: vec![0.0; topology.resource_count()] };
     let mut evaluated = 0;
     let (order, (secs, resource), exhaustive) = if p <= EXHAUSTIVE_MAX && !force_heuristic {
         let mut rest: Vec<Rank> = (1..p).collect();

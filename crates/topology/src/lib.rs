@@ -18,7 +18,7 @@ pub use graph::{
     TopologyBuilder,
 };
 pub use placement::{Placement, PlacementPolicy};
-pub use route::{Route, RouteCache};
+pub use route::{Route, RouteTable, RouteView};
 
 /// Load a topology from a preset spec (`hgx-h100x2`, `rail:servers=4`) or, when the
 /// text names an existing file, from that file.

@@ -1,0 +1,242 @@
+//! The links of a route once its width is known: the shortest paths over links at
+//! least that wide, found by a breadth-first search from both ends that stops where
+//! they meet, then the unit of traffic pushed hop by hop with an equal split at every
+//! device (see the module documentation of `route`).
+//!
+//! A search from one end alone visits every device within the route's length — in a
+//! fat-tree, the whole fabric. Growing both ends until the layers meet visits only the
+//! balls of half that radius around the two GPUs (their servers, their leaves, the
+//! spines), so a route costs the same at 100,000 GPUs as at 16. Scratch arrays are
+//! reused across searches and reset by an epoch stamp, not cleared.
+
+use super::BANDWIDTH_TOLERANCE;
+use crate::graph::{DeviceId, LinkId, Topology};
+
+/// Reusable scratch of the search; one per route table.
+#[derive(Debug, Clone)]
+pub(super) struct Search {
+    epoch: u32,
+    /// `forward_seen[d] == epoch`: `forward_hops[d]` is d's distance from the source.
+    forward_seen: Vec<u32>,
+    forward_hops: Vec<u32>,
+    backward_seen: Vec<u32>,
+    backward_hops: Vec<u32>,
+    /// `on_path[d] == epoch`: d is on a shortest wide path, at hop `layer[d]`.
+    on_path: Vec<u32>,
+    layer: Vec<u32>,
+    flow_seen: Vec<u32>,
+    flow: Vec<f64>,
+    forward_layers: Vec<Vec<DeviceId>>,
+    backward_layers: Vec<Vec<DeviceId>>,
+}
+
+impl Search {
+    pub(super) fn new(devices: usize) -> Self {
+        Search {
+            epoch: 0,
+            forward_seen: vec![0; devices],
+            forward_hops: vec![0; devices],
+            backward_seen: vec![0; devices],
+            backward_hops: vec![0; devices],
+            on_path: vec![0; devices],
+            layer: vec![0; devices],
+            flow_seen: vec![0; devices],
+            flow: vec![0.0; devices],
+            forward_layers: Vec::new(),
+            backward_layers: Vec::new(),
+        }
+    }
+
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            for stamps in [&mut self.forward_seen, &mut self.backward_seen, &mut self.on_path, &mut self.flow_seen] {
+                stamps.iter_mut().for_each(|s| *s = 0);
+            }
+            self.epoch = 1;
+        }
+    }
+
+    /// The links from `src` to `dst` (distinct) over links at least `width` wide (up to
+    /// the tolerance), each with its fraction of the bytes, in hop order; and the hops.
+    /// `None` when no such path exists.
+    pub(super) fn links(
+        &mut self,
+        t: &Topology,
+        src: DeviceId,
+        dst: DeviceId,
+        width: f64,
+        out: &mut Vec<(LinkId, f64)>,
+    ) -> Option<usize> {
+        self.next_epoch();
+        let epoch = self.epoch;
+        let min_bw = width * (1.0 - BANDWIDTH_TOLERANCE);
+        // Only the endpoints and forwarding devices pass traffic on.
+        let transit = |d: DeviceId| d == src || d == dst || t.devices[d].kind.forwards();
+        // Only the source and forwarding devices send onwards.
+        let may_leave = |d: DeviceId| d == src || t.devices[d].kind.forwards();
+        let wide = |l: LinkId| t.links[l].bytes_per_sec >= min_bw;
+
+        self.forward_layers.iter_mut().for_each(Vec::clear);
+        self.backward_layers.iter_mut().for_each(Vec::clear);
+        push_layer(&mut self.forward_layers, 0, src);
+        push_layer(&mut self.backward_layers, 0, dst);
+        self.forward_seen[src] = epoch;
+        self.forward_hops[src] = 0;
+        self.backward_seen[dst] = epoch;
+        self.backward_hops[dst] = 0;
+        let (mut a, mut b) = (0usize, 0usize);
+        let mut best = usize::MAX;
+        // Grow the smaller frontier until every path of length <= a + b would have met.
+        while best == usize::MAX || a + b < best {
+            let forward_open = !self.forward_layers[a].is_empty();
+            let backward_open = !self.backward_layers[b].is_empty();
+            if !forward_open || !backward_open {
+                // One side is exhausted: every reachable device was met from it.
+                if best == usize::MAX {
+                    return None;
+                }
+                break;
+            }
+            let grow_forward = self.forward_layers[a].len() <= self.backward_layers[b].len();
+            if grow_forward {
+                ensure_layer(&mut self.forward_layers, a + 1);
+                for i in 0..self.forward_layers[a].len() {
+                    let u = self.forward_layers[a][i];
+                    if u != src && !transit(u) {
+                        continue;
+                    }
+                    for &l in t.out_links(u) {
+                        let v = t.links[l].to;
+                        if !wide(l) || self.forward_seen[v] == epoch {
+                            continue;
+                        }
+                        self.forward_seen[v] = epoch;
+                        self.forward_hops[v] = (a + 1) as u32;
+                        self.forward_layers[a + 1].push(v);
+                        if self.backward_seen[v] == epoch && transit(v) {
+                            best = best.min(a + 1 + self.backward_hops[v] as usize);
+                        }
+                    }
+                }
+                a += 1;
+            } else {
+                ensure_layer(&mut self.backward_layers, b + 1);
+                for i in 0..self.backward_layers[b].len() {
+                    let x = self.backward_layers[b][i];
+                    if x != dst && !transit(x) {
+                        continue;
+                    }
+                    for &l in t.in_links(x) {
+                        let y = t.links[l].from;
+                        if !wide(l) || self.backward_seen[y] == epoch {
+                            continue;
+                        }
+                        self.backward_seen[y] = epoch;
+                        self.backward_hops[y] = (b + 1) as u32;
+                        self.backward_layers[b + 1].push(y);
+                        if self.forward_seen[y] == epoch && transit(y) {
+                            best = best.min(self.forward_hops[y] as usize + b + 1);
+                        }
+                    }
+                }
+                b += 1;
+            }
+        }
+        let hops = best;
+
+        // The seam: a hop `m` at which both distances are known for every device.
+        let m = hops - hops.min(b);
+        debug_assert!(m <= a, "the two searches overlap once a + b >= hops");
+        for i in 0..self.forward_layers[m].len() {
+            let x = self.forward_layers[m][i];
+            if transit(x) && self.backward_seen[x] == epoch && self.backward_hops[x] as usize == hops - m {
+                self.on_path[x] = epoch;
+                self.layer[x] = m as u32;
+            }
+        }
+        // Back towards the source: a device is on a path when a wide link leads from it
+        // to a device on a path one hop further.
+        for k in (0..m).rev() {
+            for i in 0..self.forward_layers[k].len() {
+                let x = self.forward_layers[k][i];
+                if !may_leave(x) {
+                    continue;
+                }
+                let leads_on = t.out_links(x).iter().any(|&l| {
+                    let y = t.links[l].to;
+                    wide(l) && self.on_path[y] == epoch && self.layer[y] as usize == k + 1
+                });
+                if leads_on {
+                    self.on_path[x] = epoch;
+                    self.layer[x] = k as u32;
+                }
+            }
+        }
+        // On towards the destination: devices `hops - k` from it, fed by one on a path at k - 1.
+        for k in m + 1..=hops {
+            let j = hops - k;
+            for i in 0..self.backward_layers[j].len() {
+                let y = self.backward_layers[j][i];
+                if !transit(y) {
+                    continue;
+                }
+                let fed = t.in_links(y).iter().any(|&l| {
+                    let x = t.links[l].from;
+                    wide(l) && may_leave(x) && self.on_path[x] == epoch && self.layer[x] as usize == k - 1
+                });
+                if fed {
+                    self.on_path[y] = epoch;
+                    self.layer[y] = k as u32;
+                }
+            }
+        }
+
+        // Push the unit of traffic hop by hop, splitting equally at every device.
+        out.clear();
+        self.flow_seen[src] = epoch;
+        self.flow[src] = 1.0;
+        let mut frontier = vec![src];
+        let mut next_frontier = Vec::new();
+        for hop in 0..hops {
+            for &u in &frontier {
+                let amount = if self.flow_seen[u] == epoch { self.flow[u] } else { 0.0 };
+                let on = |l: LinkId| {
+                    let v = t.links[l].to;
+                    wide(l) && self.on_path[v] == epoch && self.layer[v] as usize == hop + 1
+                };
+                let fan_out = t.out_links(u).iter().filter(|&&l| on(l)).count();
+                let share = amount / fan_out as f64;
+                for &l in t.out_links(u) {
+                    if !on(l) {
+                        continue;
+                    }
+                    let v = t.links[l].to;
+                    out.push((l, share));
+                    if self.flow_seen[v] != epoch {
+                        self.flow_seen[v] = epoch;
+                        self.flow[v] = 0.0;
+                    }
+                    if self.flow[v] == 0.0 {
+                        next_frontier.push(v);
+                    }
+                    self.flow[v] += share;
+                }
+            }
+            std::mem::swap(&mut frontier, &mut next_frontier);
+            next_frontier.clear();
+        }
+        Some(hops)
+    }
+}
+
+fn ensure_layer(layers: &mut Vec<Vec<DeviceId>>, index: usize) {
+    while layers.len() <= index {
+        layers.push(Vec::new());
+    }
+}
+
+fn push_layer(layers: &mut Vec<Vec<DeviceId>>, index: usize, device: DeviceId) {
+    ensure_layer(layers, index);
+    layers[index].push(device);
+}
