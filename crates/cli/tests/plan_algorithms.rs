@@ -106,3 +106,53 @@ fn options_and_bad_input() {
         assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
     }
 }
+
+/// `railyard plan --topo FILE` on a file like the one `railyard calibrate` writes shows
+/// the host costs and chooses what the runtime's tuner chooses, collective by collective
+/// and size by size: they call the same model and the same choice.
+#[test]
+fn plan_on_a_calibrated_file_predicts_the_runtime_tuner() {
+    use railyard_runtime::tuner::{Tuner, DEFAULT_NET, DEFAULT_SHM};
+    use railyard_schedule::{Collective, CollectiveSpec};
+    use railyard_topology::file::{write, FileFormat};
+    use railyard_topology::presets::{hosts, HOST_COSTS};
+
+    let groups = vec![vec![0, 1, 2], vec![3, 4, 5]];
+    let topo = hosts("calibrated", &groups, DEFAULT_SHM, Some(DEFAULT_NET), HOST_COSTS, "test".into()).unwrap();
+    let dir = std::env::temp_dir().join(format!("railyard-tuner-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("calibrated.toml");
+    std::fs::write(&path, write(&topo, FileFormat::Toml).unwrap()).unwrap();
+    let file = path.to_str().unwrap();
+    let mut tuner = Tuner::new(&groups, Some(file)).unwrap();
+    let mut picked = std::collections::BTreeSet::new();
+    for (collective, name) in
+        [(Collective::AllReduce, "allreduce"), (Collective::AllGather, "allgather"), (Collective::AllToAll, "alltoall")]
+    {
+        for bytes in [8u64, 4 << 10, 256 << 10, 16 << 20] {
+            let plan = json(&[
+                "plan",
+                "--topo",
+                file,
+                "--collective",
+                name,
+                "--size",
+                &format!("{bytes}B"),
+                "--format",
+                "json",
+            ]);
+            let host = &plan["algorithms"][0]["host"];
+            assert!(host["secs"].as_f64().unwrap() > 0.0, "the file's host costs are counted: {host}");
+            let spec = CollectiveSpec::new(collective, 6, bytes / 4);
+            let choice = tuner.choose(&spec, 4, &groups, 1).unwrap();
+            assert_eq!(plan["fastest"], choice.algorithm.as_str(), "{name} {bytes} B");
+            assert_eq!(plan["choice"]["algorithm"], choice.algorithm.as_str(), "{name} {bytes} B");
+            picked.insert(choice.algorithm.as_str().to_string());
+        }
+    }
+    assert!(picked.len() >= 3, "the sizes span several choices: {picked:?}");
+    let md = railyard(&["plan", "--topo", file, "--size", "8B"]);
+    assert_eq!(md.code, 0, "{}", md.stderr);
+    assert!(md.stdout.contains("| host ") && md.stdout.contains("messages"), "{}", md.stdout);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -36,5 +36,5 @@ pub mod slots;
 pub mod spray;
 
 pub use error::ModelError;
-pub use per_round::{cost, cost_with, Breakdown, ResourceLoad, RoundCost, StageCost};
+pub use per_round::{cost, cost_with, Breakdown, HostCost, ResourceLoad, RoundCost, StageCost};
 pub use plan::{plan, Plan, PlanRequest};

@@ -72,6 +72,21 @@ pub struct Bottleneck {
     pub secs: f64,
 }
 
+/// Host-side time of a schedule (see `railyard_topology::HostCosts`): the busiest
+/// rank's local copies and reductions at the host's memory bandwidth, and its messages
+/// at a fixed overhead each. Added to the link time, not overlapped with it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostCost {
+    /// Elements the busiest rank copies locally plus elements the busiest rank reduces.
+    pub local_elements: u64,
+    pub local_secs: f64,
+    /// Messages sent or received by the busiest rank.
+    pub messages: usize,
+    pub message_secs: f64,
+    /// local_secs + message_secs
+    pub secs: f64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Breakdown {
     pub name: String,
@@ -100,6 +115,9 @@ pub struct Breakdown {
     /// NICs that neither send nor receive.
     pub nics_unused: usize,
     pub bottleneck: Option<Bottleneck>,
+    /// What the topology's hosts add (local copies and reductions, per-message
+    /// overhead); `None` where the topology counts none, as for the seeds' clusters.
+    pub host: Option<HostCost>,
     pub stages: Vec<StageCost>,
     pub per_round: Vec<RoundCost>,
     /// Every resource that carried bytes, busiest first.
@@ -310,11 +328,14 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
     resources.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
     let transfer_secs: f64 = per_round.iter().map(|r| r.transfer_secs).sum();
     let alpha_secs = alpha * per_round.len() as f64;
+    let host = host_cost(schedule, topology);
+    let link_secs = alpha_secs + transfer_secs;
+    let total_secs = host.as_ref().map_or(link_secs, |h| link_secs + h.local_secs + h.message_secs);
     Ok(Breakdown {
         name: schedule.algorithm.clone(),
         pipeline_chunks: None,
         channels: 1,
-        total_secs: alpha_secs + transfer_secs,
+        total_secs,
         rounds: per_round.len(),
         alpha_secs,
         transfer_secs,
@@ -327,10 +348,24 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
         nics_idle,
         nics_unused,
         bottleneck,
+        host,
         stages,
         per_round,
         resources,
     })
+}
+
+fn host_cost(schedule: &Schedule, topology: &Topology) -> Option<HostCost> {
+    let costs = topology.host;
+    if !costs.counted() {
+        return None;
+    }
+    let local_elements = schedule.local_elements_max() + schedule.reduced_elements_max();
+    let local_secs =
+        costs.local_bytes_per_sec.map_or(0.0, |bw| local_elements.saturating_mul(schedule.elem_bytes) as f64 / bw);
+    let messages = schedule.messages_max();
+    let message_secs = messages as f64 * costs.message_secs;
+    Some(HostCost { local_elements, local_secs, messages, message_secs, secs: local_secs + message_secs })
 }
 
 fn load(topology: &Topology, index: usize, bytes: f64) -> ResourceLoad {

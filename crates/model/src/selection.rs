@@ -64,12 +64,18 @@ pub struct Choice {
     pub agrees_with_nccl: bool,
 }
 
+/// The fastest of the plan's algorithms, the first of equals in the plan's order: what
+/// `railyard plan` chooses and what the runtime's tuner runs (the same function, on the
+/// same model — host costs included where the topology counts them).
+pub fn fastest(plan: &crate::plan::Plan) -> Option<&crate::per_round::Breakdown> {
+    plan.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))
+}
+
 /// Pick the fastest of the plan's algorithms and explain the pick.
 pub fn choose(plan: &crate::plan::Plan, in_network_available: bool) -> Option<Choice> {
-    let mut ranked: Vec<&crate::per_round::Breakdown> = plan.algorithms.iter().collect();
-    ranked.sort_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
-    let best = ranked.first()?;
-    let second = ranked.get(1);
+    let best = fastest(plan)?;
+    let second =
+        plan.algorithms.iter().filter(|b| !std::ptr::eq(*b, best)).min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
     let nccl = nccl_rule_of_thumb(plan.bytes, in_network_available);
     let family = nccl_family(&best.name);
     let wanted = if nccl.algorithm.starts_with("ring") { "ring" } else { nccl.algorithm };

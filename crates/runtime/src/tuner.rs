@@ -1,22 +1,21 @@
-//! Choosing an algorithm per call the way `railyard plan --algo auto` does: cost every
+//! Choosing an algorithm per call exactly as `railyard plan` does: `plan` costs every
 //! algorithm that implements the collective (and that the runtime can run: not
-//! in-network) with the per-round model on a topology of this job, and take the fastest.
-//! The topology is RAILYARD_TOPO (e.g. the file `railyard calibrate` wrote, the same on
-//! every rank) or, without it, the job's hosts with default transport figures below.
-//! The per-round model prices links only, with one α per round; on a host the schedule's
-//! local copies (prologue and epilogue: Bruck's rotations, the own block) cost memory
-//! bandwidth of the same order as the transfers, and every message has its own overhead,
-//! so the tuner adds local copies and reductions at `LOCAL_COPY_BYTES_PER_SEC` and
-//! `MESSAGE_SECS` per message of the busiest rank. (At 2 ranks recursive doubling saves
-//! a round but reduces the whole vector, not half: it wins below ~60 KB.)
+//! in-network) on a topology of this job, and `selection::fastest` takes the fastest —
+//! the same two functions `railyard plan` calls, so `railyard plan --topo FILE` on the
+//! file `railyard calibrate` wrote predicts what the runtime picks.
+//! The topology is RAILYARD_TOPO (e.g. that file, the same on every rank) or, without
+//! it, the job's hosts with default transport figures below. Either way its host costs
+//! (local copies and reductions at memory bandwidth, a fixed overhead per message; see
+//! `railyard_topology::presets::HOST_COSTS`) are part of the model's total.
 //! Choices are cached per (collective, count, element size), like NCCL's tuner table, and
 //! every rank computes the same one from the same inputs.
 
 use std::collections::HashMap;
 
+use railyard_model::selection::fastest;
 use railyard_model::{plan, PlanRequest};
-use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
-use railyard_topology::presets::{hosts, Transport};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec};
+use railyard_topology::presets::{hosts, Transport, HOST_COSTS};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 
 use crate::error::CommError;
@@ -24,12 +23,6 @@ use crate::error::CommError;
 /// Defaults for a machine nobody calibrated: shared memory and loopback-class TCP.
 pub const DEFAULT_SHM: Transport = Transport { alpha_secs: 3e-6, bytes_per_sec: 5e9 };
 pub const DEFAULT_NET: Transport = Transport { alpha_secs: 30e-6, bytes_per_sec: 1.25e9 };
-/// A host's memcpy (the peers' memcpy_bw measured 10–13 GB/s on the development machine).
-pub const LOCAL_COPY_BYTES_PER_SEC: f64 = 10e9;
-/// Per message sent or received (a frame header, a ring or socket handoff): at 4 ranks on
-/// 2 cores a double binary tree's 8 B all-reduce (more messages per rank) took 8–11 µs
-/// against a single tree's 6–7 µs, while the model priced both at 4 rounds.
-pub const MESSAGE_SECS: f64 = 0.5e-6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Choice {
@@ -55,6 +48,7 @@ impl Tuner {
                 groups,
                 DEFAULT_SHM,
                 Some(DEFAULT_NET),
+                HOST_COSTS,
                 "this job's hosts, default transport figures".into(),
             )
             .map_err(|e| bad(e.to_string()))?,
@@ -96,18 +90,8 @@ impl Tuner {
             strict: false,
         };
         let p = plan(&self.topology, &self.placement, &request).ok()?;
-        // The model prices links; add what it leaves out on a host (see the module doc).
-        let with_host_costs = |b: &railyard_model::Breakdown| -> Option<(f64, Choice)> {
-            let choice = Choice { algorithm: b.name.parse().ok()?, pipeline_chunks: b.pipeline_chunks.unwrap_or(1) };
-            let options =
-                GenOptions { channels, pipeline_chunks: choice.pipeline_chunks, groups: groups.to_vec(), order: None };
-            let s = generate(choice.algorithm, spec, &options, elem_bytes).ok()?;
-            let local_elements = s.local_elements_max() + s.reduced_elements_max();
-            let local_secs = (local_elements * elem_bytes) as f64 / LOCAL_COPY_BYTES_PER_SEC;
-            let message_secs = s.messages_max() as f64 * MESSAGE_SECS;
-            Some((b.total_secs + local_secs + message_secs, choice))
-        };
-        let (_, choice) = p.algorithms.iter().filter_map(with_host_costs).min_by(|a, b| a.0.total_cmp(&b.0))?;
+        let best = fastest(&p)?;
+        let choice = Choice { algorithm: best.name.parse().ok()?, pipeline_chunks: best.pipeline_chunks.unwrap_or(1) };
         self.table.insert(key, choice);
         Some(choice)
     }

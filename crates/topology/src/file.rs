@@ -22,6 +22,10 @@
 //! interfaces = ["A.nic.slot"]
 //!
 //! ranks = ["A.gpu0", "A.gpu1"]   # optional default rank order (GPUs only)
+//!
+//! [host]                # optional: what a host adds beyond link time (see `HostCosts`)
+//! local_copy = "10 GB/s"  # memory bandwidth of local copies and reductions
+//! message = "0.5us"       # overhead per message of the busiest rank
 //! ```
 
 use std::path::Path;
@@ -29,7 +33,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TopologyError;
-use crate::graph::{Device, DeviceKind, Interface, InterfaceUse, Link, LinkClass, Topology, TopologyBuilder};
+use crate::graph::{
+    Device, DeviceKind, HostCosts, Interface, InterfaceUse, Link, LinkClass, Topology, TopologyBuilder,
+};
 use crate::units::{parse_bytes_per_sec, parse_secs};
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -46,6 +52,17 @@ struct TopologyFile {
     interfaces: Vec<InterfaceEntry>,
     #[serde(default, rename = "link", alias = "links")]
     links: Vec<LinkEntry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<HostEntry>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct HostEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    local_copy: Option<Quantity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<Quantity>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -154,6 +171,12 @@ fn build(file: TopologyFile, default_name: &str) -> Result<Topology, TopologyErr
     }
     if let Some(alpha) = &file.round_startup {
         b.round_startup_secs(alpha.secs("round_startup")?);
+    }
+    if let Some(host) = &file.host {
+        b.host_costs(HostCosts {
+            local_bytes_per_sec: host.local_copy.as_ref().map(|q| q.bytes_per_sec("host.local_copy")).transpose()?,
+            message_secs: host.message.as_ref().map_or(Ok(0.0), |q| q.secs("host.message"))?,
+        });
     }
     for (i, d) in file.devices.into_iter().enumerate() {
         let field = format!("device[{i}] \"{}\"", d.name);
@@ -312,6 +335,10 @@ pub fn write(t: &Topology, format: FileFormat) -> Result<String, TopologyError> 
             })
             .collect(),
         links,
+        host: t.host.counted().then(|| HostEntry {
+            local_copy: t.host.local_bytes_per_sec.map(Quantity::Number),
+            message: (t.host.message_secs > 0.0).then_some(Quantity::Number(t.host.message_secs)),
+        }),
     };
     let text = match format {
         FileFormat::Toml => {

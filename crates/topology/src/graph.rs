@@ -135,6 +135,26 @@ pub enum Resource {
     Interface { interface: InterfaceId, reverse: bool },
 }
 
+/// What a transfer costs on a host beyond its link time: the per-round model counts
+/// payload on links and one α per round, but a process that runs the schedule also
+/// copies and reduces in memory and pays a fixed overhead per message. GPU clusters
+/// of the seeds leave these out (the seeds' worked numbers do); the runtime's hosts
+/// (`railyard calibrate`, the tuner's defaults) count them.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct HostCosts {
+    /// Memory bandwidth of local copies and reductions; `None`: not counted.
+    pub local_bytes_per_sec: Option<f64>,
+    /// Overhead of every message sent or received by the busiest rank.
+    pub message_secs: f64,
+}
+
+impl HostCosts {
+    /// Whether anything is counted.
+    pub fn counted(&self) -> bool {
+        self.local_bytes_per_sec.is_some() || self.message_secs > 0.0
+    }
+}
+
 /// A built, validated topology.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
@@ -145,6 +165,8 @@ pub struct Topology {
     pub interfaces: Vec<Interface>,
     /// α of the per-round model: the start-up every round pays (seed 001 §7.2.1).
     pub round_startup_secs: f64,
+    /// Host-side costs the model adds to every schedule (none for the seeds' clusters).
+    pub host: HostCosts,
     /// The default rank order (GPU devices); placement policies reorder it.
     pub default_ranks: Vec<DeviceId>,
     out_links: Vec<Vec<LinkId>>,
@@ -243,6 +265,7 @@ pub struct TopologyBuilder {
     links: Vec<Link>,
     interfaces: Vec<Interface>,
     round_startup_secs: f64,
+    host: HostCosts,
     default_ranks: Option<Vec<DeviceId>>,
     by_name: HashMap<String, DeviceId>,
     errors: Vec<TopologyError>,
@@ -257,6 +280,7 @@ impl TopologyBuilder {
             links: Vec::new(),
             interfaces: Vec::new(),
             round_startup_secs: 0.0,
+            host: HostCosts::default(),
             default_ranks: None,
             by_name: HashMap::new(),
             errors: Vec::new(),
@@ -270,6 +294,11 @@ impl TopologyBuilder {
 
     pub fn round_startup_secs(&mut self, secs: f64) -> &mut Self {
         self.round_startup_secs = secs;
+        self
+    }
+
+    pub fn host_costs(&mut self, host: HostCosts) -> &mut Self {
+        self.host = host;
         self
     }
 
@@ -394,6 +423,14 @@ impl TopologyBuilder {
         if !(self.round_startup_secs.is_finite() && self.round_startup_secs >= 0.0) {
             return Err(TopologyError::BadLatency { field: "round_startup".into(), value: self.round_startup_secs });
         }
+        if let Some(bw) = self.host.local_bytes_per_sec {
+            if !(bw.is_finite() && bw > 0.0) {
+                return Err(TopologyError::BadBandwidth { field: "host.local_copy".into(), value: bw });
+            }
+        }
+        if !(self.host.message_secs.is_finite() && self.host.message_secs >= 0.0) {
+            return Err(TopologyError::BadLatency { field: "host.message".into(), value: self.host.message_secs });
+        }
         let mut out_links = vec![Vec::new(); self.devices.len()];
         let mut in_links = vec![Vec::new(); self.devices.len()];
         for (id, link) in self.links.iter().enumerate() {
@@ -425,6 +462,7 @@ impl TopologyBuilder {
             links: self.links,
             interfaces: self.interfaces,
             round_startup_secs: self.round_startup_secs,
+            host: self.host,
             default_ranks,
             out_links,
             in_links,

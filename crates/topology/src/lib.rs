@@ -14,8 +14,8 @@ pub mod units;
 
 pub use error::{TopologyError, UnitError};
 pub use graph::{
-    Device, DeviceId, DeviceKind, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource, Topology,
-    TopologyBuilder,
+    Device, DeviceId, DeviceKind, HostCosts, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource,
+    Topology, TopologyBuilder,
 };
 pub use placement::{Placement, PlacementPolicy};
 pub use route::{Route, RouteTable, RouteView};

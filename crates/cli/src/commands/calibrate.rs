@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use railyard_runtime::{from_env, Communicator, Config, RedOp};
 use railyard_topology::file::{write, FileFormat};
-use railyard_topology::presets::{hosts, Transport};
+use railyard_topology::presets::{hosts, Transport, HOST_COSTS};
 use serde::Serialize;
 
 #[derive(Debug, Args, Clone)]
@@ -106,7 +106,7 @@ fn rank_body(args: &CalibrateArgs, comm: &mut Communicator) -> Result<Option<Str
     let as_transport = |l: Link| Transport { alpha_secs: l.alpha_secs, bytes_per_sec: l.bytes_per_sec };
     // A host with one rank has no shared-memory measurement: its hub is then never the bottleneck.
     let shm_t = shm.map_or(Transport { alpha_secs: 0.0, bytes_per_sec: 1e12 }, as_transport);
-    let topology = hosts("calibrated", &groups, shm_t, tcp.map(as_transport), description)?;
+    let topology = hosts("calibrated", &groups, shm_t, tcp.map(as_transport), HOST_COSTS, description)?;
     let format = if args.output.extension().is_some_and(|e| e == "json") { FileFormat::Json } else { FileFormat::Toml };
     std::fs::write(&args.output, write(&topology, format)?)
         .with_context(|| format!("cannot write {}", args.output.display()))?;

@@ -265,31 +265,37 @@ fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
          payload transfer and start-up only (no contention, latency or reduction compute).\n\n",
         format_secs(p.round_startup_secs)
     ));
-    let mut t = Table::new([
-        "algorithm",
-        "time",
-        "rounds",
-        "α total",
-        "cross-server",
-        "sent total",
-        "spine bytes",
-        "NICs idle",
-        "bottleneck",
-    ]);
+    // Hosts that count local copies and per-message overhead get a column of their own.
+    let host = p.algorithms.iter().any(|b| b.host.is_some());
+    let mut headers = vec!["algorithm", "time", "rounds", "α total"];
+    if host {
+        headers.push("host");
+    }
+    headers.extend(["cross-server", "sent total", "spine bytes", "NICs idle", "bottleneck"]);
+    let mut t = Table::new(headers);
     for b in &p.algorithms {
-        t.row([
-            label(b),
-            format_secs(b.total_secs),
-            b.rounds.to_string(),
-            format_secs(b.alpha_secs),
+        let mut cells = vec![label(b), format_secs(b.total_secs), b.rounds.to_string(), format_secs(b.alpha_secs)];
+        if host {
+            cells.push(b.host.as_ref().map_or("-".into(), |h| format_secs(h.secs)));
+        }
+        cells.extend([
             format_bytes(b.cross_server_bytes),
             format_bytes(b.bytes_sent_total),
             format_bytes(b.spine_bytes),
             format!("{} of {}", b.nics_idle, b.nics_total),
             bottleneck_cell(b),
         ]);
+        t.row(cells);
     }
     out.push_str(&t.render());
+    if host {
+        out.push_str(
+            "
+`host`: what the topology's hosts add to the link time — the busiest rank's local copies and \
+             reductions at the host's memory bandwidth, and its messages at a fixed overhead each; \
+             the runtime's tuner chooses on this same total.\n",
+        );
+    }
     if let Some(fastest) = p.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs)) {
         let slowest = p.algorithms.iter().max_by(|a, b| a.total_secs.total_cmp(&b.total_secs)).unwrap_or(fastest);
         out.push_str(&format!("\nFastest: **{}** ({})", fastest.name, format_secs(fastest.total_secs)));
@@ -318,6 +324,16 @@ fn breakdown_markdown(b: &Breakdown, all_rounds: bool) -> String {
         format_secs(b.alpha_secs),
         format_secs(b.transfer_secs)
     ));
+    if let Some(h) = &b.host {
+        out.push_str(&format!(
+            "Host: {} ({} elements copied or reduced locally by the busiest rank: {}; {} messages: {}).\n\n",
+            format_secs(h.secs),
+            h.local_elements,
+            format_secs(h.local_secs),
+            h.messages,
+            format_secs(h.message_secs)
+        ));
+    }
     let mut stages = Table::new(["stage", "rounds", "time", "sent"]);
     for s in &b.stages {
         stages.row([s.name.clone(), s.rounds.to_string(), format_secs(s.secs), format_bytes(s.bytes_sent)]);

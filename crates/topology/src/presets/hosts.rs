@@ -4,7 +4,16 @@
 //! these with measured numbers; the runtime's tuner builds one to choose algorithms.
 
 use crate::error::TopologyError;
-use crate::graph::{DeviceKind, Topology, TopologyBuilder};
+use crate::graph::{DeviceKind, HostCosts, Topology, TopologyBuilder};
+
+/// What a host adds to every schedule when nobody measured it. A host's memcpy: the
+/// peers' memcpy_bw measured 10–13 GB/s on the development machine. Per message sent or
+/// received (a frame header, a ring or socket handoff): at 4 ranks on 2 cores a double
+/// binary tree's 8 B all-reduce (more messages per rank) took 8–11 µs against a single
+/// tree's 6–7 µs, while the link model priced both at 4 rounds. (At 2 ranks recursive
+/// doubling saves a round but reduces the whole vector, not half: with these it wins
+/// below ~60 KB.)
+pub const HOST_COSTS: HostCosts = HostCosts { local_bytes_per_sec: Some(10e9), message_secs: 0.5e-6 };
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Transport {
@@ -19,6 +28,7 @@ pub fn hosts(
     hosts: &[Vec<usize>],
     shm: Transport,
     net: Option<Transport>,
+    host: HostCosts,
     description: String,
 ) -> Result<Topology, TopologyError> {
     let size: usize = hosts.iter().map(Vec::len).sum();
@@ -27,6 +37,7 @@ pub fn hosts(
     let alpha =
         if hosts.len() > 1 { net.map_or(shm.alpha_secs, |n| n.alpha_secs.max(shm.alpha_secs)) } else { shm.alpha_secs };
     b.round_startup_secs(alpha);
+    b.host_costs(host);
     let switch = (hosts.len() > 1).then(|| b.device("network", DeviceKind::Switch, None));
     let mut host_of = vec![None; size];
     let mut hubs = Vec::new();

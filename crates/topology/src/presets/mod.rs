@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 pub use a100_pcie::{a100_pcie_control, A100PcieParams};
 pub use clos::{clos, ClosParams};
-pub use hosts::{hosts, Transport};
+pub use hosts::{hosts, Transport, HOST_COSTS};
 pub use mesh::{mesh, MeshParams};
 pub use rail::{rail_optimized, server_name, RailParams};
 
