@@ -382,8 +382,8 @@ fn load(topology: &Topology, index: usize, bytes: f64) -> ResourceLoad {
 
 /// (NICs in servers holding ranks, NICs that send nothing, NICs that send and receive nothing).
 fn nic_usage(topology: &Topology, placement: &Placement, total_bytes: &[f64]) -> (usize, usize, usize) {
-    let servers: Vec<&str> = placement.devices.iter().map(|&d| topology.server_of(d)).collect();
-    let nics: Vec<usize> = topology.nics().into_iter().filter(|&n| servers.contains(&topology.server_of(n))).collect();
+    let servers: std::collections::HashSet<&str> = placement.devices.iter().map(|&d| topology.server_of(d)).collect();
+    let nics: Vec<usize> = topology.nics().into_iter().filter(|&n| servers.contains(topology.server_of(n))).collect();
     let wire_bytes = |nic: usize, outgoing: bool| -> f64 {
         let links = if outgoing { topology.out_links(nic) } else { topology.in_links(nic) };
         links.iter().filter(|&&l| topology.links[l].class == LinkClass::Nic).map(|&l| total_bytes[l]).sum()

@@ -10,8 +10,17 @@ use crate::ir::{Buffer, Op, Region, Schedule};
 /// sender writes the bytes read and it is a plain copy from the input.
 pub fn forward_prologue_copies(s: &mut Schedule) {
     let Some(first) = s.rounds.first_mut() else { return };
+    // The prologue's operations by rank (in prologue order within a rank), so a rank's
+    // few operations are found without scanning every rank's.
+    let mut by_rank: Vec<usize> = (0..s.prologue.len()).collect();
+    by_rank.sort_by_key(|&i| s.prologue[i].rank);
+    let of_rank = |rank| {
+        let start = by_rank.partition_point(|&i| s.prologue[i].rank < rank);
+        let end = by_rank.partition_point(|&i| s.prologue[i].rank <= rank);
+        by_rank[start..end].iter().map(|&i| &s.prologue[i])
+    };
     for t in first.transfers.iter_mut().filter(|t| t.read.buffer != Buffer::Input && t.read.len > 0) {
-        let mut writers = s.prologue.iter().filter(|l| l.rank == t.from && l.write.overlaps(&t.read));
+        let mut writers = of_rank(t.from).filter(|l| l.write.overlaps(&t.read));
         let (Some(l), None) = (writers.next(), writers.next()) else { continue };
         if l.op != Op::Copy || l.read.buffer != Buffer::Input || !l.write.contains(&t.read) {
             continue;

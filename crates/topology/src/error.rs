@@ -50,6 +50,8 @@ pub enum TopologyError {
     UnknownPreset { name: String },
     #[error("preset \"{preset}\": {message}")]
     BadPresetParameter { preset: String, message: String },
+    #[error("the topology has {count} {what}; the limit is {limit}")]
+    TooLarge { what: &'static str, count: usize, limit: usize },
     #[error("cannot read {path}: {message}")]
     Io { path: String, message: String },
 }

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TopologyError;
 
+/// The largest topology accepted: 4 Mi devices (a 131,072-GPU rail fabric has about
+/// 420 Ki) and 16 Mi directed links; device and link ids then fit in 32 bits, which
+/// the route table relies on.
+pub const MAX_DEVICES: usize = 1 << 22;
+pub const MAX_LINKS: usize = 1 << 24;
+
 pub type DeviceId = usize;
 pub type LinkId = usize;
 pub type InterfaceId = usize;
@@ -431,6 +437,12 @@ impl TopologyBuilder {
         if !(self.host.message_secs.is_finite() && self.host.message_secs >= 0.0) {
             return Err(TopologyError::BadLatency { field: "host.message".into(), value: self.host.message_secs });
         }
+        if self.devices.len() > MAX_DEVICES {
+            return Err(TopologyError::TooLarge { what: "devices", count: self.devices.len(), limit: MAX_DEVICES });
+        }
+        if self.links.len() > MAX_LINKS {
+            return Err(TopologyError::TooLarge { what: "links", count: self.links.len(), limit: MAX_LINKS });
+        }
         let mut out_links = vec![Vec::new(); self.devices.len()];
         let mut in_links = vec![Vec::new(); self.devices.len()];
         for (id, link) in self.links.iter().enumerate() {
@@ -441,6 +453,7 @@ impl TopologyBuilder {
             Some(ranks) => ranks,
             None => (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Gpu).collect(),
         };
+        let mut first_rank_on: Vec<Option<usize>> = vec![None; self.devices.len()];
         for (rank, &device) in default_ranks.iter().enumerate() {
             let d = &self.devices[device];
             if d.kind != DeviceKind::Gpu {
@@ -451,9 +464,10 @@ impl TopologyBuilder {
                     kind: d.kind.as_str().into(),
                 });
             }
-            if let Some(other) = default_ranks[..rank].iter().position(|&o| o == device) {
+            if let Some(other) = first_rank_on[device] {
                 return Err(TopologyError::RankTwice { field: "ranks".into(), rank, other, name: d.name.clone() });
             }
+            first_rank_on[device] = Some(rank);
         }
         Ok(Topology {
             name: self.name,

@@ -89,6 +89,7 @@ impl Placement {
     }
 
     pub fn validate(&self, topology: &Topology) -> Result<(), TopologyError> {
+        let mut first_rank_on: Vec<Option<usize>> = vec![None; topology.devices.len()];
         for (rank, &device) in self.devices.iter().enumerate() {
             let d = &topology.devices[device];
             if d.kind != DeviceKind::Gpu {
@@ -99,9 +100,10 @@ impl Placement {
                     kind: d.kind.as_str().into(),
                 });
             }
-            if let Some(other) = self.devices[..rank].iter().position(|&o| o == device) {
+            if let Some(other) = first_rank_on[device] {
                 return Err(TopologyError::RankTwice { field: "placement".into(), rank, other, name: d.name.clone() });
             }
+            first_rank_on[device] = Some(rank);
         }
         Ok(())
     }
@@ -122,17 +124,14 @@ impl Placement {
 
 /// Items grouped by the server of their device, servers in order of first appearance.
 fn group_by_server<T>(topology: &Topology, items: impl IntoIterator<Item = (T, DeviceId)>) -> Vec<Vec<T>> {
-    let mut names: Vec<&str> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut groups: Vec<Vec<T>> = Vec::new();
     for (item, device) in items {
-        let server = topology.server_of(device);
-        match names.iter().position(|&n| n == server) {
-            Some(i) => groups[i].push(item),
-            None => {
-                names.push(server);
-                groups.push(vec![item]);
-            }
-        }
+        let i = *index.entry(topology.server_of(device)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[i].push(item);
     }
     groups
 }

@@ -5,7 +5,7 @@
 
 use super::PresetParams;
 use crate::error::TopologyError;
-use crate::graph::{DeviceKind, Topology, TopologyBuilder};
+use crate::graph::{DeviceKind, Topology, TopologyBuilder, MAX_LINKS};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RailParams {
@@ -42,6 +42,10 @@ impl Default for RailParams {
     }
 }
 
+/// The largest rail fabric built: 262,144 GPUs, twice the 131,072 of the largest
+/// clusters the seeds reason about.
+pub const MAX_GPUS: usize = 1 << 18;
+
 impl RailParams {
     pub fn from_params(p: &mut PresetParams) -> Result<Self, TopologyError> {
         let d = RailParams::default();
@@ -59,8 +63,20 @@ impl RailParams {
         if params.servers == 0 || params.gpus_per_server == 0 || params.group == 0 || params.spines == 0 {
             return Err(p.bad("servers, gpus, group and spines must be at least 1"));
         }
-        if params.servers * params.gpus_per_server > 1 << 16 {
-            return Err(p.bad("more than 65536 GPUs; the per-round model is not meant for that size"));
+        let gpus = params.servers.saturating_mul(params.gpus_per_server);
+        if gpus > MAX_GPUS {
+            return Err(p.bad(format!(
+                "{} x {} GPUs is more than the {MAX_GPUS} a rail preset builds",
+                params.servers, params.gpus_per_server
+            )));
+        }
+        let leaves = params.servers.div_ceil(params.group) * params.gpus_per_server;
+        if leaves.checked_mul(params.spines).is_none_or(|uplinks| uplinks > MAX_LINKS / 4) {
+            return Err(p.bad(format!(
+                "{leaves} leaves x {} spines is more than the {} leaf-spine links a topology holds",
+                params.spines,
+                MAX_LINKS / 4
+            )));
         }
         Ok(params)
     }

@@ -167,6 +167,10 @@ mod tests {
             "rail:servers=2,gpus=8,nic=100GB/s,pcie=32GB/s",
             "clos:k=4,tiers=2",
             "clos:k=4,tiers=3",
+            "clos:k=8,tiers=3",
+            // Spines with more down-links than a leaf has links in: the flow's links are
+            // then found from the receiving side.
+            "rail:servers=16,gpus=2,group=2,spines=3",
             "clos:k=6,tiers=2,over=2:1",
             "mesh:ranks=5",
         ] {

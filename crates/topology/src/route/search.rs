@@ -26,8 +26,14 @@ pub(super) struct Search {
     layer: Vec<u32>,
     flow_seen: Vec<u32>,
     flow: Vec<f64>,
+    /// Position of a device in the flow's frontier at its hop.
+    position: Vec<u32>,
     forward_layers: Vec<Vec<DeviceId>>,
     backward_layers: Vec<Vec<DeviceId>>,
+    /// Devices on a path, by hop.
+    path_layers: Vec<Vec<DeviceId>>,
+    /// (frontier position of the sender, link) of one hop's links, to put in order.
+    hop_links: Vec<(u32, LinkId)>,
 }
 
 impl Search {
@@ -42,8 +48,11 @@ impl Search {
             layer: vec![0; devices],
             flow_seen: vec![0; devices],
             flow: vec![0.0; devices],
+            position: vec![0; devices],
             forward_layers: Vec::new(),
             backward_layers: Vec::new(),
+            path_layers: Vec::new(),
+            hop_links: Vec::new(),
         }
     }
 
@@ -148,11 +157,14 @@ impl Search {
         // The seam: a hop `m` at which both distances are known for every device.
         let m = hops - hops.min(b);
         debug_assert!(m <= a, "the two searches overlap once a + b >= hops");
+        self.path_layers.iter_mut().for_each(Vec::clear);
+        ensure_layer(&mut self.path_layers, hops);
         for i in 0..self.forward_layers[m].len() {
             let x = self.forward_layers[m][i];
             if transit(x) && self.backward_seen[x] == epoch && self.backward_hops[x] as usize == hops - m {
                 self.on_path[x] = epoch;
                 self.layer[x] = m as u32;
+                self.path_layers[m].push(x);
             }
         }
         // Back towards the source: a device is on a path when a wide link leads from it
@@ -170,6 +182,7 @@ impl Search {
                 if leads_on {
                     self.on_path[x] = epoch;
                     self.layer[x] = k as u32;
+                    self.path_layers[k].push(x);
                 }
             }
         }
@@ -188,29 +201,57 @@ impl Search {
                 if fed {
                     self.on_path[y] = epoch;
                     self.layer[y] = k as u32;
+                    self.path_layers[k].push(y);
                 }
             }
         }
 
-        // Push the unit of traffic hop by hop, splitting equally at every device.
+        // Push the unit of traffic hop by hop, splitting equally at every device. The
+        // links of a hop are those from the frontier to the path's next layer, taken in
+        // frontier order and, per device, in link order; they are found from whichever
+        // side has fewer links (a spine's thousands of down-links against one leaf's
+        // handful of up-links).
         out.clear();
         self.flow_seen[src] = epoch;
         self.flow[src] = 1.0;
+        self.position[src] = 0;
         let mut frontier = vec![src];
         let mut next_frontier = Vec::new();
         for hop in 0..hops {
-            for &u in &frontier {
-                let amount = if self.flow_seen[u] == epoch { self.flow[u] } else { 0.0 };
-                let on = |l: LinkId| {
-                    let v = t.links[l].to;
-                    wide(l) && self.on_path[v] == epoch && self.layer[v] as usize == hop + 1
-                };
-                let fan_out = t.out_links(u).iter().filter(|&&l| on(l)).count();
-                let share = amount / fan_out as f64;
-                for &l in t.out_links(u) {
-                    if !on(l) {
-                        continue;
+            let on = |l: LinkId| {
+                let v = t.links[l].to;
+                wide(l) && self.on_path[v] == epoch && self.layer[v] as usize == hop + 1
+            };
+            let out_degree: usize = frontier.iter().map(|&u| t.out_links(u).len()).sum();
+            let in_degree: usize = self.path_layers[hop + 1].iter().map(|&v| t.in_links(v).len()).sum();
+            self.hop_links.clear();
+            if out_degree <= in_degree {
+                for (i, &u) in frontier.iter().enumerate() {
+                    self.hop_links.extend(t.out_links(u).iter().filter(|&&l| on(l)).map(|&l| (i as u32, l)));
+                }
+            } else {
+                for &v in &self.path_layers[hop + 1] {
+                    for &l in t.in_links(v) {
+                        let u = t.links[l].from;
+                        let in_frontier = self.flow_seen[u] == epoch
+                            && self.on_path[u] == epoch
+                            && self.layer[u] as usize == hop
+                            && (u == src || t.devices[u].kind.forwards());
+                        if in_frontier && wide(l) {
+                            self.hop_links.push((self.position[u], l));
+                        }
                     }
+                }
+                self.hop_links.sort_unstable();
+            }
+            let mut i = 0;
+            while i < self.hop_links.len() {
+                let sender = self.hop_links[i].0;
+                let fan_out = self.hop_links[i..].iter().take_while(|&&(p, _)| p == sender).count();
+                let u = frontier[sender as usize];
+                let amount = if self.flow_seen[u] == epoch { self.flow[u] } else { 0.0 };
+                let share = amount / fan_out as f64;
+                for &(_, l) in &self.hop_links[i..i + fan_out] {
                     let v = t.links[l].to;
                     out.push((l, share));
                     if self.flow_seen[v] != epoch {
@@ -218,10 +259,12 @@ impl Search {
                         self.flow[v] = 0.0;
                     }
                     if self.flow[v] == 0.0 {
+                        self.position[v] = next_frontier.len() as u32;
                         next_frontier.push(v);
                     }
                     self.flow[v] += share;
                 }
+                i += fan_out;
             }
             std::mem::swap(&mut frontier, &mut next_frontier);
             next_frontier.clear();
