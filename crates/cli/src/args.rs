@@ -15,6 +15,23 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     units::parse_bytes(text).map_err(|e| e.to_string())
 }
 
+/// Parallel rings: 1 to `limits::MAX_CHANNELS`.
+pub fn parse_channels(text: &str) -> Result<usize, String> {
+    parse_count(text, railyard_schedule::limits::MAX_CHANNELS)
+}
+
+/// Pipelined chunks: 1 to `limits::MAX_PIPELINE_CHUNKS`.
+pub fn parse_pipeline_chunks(text: &str) -> Result<usize, String> {
+    parse_count(text, railyard_schedule::limits::MAX_PIPELINE_CHUNKS)
+}
+
+fn parse_count(text: &str, max: usize) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from 1 to {max}")),
+    }
+}
+
 pub fn parse_bandwidth(text: &str) -> Result<f64, String> {
     units::parse_bytes_per_sec(text).map_err(|e| e.to_string())
 }

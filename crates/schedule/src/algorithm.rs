@@ -148,6 +148,7 @@ pub fn generate(
     let groups = if options.groups.is_empty() { &one_server } else { &options.groups };
     let channels = options.channels.max(1);
     let chunks = options.pipeline_chunks.max(1);
+    crate::limits::check_limits(algorithm, spec, channels, chunks, &options.groups)?;
     let mut schedule = match algorithm {
         Algorithm::Ring => ring(spec, order, channels, elem_bytes, name),
         Algorithm::InterleavedRing => ring(spec, &interleaved_order(groups), channels, elem_bytes, name),

@@ -16,6 +16,7 @@ pub mod forward;
 pub mod hierarchical;
 pub mod in_place;
 pub mod ir;
+pub mod limits;
 pub mod partition;
 pub mod recursive_doubling;
 pub mod rhd;

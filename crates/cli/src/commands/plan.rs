@@ -9,7 +9,9 @@ use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy};
 use serde::Serialize;
 
-use crate::args::{parse_groups, parse_order, parse_size, Format, Groups, RankList};
+use crate::args::{
+    parse_channels, parse_groups, parse_order, parse_pipeline_chunks, parse_size, Format, Groups, RankList,
+};
 use railyard_model::report::Table;
 
 #[derive(Debug, Args)]
@@ -40,11 +42,11 @@ pub struct PlanArgs {
     /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv)
     #[arg(long, default_value_t = 0)]
     pub root: usize,
-    /// Parallel rings (channels) for the ring algorithms, each carrying 1/k of every chunk
-    #[arg(long, default_value_t = 1)]
+    /// Parallel rings (channels) for the ring algorithms, each carrying 1/k of every chunk (1-64)
+    #[arg(long, default_value_t = 1, value_parser = parse_channels)]
     pub channels: usize,
-    /// Pipelined chunks for chain and trees (default: try 1, 2, 4, ... 128 and keep the fastest)
-    #[arg(long)]
+    /// Pipelined chunks for chain and trees, 1-4096 (default: try 1, 2, 4, ... 128 and keep the fastest)
+    #[arg(long, value_parser = parse_pipeline_chunks)]
     pub pipeline_chunks: Option<usize>,
     /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
     #[arg(long, default_value = "contiguous")]

@@ -1,0 +1,133 @@
+//! The largest schedules generated, checked before anything is allocated: a schedule
+//! holds every transfer of every round (about 80 bytes each), so a ring over 8,192
+//! ranks is 134 million transfers and 10 GB. Each generator's transfer count is bounded
+//! from its inputs alone, and a request whose bound passes the limit is refused with
+//! the numbers, not attempted.
+
+use crate::algorithm::Algorithm;
+use crate::collective::{Collective, CollectiveSpec};
+use crate::error::ScheduleError;
+
+/// Ranks of one collective: 262,144, twice the largest clusters the seeds reason about.
+pub const MAX_RANKS: usize = 1 << 18;
+/// Parallel rings (NCCL runs at most 32 channels; twice that leaves room to explore).
+pub const MAX_CHANNELS: usize = 64;
+/// Pipelined chunks of chain and trees.
+pub const MAX_PIPELINE_CHUNKS: usize = 1 << 12;
+/// Transfers of one schedule: 32 Mi, about 2.7 GB held.
+pub const MAX_TRANSFERS: u128 = 1 << 25;
+
+/// An upper bound on the transfers `algorithm` generates for `spec` with `channels`
+/// rings, `chunks` pipelined chunks and server groups of at most `group` ranks in
+/// `groups` groups. A property test holds every generator under it.
+pub fn transfers_bound(
+    algorithm: Algorithm,
+    spec: &CollectiveSpec,
+    channels: usize,
+    chunks: usize,
+    group: usize,
+    groups: usize,
+) -> u128 {
+    let p = spec.ranks as u128;
+    let (c, k, g, s) = (channels as u128, chunks as u128, group as u128, groups as u128);
+    let rounds_log = u128::from(usize::BITS - spec.ranks.leading_zeros()) + 1;
+    let collective = spec.collective;
+    match algorithm {
+        Algorithm::Ring | Algorithm::InterleavedRing => 2 * c * p * p,
+        Algorithm::Chain => 2 * p * k,
+        Algorithm::Tree => 4 * p * k,
+        Algorithm::DoubleTree => 8 * p * k,
+        Algorithm::Rhd => 4 * p * rounds_log,
+        Algorithm::RecursiveDoubling => p * rounds_log * rounds_log,
+        Algorithm::Bruck => p * p * rounds_log,
+        Algorithm::Pairwise | Algorithm::Direct => 2 * p * p,
+        // All-reduce: intra-server rings of g ranks, inter-server rings of s groups
+        // (in-network: no inter-server transfers); the others relay between all groups.
+        Algorithm::Hierarchical if collective == Collective::AllReduce => 2 * p * (g + s) + 2 * p,
+        Algorithm::Hierarchical => 4 * p * p,
+        Algorithm::InNetwork => 2 * p * g + 2 * p,
+    }
+}
+
+/// Refuse what would be too large to hold; see the module documentation.
+pub fn check_limits(
+    algorithm: Algorithm,
+    spec: &CollectiveSpec,
+    channels: usize,
+    chunks: usize,
+    groups: &[Vec<usize>],
+) -> Result<(), ScheduleError> {
+    let too_large = |what: &'static str, value: u128, limit: u128| ScheduleError::TooLarge {
+        algorithm: algorithm.as_str(),
+        what,
+        value,
+        limit,
+    };
+    if spec.ranks > MAX_RANKS {
+        return Err(too_large("ranks", spec.ranks as u128, MAX_RANKS as u128));
+    }
+    if channels > MAX_CHANNELS {
+        return Err(too_large("channels", channels as u128, MAX_CHANNELS as u128));
+    }
+    if chunks > MAX_PIPELINE_CHUNKS {
+        return Err(too_large("pipeline chunks", chunks as u128, MAX_PIPELINE_CHUNKS as u128));
+    }
+    let group = groups.iter().map(Vec::len).max().unwrap_or(spec.ranks);
+    let bound = transfers_bound(algorithm, spec, channels, chunks, group, groups.len().max(1));
+    if bound > MAX_TRANSFERS {
+        return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{generate, GenOptions};
+
+    /// Every generator stays under its bound, so the limit never refuses a schedule
+    /// for more than it would hold.
+    #[test]
+    fn every_generator_stays_under_its_bound() {
+        for algorithm in Algorithm::ALL {
+            for collective in Collective::ALL {
+                if !algorithm.supports(collective) || collective == Collective::AllToAllv {
+                    continue;
+                }
+                for p in (1..=17).chain([24, 32, 33]) {
+                    for count in [1u64, p as u64, 7 * p as u64 + 3] {
+                        for (channels, chunks) in [(1, 1), (3, 4)] {
+                            let spec = CollectiveSpec::new(collective, p, count).with_root(p / 2);
+                            let groups: Vec<Vec<usize>> =
+                                (0..p).collect::<Vec<_>>().chunks(4).map(<[usize]>::to_vec).collect();
+                            let options =
+                                GenOptions { groups: groups.clone(), order: None, channels, pipeline_chunks: chunks };
+                            let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
+                            let transfers: usize = s.rounds.iter().map(|r| r.transfers.len()).sum();
+                            let bound = transfers_bound(algorithm, &spec, channels, chunks, 4.min(p), groups.len());
+                            assert!(
+                                transfers as u128 <= bound,
+                                "{algorithm} {collective:?} p={p} count={count}: {transfers} > {bound}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_ring_over_8192_ranks_is_refused_with_the_numbers() {
+        let spec = CollectiveSpec::new(Collective::AllReduce, 8192, 1 << 28);
+        let err = generate(Algorithm::Ring, &spec, &GenOptions::default(), 4).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("134217728") && text.contains("33554432"), "{text}");
+        let spec = CollectiveSpec::new(Collective::AllReduce, 4096, 1 << 28);
+        assert!(check_limits(Algorithm::Ring, &spec, 1, 1, &[]).is_ok());
+        let options = GenOptions { channels: 65, ..GenOptions::default() };
+        let small = CollectiveSpec::new(Collective::AllReduce, 4, 64);
+        assert!(generate(Algorithm::Ring, &small, &options, 4).unwrap_err().to_string().contains("channels"));
+        let options = GenOptions { pipeline_chunks: usize::MAX, ..GenOptions::default() };
+        assert!(generate(Algorithm::Tree, &small, &options, 4).unwrap_err().to_string().contains("pipeline chunks"));
+    }
+}
