@@ -11,6 +11,7 @@
 use fixedbitset::FixedBitSet;
 
 use crate::collective::{Contributors, Rank};
+use crate::deps::{StepGraph, StepId};
 use crate::error::CheckError;
 use crate::ir::{Buffer, LocalOp, Op, Region, Schedule};
 
@@ -272,6 +273,61 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
     }
     check_postcondition(schedule, &state)?;
     Ok(CheckReport { rounds: schedule.rounds.len(), transfers, elements_sent: schedule.elements_sent() })
+}
+
+/// Prove `schedule` implements its collective when its steps run one at a time in
+/// `order` (step numbers of `graph`, e.g. a random topological order) instead of round
+/// by round: each step reads and writes at once, so this holds exactly when the step
+/// graph orders everything that must be ordered.
+pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -> Result<CheckReport, CheckError> {
+    if order.len() != graph.len() {
+        return Err(fail("order", format!("lists {} steps of {}", order.len(), graph.len())));
+    }
+    let mut state = State::new(schedule);
+    for op in &schedule.prologue {
+        state.local("prologue", op)?;
+    }
+    let mut done = vec![false; graph.len()];
+    for &step in order {
+        let Some(StepId { round, index }) = (step < graph.len()).then(|| graph.id(step)) else {
+            return Err(fail("order", format!("step {step} does not exist")));
+        };
+        if let Some(&d) = graph.deps(step).iter().find(|&&d| !done[d as usize]) {
+            return Err(fail("order", format!("step {step} runs before step {d} it depends on")));
+        }
+        let r = &schedule.rounds[round];
+        if let Some(t) = r.transfers.get(index) {
+            let at = schedule.transfer_label(round, t);
+            same_len(&at, &t.read, &t.write)?;
+            let values = state.read(&at, t.from, &t.read)?;
+            state.write(&at, t.to, &t.write, values, t.op)?;
+        } else if let Some(net) = r.in_network.get(index - r.transfers.len()) {
+            let at = format!("{}: in-network reduction of ranks {:?}", schedule.round_label(round), net.ranks);
+            let mut result: Option<Vec<Value>> = None;
+            for &rank in &net.ranks {
+                let values = state.read(&at, rank, &net.read)?;
+                result = Some(match result {
+                    None => values,
+                    Some(acc) => acc
+                        .into_iter()
+                        .zip(values)
+                        .enumerate()
+                        .map(|(i, (a, v))| join(&at, a, v, rank, net.read.buffer, net.read.offset + i as u64))
+                        .collect::<Result<_, _>>()?,
+                });
+            }
+            let result = result.ok_or_else(|| fail(&at, "has no ranks"))?;
+            for &rank in &net.ranks {
+                state.write(&at, rank, &net.write, result.clone(), Op::Copy)?;
+            }
+        }
+        done[step] = true;
+    }
+    for op in &schedule.epilogue {
+        state.local("epilogue", op)?;
+    }
+    check_postcondition(schedule, &state)?;
+    Ok(CheckReport { rounds: schedule.rounds.len(), transfers: graph.len(), elements_sent: schedule.elements_sent() })
 }
 
 fn check_postcondition(schedule: &Schedule, state: &State) -> Result<(), CheckError> {

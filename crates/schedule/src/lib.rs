@@ -24,9 +24,9 @@ pub mod ring;
 pub mod tree;
 
 pub use algorithm::{generate, Algorithm, GenOptions};
-pub use check::{check, CheckReport};
+pub use check::{check, check_in_order, CheckReport};
 pub use collective::{Collective, CollectiveSpec, Contributors, InPlace, InPlaceLayout, Rank};
-pub use deps::{dependencies, StepId};
+pub use deps::{dependencies, StepGraph, StepId};
 pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};
 pub use in_place::in_place_hazard;
