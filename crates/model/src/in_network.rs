@@ -60,17 +60,64 @@ impl InNetworkCache {
 
 /// The reduction-capable switch nearest to all participants (smallest largest hop
 /// count; ties go to the first declared).
+///
+/// A hop search from every participant costs participants × fabric (16,384 GPUs of one
+/// rail at 131,072 GPUs: minutes). Instead a few spread participants give every switch
+/// a lower bound on its largest hop count; switches are then measured exactly (one
+/// backward search each) in order of that bound, until the bound of the next cannot
+/// beat the best found.
 pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<DeviceId, ModelError> {
-    let distances: Vec<Vec<usize>> = devices.iter().map(|&d| topology.hops_from(d)).collect();
-    (0..topology.devices.len())
+    let none = || ModelError::NoReductionSwitch {
+        devices: devices.iter().map(|&d| topology.devices[d].name.clone()).collect(),
+    };
+    let n = devices.len();
+    let mut samples: Vec<DeviceId> = [0, n / 3, n / 2, (2 * n) / 3, n.saturating_sub(1)]
+        .into_iter()
+        .filter(|&i| i < n)
+        .map(|i| devices[i])
+        .collect();
+    samples.dedup();
+    let sampled: Vec<Vec<usize>> = samples.iter().map(|&d| topology.hops_from(d)).collect();
+    let mut candidates: Vec<(usize, DeviceId)> = (0..topology.devices.len())
         .filter(|&s| topology.devices[s].kind == DeviceKind::Switch && topology.devices[s].in_network_reduction)
         .filter_map(|s| {
-            let worst = distances.iter().map(|d| d[s]).max().unwrap_or(0);
-            (worst != usize::MAX).then_some((worst, s))
+            let bound = sampled.iter().map(|d| d[s]).max().unwrap_or(0);
+            (bound != usize::MAX).then_some((bound, s))
         })
-        .min()
-        .map(|(_, s)| s)
-        .ok_or_else(|| ModelError::NoReductionSwitch {
-            devices: devices.iter().map(|&d| topology.devices[d].name.clone()).collect(),
-        })
+        .collect();
+    candidates.sort_unstable();
+    let mut best: Option<(usize, DeviceId)> = None;
+    for (bound, s) in candidates {
+        if best.is_some_and(|b| (bound, s) > b) {
+            break;
+        }
+        let to_s = hops_to(topology, s);
+        let worst = devices.iter().map(|&d| to_s[d]).max().unwrap_or(0);
+        if worst != usize::MAX && best.is_none_or(|b| (worst, s) < b) {
+            best = Some((worst, s));
+        }
+    }
+    best.map(|(_, s)| s).ok_or_else(none)
+}
+
+/// Hop counts from every device to `target` through devices that forward (the paths
+/// `Topology::hops_from` counts, searched backwards).
+fn hops_to(topology: &Topology, target: DeviceId) -> Vec<usize> {
+    let mut dist = vec![usize::MAX; topology.devices.len()];
+    dist[target] = 0;
+    let mut queue = std::collections::VecDeque::from([target]);
+    while let Some(v) = queue.pop_front() {
+        // A path's devices other than its start forward; `v` is a start only if it does not.
+        if v != target && !topology.devices[v].kind.forwards() {
+            continue;
+        }
+        for &l in topology.in_links(v) {
+            let u = topology.links[l].from;
+            if dist[u] == usize::MAX {
+                dist[u] = dist[v] + 1;
+                queue.push_back(u);
+            }
+        }
+    }
+    dist
 }

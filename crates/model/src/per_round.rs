@@ -116,7 +116,8 @@ pub struct Breakdown {
     pub nics_unused: usize,
     pub bottleneck: Option<Bottleneck>,
     /// What the topology's hosts add (local copies and reductions, per-message
-    /// overhead); `None` where the topology counts none, as for the seeds' clusters.
+    /// overhead); absent where the topology counts none, as for the seeds' clusters.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<HostCost>,
     pub stages: Vec<StageCost>,
     pub per_round: Vec<RoundCost>,

@@ -12,6 +12,57 @@
 use super::BANDWIDTH_TOLERANCE;
 use crate::graph::{DeviceId, LinkId, Topology};
 
+/// One link as seen from one of its ends: the device at the other end.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hop {
+    device: u32,
+    link: u32,
+    bytes_per_sec: f64,
+}
+
+/// The topology's links by device, packed so that a device's links are one contiguous
+/// run (a search touches a cache line per device, not one per link), in link order.
+#[derive(Debug, Clone)]
+pub(super) struct Adjacency {
+    out_start: Vec<u32>,
+    out: Vec<Hop>,
+    in_start: Vec<u32>,
+    inn: Vec<Hop>,
+    forwards: Vec<bool>,
+}
+
+impl Adjacency {
+    /// Device and link counts are bounded by `MAX_DEVICES` and `MAX_LINKS`, so u32 holds them.
+    pub(super) fn new(t: &Topology) -> Self {
+        let pack = |outgoing: bool| {
+            let mut start = Vec::with_capacity(t.devices.len() + 1);
+            let mut hops = Vec::with_capacity(t.links.len());
+            for d in 0..t.devices.len() {
+                start.push(hops.len() as u32);
+                let ends = if outgoing { t.out_links(d) } else { t.in_links(d) };
+                hops.extend(ends.iter().map(|&l| {
+                    let link = &t.links[l];
+                    let device = if outgoing { link.to } else { link.from };
+                    Hop { device: device as u32, link: l as u32, bytes_per_sec: link.bytes_per_sec }
+                }));
+            }
+            start.push(hops.len() as u32);
+            (start, hops)
+        };
+        let (out_start, out) = pack(true);
+        let (in_start, inn) = pack(false);
+        Adjacency { out_start, out, in_start, inn, forwards: t.devices.iter().map(|d| d.kind.forwards()).collect() }
+    }
+
+    fn out(&self, d: DeviceId) -> &[Hop] {
+        &self.out[self.out_start[d] as usize..self.out_start[d + 1] as usize]
+    }
+
+    fn inn(&self, d: DeviceId) -> &[Hop] {
+        &self.inn[self.in_start[d] as usize..self.in_start[d + 1] as usize]
+    }
+}
+
 /// Reusable scratch of the search; one per route table.
 #[derive(Debug, Clone)]
 pub(super) struct Search {
@@ -32,8 +83,8 @@ pub(super) struct Search {
     backward_layers: Vec<Vec<DeviceId>>,
     /// Devices on a path, by hop.
     path_layers: Vec<Vec<DeviceId>>,
-    /// (frontier position of the sender, link) of one hop's links, to put in order.
-    hop_links: Vec<(u32, LinkId)>,
+    /// (frontier position of the sender, link, receiver) of one hop's links, to put in order.
+    hop_links: Vec<(u32, u32, u32)>,
 }
 
 impl Search {
@@ -71,7 +122,7 @@ impl Search {
     /// `None` when no such path exists.
     pub(super) fn links(
         &mut self,
-        t: &Topology,
+        adj: &Adjacency,
         src: DeviceId,
         dst: DeviceId,
         width: f64,
@@ -81,10 +132,10 @@ impl Search {
         let epoch = self.epoch;
         let min_bw = width * (1.0 - BANDWIDTH_TOLERANCE);
         // Only the endpoints and forwarding devices pass traffic on.
-        let transit = |d: DeviceId| d == src || d == dst || t.devices[d].kind.forwards();
+        let transit = |d: DeviceId| d == src || d == dst || adj.forwards[d];
         // Only the source and forwarding devices send onwards.
-        let may_leave = |d: DeviceId| d == src || t.devices[d].kind.forwards();
-        let wide = |l: LinkId| t.links[l].bytes_per_sec >= min_bw;
+        let may_leave = |d: DeviceId| d == src || adj.forwards[d];
+        let wide = |h: &Hop| h.bytes_per_sec >= min_bw;
 
         self.forward_layers.iter_mut().for_each(Vec::clear);
         self.backward_layers.iter_mut().for_each(Vec::clear);
@@ -107,7 +158,10 @@ impl Search {
                 }
                 break;
             }
-            let grow_forward = self.forward_layers[a].len() <= self.backward_layers[b].len();
+            // Grow the side with fewer links to follow (a spine has thousands).
+            let forward_links: usize = self.forward_layers[a].iter().map(|&u| adj.out(u).len()).sum();
+            let backward_links: usize = self.backward_layers[b].iter().map(|&x| adj.inn(x).len()).sum();
+            let grow_forward = forward_links <= backward_links;
             if grow_forward {
                 ensure_layer(&mut self.forward_layers, a + 1);
                 for i in 0..self.forward_layers[a].len() {
@@ -115,9 +169,9 @@ impl Search {
                     if u != src && !transit(u) {
                         continue;
                     }
-                    for &l in t.out_links(u) {
-                        let v = t.links[l].to;
-                        if !wide(l) || self.forward_seen[v] == epoch {
+                    for h in adj.out(u) {
+                        let v = h.device as usize;
+                        if !wide(h) || self.forward_seen[v] == epoch {
                             continue;
                         }
                         self.forward_seen[v] = epoch;
@@ -136,9 +190,9 @@ impl Search {
                     if x != dst && !transit(x) {
                         continue;
                     }
-                    for &l in t.in_links(x) {
-                        let y = t.links[l].from;
-                        if !wide(l) || self.backward_seen[y] == epoch {
+                    for h in adj.inn(x) {
+                        let y = h.device as usize;
+                        if !wide(h) || self.backward_seen[y] == epoch {
                             continue;
                         }
                         self.backward_seen[y] = epoch;
@@ -175,9 +229,9 @@ impl Search {
                 if !may_leave(x) {
                     continue;
                 }
-                let leads_on = t.out_links(x).iter().any(|&l| {
-                    let y = t.links[l].to;
-                    wide(l) && self.on_path[y] == epoch && self.layer[y] as usize == k + 1
+                let leads_on = adj.out(x).iter().any(|h| {
+                    let y = h.device as usize;
+                    wide(h) && self.on_path[y] == epoch && self.layer[y] as usize == k + 1
                 });
                 if leads_on {
                     self.on_path[x] = epoch;
@@ -194,9 +248,9 @@ impl Search {
                 if !transit(y) {
                     continue;
                 }
-                let fed = t.in_links(y).iter().any(|&l| {
-                    let x = t.links[l].from;
-                    wide(l) && may_leave(x) && self.on_path[x] == epoch && self.layer[x] as usize == k - 1
+                let fed = adj.inn(y).iter().any(|h| {
+                    let x = h.device as usize;
+                    wide(h) && may_leave(x) && self.on_path[x] == epoch && self.layer[x] as usize == k - 1
                 });
                 if fed {
                     self.on_path[y] = epoch;
@@ -218,27 +272,29 @@ impl Search {
         let mut frontier = vec![src];
         let mut next_frontier = Vec::new();
         for hop in 0..hops {
-            let on = |l: LinkId| {
-                let v = t.links[l].to;
-                wide(l) && self.on_path[v] == epoch && self.layer[v] as usize == hop + 1
+            let on = |h: &Hop| {
+                let v = h.device as usize;
+                wide(h) && self.on_path[v] == epoch && self.layer[v] as usize == hop + 1
             };
-            let out_degree: usize = frontier.iter().map(|&u| t.out_links(u).len()).sum();
-            let in_degree: usize = self.path_layers[hop + 1].iter().map(|&v| t.in_links(v).len()).sum();
+            let out_degree: usize = frontier.iter().map(|&u| adj.out(u).len()).sum();
+            let in_degree: usize = self.path_layers[hop + 1].iter().map(|&v| adj.inn(v).len()).sum();
             self.hop_links.clear();
             if out_degree <= in_degree {
                 for (i, &u) in frontier.iter().enumerate() {
-                    self.hop_links.extend(t.out_links(u).iter().filter(|&&l| on(l)).map(|&l| (i as u32, l)));
+                    for h in adj.out(u).iter().filter(|h| on(h)) {
+                        self.hop_links.push((i as u32, h.link, h.device));
+                    }
                 }
             } else {
                 for &v in &self.path_layers[hop + 1] {
-                    for &l in t.in_links(v) {
-                        let u = t.links[l].from;
+                    for h in adj.inn(v) {
+                        let u = h.device as usize;
                         let in_frontier = self.flow_seen[u] == epoch
                             && self.on_path[u] == epoch
                             && self.layer[u] as usize == hop
-                            && (u == src || t.devices[u].kind.forwards());
-                        if in_frontier && wide(l) {
-                            self.hop_links.push((self.position[u], l));
+                            && may_leave(u);
+                        if in_frontier && wide(h) {
+                            self.hop_links.push((self.position[u], h.link, v as u32));
                         }
                     }
                 }
@@ -247,13 +303,13 @@ impl Search {
             let mut i = 0;
             while i < self.hop_links.len() {
                 let sender = self.hop_links[i].0;
-                let fan_out = self.hop_links[i..].iter().take_while(|&&(p, _)| p == sender).count();
+                let fan_out = self.hop_links[i..].iter().take_while(|&&(p, _, _)| p == sender).count();
                 let u = frontier[sender as usize];
                 let amount = if self.flow_seen[u] == epoch { self.flow[u] } else { 0.0 };
                 let share = amount / fan_out as f64;
-                for &(_, l) in &self.hop_links[i..i + fan_out] {
-                    let v = t.links[l].to;
-                    out.push((l, share));
+                for &(_, l, v) in &self.hop_links[i..i + fan_out] {
+                    let v = v as usize;
+                    out.push((l as usize, share));
                     if self.flow_seen[v] != epoch {
                         self.flow_seen[v] = epoch;
                         self.flow[v] = 0.0;

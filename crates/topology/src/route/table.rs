@@ -5,7 +5,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::search::Search;
+use super::search::{Adjacency, Search};
 use super::width::WidthIndex;
 use super::Route;
 use crate::error::TopologyError;
@@ -41,6 +41,7 @@ impl RouteView<'_> {
 pub struct RouteTable<'a> {
     topology: &'a Topology,
     width: WidthIndex,
+    adjacency: Adjacency,
     search: Search,
     index: FxHashMap<(u32, u32), Entry>,
     links: Vec<(LinkId, f64)>,
@@ -53,6 +54,7 @@ impl<'a> RouteTable<'a> {
         RouteTable {
             topology,
             width: WidthIndex::new(topology),
+            adjacency: Adjacency::new(topology),
             search: Search::new(topology.devices.len()),
             index: FxHashMap::default(),
             links: Vec::new(),
@@ -87,7 +89,8 @@ impl<'a> RouteTable<'a> {
                 let no_route =
                     || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
                 let width = self.width.width(t, src, dst).ok_or_else(no_route)?;
-                let hops = self.search.links(t, src, dst, width, &mut self.scratch).ok_or_else(no_route)?;
+                let hops =
+                    self.search.links(&self.adjacency, src, dst, width, &mut self.scratch).ok_or_else(no_route)?;
                 let entry =
                     Entry { start: self.links.len(), len: self.scratch.len(), bottleneck_bytes_per_sec: width, hops };
                 self.links.extend_from_slice(&self.scratch);

@@ -83,8 +83,24 @@ impl WidthIndex {
         let WidthIndex::Components { thresholds, labels, devices } = self else {
             return dijkstra(t, src, dst);
         };
+        let forwards = |d: DeviceId| t.devices[d].kind.forwards();
         for (k, &w) in thresholds.iter().enumerate() {
             let label = |d: DeviceId| labels[k * devices + d];
+            // A forwarding end is in a component itself: compare the other end's
+            // neighbours with it (a spine's thousands of links are never scanned).
+            if forwards(src) || forwards(dst) {
+                let (end, others, from_side) =
+                    if forwards(src) { (src, t.in_links(dst), true) } else { (dst, t.out_links(src), false) };
+                let meets = others.iter().any(|&l| {
+                    let link = &t.links[l];
+                    let next = if from_side { link.from } else { link.to };
+                    link.bytes_per_sec >= w && (next == end || label(next) == label(end))
+                });
+                if meets {
+                    return Some(w);
+                }
+                continue;
+            }
             for &l in t.out_links(src) {
                 let first = &t.links[l];
                 if first.bytes_per_sec < w {
