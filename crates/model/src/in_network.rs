@@ -121,3 +121,38 @@ fn hops_to(topology: &Topology, target: DeviceId) -> Vec<usize> {
     }
     dist
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_topology::presets::preset;
+
+    /// The pruned search picks what the definition says: the smallest largest hop count
+    /// over every reduction-capable switch, ties to the first declared.
+    #[test]
+    fn the_aggregation_switch_is_the_brute_force_minimum() {
+        for spec in ["hgx-h100x2", "rail:servers=6,gpus=4,group=2,spines=3", "rail:servers=9,gpus=2,group=4"] {
+            let t = preset(spec).unwrap();
+            let gpus = t.gpus();
+            let sets: Vec<Vec<DeviceId>> = vec![
+                gpus.clone(),
+                gpus.iter().copied().step_by(2).collect(),
+                gpus.iter().copied().skip(1).step_by(3).collect(),
+                gpus[..2].to_vec(),
+                gpus[gpus.len() - 1..].to_vec(),
+            ];
+            for devices in sets {
+                let distances: Vec<Vec<usize>> = devices.iter().map(|&d| t.hops_from(d)).collect();
+                let brute = (0..t.devices.len())
+                    .filter(|&s| t.devices[s].kind == DeviceKind::Switch && t.devices[s].in_network_reduction)
+                    .filter_map(|s| {
+                        let worst = distances.iter().map(|d| d[s]).max().unwrap_or(0);
+                        (worst != usize::MAX).then_some((worst, s))
+                    })
+                    .min()
+                    .map(|(_, s)| s);
+                assert_eq!(aggregation_switch(&t, &devices).ok(), brute, "{spec} {devices:?}");
+            }
+        }
+    }
+}

@@ -7,7 +7,8 @@
 //! direction of a shared interface; V(r,e) is the bytes of round r that cross it
 //! (routes split bytes over ECMP paths and NIC ports); B(e) its bandwidth. Only
 //! payload transfer and per-round start-up are counted (footnote 3): no contention
-//! with other jobs, no link latency, no reduction compute.
+//! with other jobs, no link latency, no reduction compute — except on topologies that
+//! declare host costs (`HostCost`: local copies, reductions, per-message overhead).
 
 use std::collections::BTreeMap;
 
@@ -155,6 +156,10 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
     let bandwidth: Vec<f64> = (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect();
 
     let add_link = |round_bytes: &mut Vec<f64>, touched: &mut Vec<usize>, link: usize, bytes: f64| {
+        // A resource enters `touched` once, when it first has bytes.
+        if bytes <= 0.0 {
+            return;
+        }
         let mut add = |index: usize| {
             if round_bytes[index] == 0.0 {
                 touched.push(index);

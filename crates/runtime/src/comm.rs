@@ -411,7 +411,8 @@ impl Communicator {
             None => {
                 let s = generate(algorithm, spec, &key.2, elem as u64)
                     .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
-                let p = Arc::new(Prepared::new(s, self.rank, elem)?);
+                // Only this rank's part is kept: the cache holds O(P) per schedule, not O(P²).
+                let p = Arc::new(Prepared::new(s.for_rank(self.rank), self.rank, elem)?);
                 if self.schedules.len() >= SCHEDULE_CACHE_ENTRIES {
                     self.schedules.clear();
                 }
@@ -839,7 +840,7 @@ mod tests {
         let spec = CollectiveSpec::new(c, ranks, 1 << 20);
         let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
         let s = generate(a, &spec, &options, 4).expect("generates");
-        Prepared::new(s, rank, 4).expect("prepares")
+        Prepared::new(s.for_rank(rank), rank, 4).expect("prepares")
     }
 
     #[test]

@@ -142,13 +142,13 @@ pub fn generate(
     if !algorithm.supports(spec.collective) {
         return Err(ScheduleError::Unsupported { algorithm: name.to_string(), collective: spec.collective.as_str() });
     }
+    // Limits first: nothing sized by the request is allocated before they pass.
+    let (channels, chunks) = (options.channels.max(1), options.pipeline_chunks.max(1));
+    crate::limits::check_limits(algorithm, spec, channels, chunks, &options.groups)?;
     let default_order: Vec<Rank> = (0..spec.ranks).collect();
     let order = options.order.as_deref().unwrap_or(&default_order);
     let one_server = vec![default_order.clone()];
     let groups = if options.groups.is_empty() { &one_server } else { &options.groups };
-    let channels = options.channels.max(1);
-    let chunks = options.pipeline_chunks.max(1);
-    crate::limits::check_limits(algorithm, spec, channels, chunks, &options.groups)?;
     let mut schedule = match algorithm {
         Algorithm::Ring => ring(spec, order, channels, elem_bytes, name),
         Algorithm::InterleavedRing => ring(spec, &interleaved_order(groups), channels, elem_bytes, name),

@@ -11,9 +11,9 @@
 use fixedbitset::FixedBitSet;
 
 use crate::collective::{Contributors, Rank};
-use crate::deps::{StepGraph, StepId};
 use crate::error::CheckError;
 use crate::ir::{Buffer, LocalOp, Op, Region, Schedule};
+use crate::step_graph::{StepGraph, StepId};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Value {
@@ -278,8 +278,14 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
 /// Prove `schedule` implements its collective when its steps run one at a time in
 /// `order` (step numbers of `graph`, e.g. a random topological order) instead of round
 /// by round: each step reads and writes at once, so this holds exactly when the step
-/// graph orders everything that must be ordered.
+/// graph orders everything that must be ordered. It assumes `check` passed (which
+/// refuses a read and a write of one element in one round); `graph` must be the
+/// schedule's own (`dependencies`).
 pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -> Result<CheckReport, CheckError> {
+    let steps: usize = schedule.rounds.iter().map(|r| r.transfers.len() + r.in_network.len()).sum();
+    if graph.len() != steps {
+        return Err(fail("order", format!("the step graph has {} steps, the schedule {steps}", graph.len())));
+    }
     if order.len() != graph.len() {
         return Err(fail("order", format!("lists {} steps of {}", order.len(), graph.len())));
     }
@@ -292,6 +298,9 @@ pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -
         let Some(StepId { round, index }) = (step < graph.len()).then(|| graph.id(step)) else {
             return Err(fail("order", format!("step {step} does not exist")));
         };
+        if done[step] {
+            return Err(fail("order", format!("step {step} is listed twice")));
+        }
         if let Some(&d) = graph.deps(step).iter().find(|&&d| !done[d as usize]) {
             return Err(fail("order", format!("step {step} runs before step {d} it depends on")));
         }
@@ -327,7 +336,8 @@ pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -
         state.local("epilogue", op)?;
     }
     check_postcondition(schedule, &state)?;
-    Ok(CheckReport { rounds: schedule.rounds.len(), transfers: graph.len(), elements_sent: schedule.elements_sent() })
+    let transfers = schedule.rounds.iter().map(|r| r.transfers.len()).sum();
+    Ok(CheckReport { rounds: schedule.rounds.len(), transfers, elements_sent: schedule.elements_sent() })
 }
 
 fn check_postcondition(schedule: &Schedule, state: &State) -> Result<(), CheckError> {

@@ -11,8 +11,8 @@ pub enum ScheduleError {
     Unsupported { algorithm: String, collective: &'static str },
     #[error("{message}")]
     BadSpec { message: String },
-    #[error("{algorithm}: {value} {what} is more than the limit of {limit} (see railyard_schedule::limits)")]
-    TooLarge { algorithm: &'static str, what: &'static str, value: u128, limit: u128 },
+    #[error("{algorithm}: {value} {what} is more than the limit of {limit}; {hint}")]
+    TooLarge { algorithm: &'static str, what: &'static str, value: u128, limit: u128, hint: &'static str },
 }
 
 /// Where and why the symbolic checker rejected a schedule.

@@ -165,6 +165,33 @@ impl Schedule {
         format!("{}{shard}: rank {} -> rank {}", self.round_label(round), t.from, t.to)
     }
 
+    /// `rank`'s part: the same rounds (so round numbers and labels agree on every rank),
+    /// each holding only the transfers `rank` sends or receives and the in-network steps
+    /// it joins, and only its own local operations. A ring's part is O(P), not O(P²):
+    /// what the runtime keeps per cached schedule.
+    pub fn for_rank(&self, rank: Rank) -> Schedule {
+        let mine = |l: &&LocalOp| l.rank == rank;
+        Schedule {
+            spec: self.spec.clone(),
+            algorithm: self.algorithm.clone(),
+            elem_bytes: self.elem_bytes,
+            scratch_len: self.scratch_len.clone(),
+            phases: self.phases.clone(),
+            prologue: self.prologue.iter().filter(mine).cloned().collect(),
+            rounds: self
+                .rounds
+                .iter()
+                .map(|r| Round {
+                    phase: r.phase,
+                    step: r.step,
+                    transfers: r.transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
+                    in_network: r.in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
+                })
+                .collect(),
+            epilogue: self.epilogue.iter().filter(mine).cloned().collect(),
+        }
+    }
+
     pub fn buffer_len(&self, rank: Rank, buffer: Buffer) -> u64 {
         match buffer {
             Buffer::Input => self.spec.input_len(rank),
@@ -322,4 +349,49 @@ pub fn with_shard(mut steps: Vec<Step>, shard: u32) -> Vec<Step> {
         }
     }
     steps
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
+
+    /// A rank's part keeps every round (numbers and labels agree across ranks), exactly
+    /// the rank's own transfers and local operations, and is linear in P for a ring.
+    #[test]
+    fn a_ranks_part_is_its_own_transfers_in_the_same_rounds() {
+        for algorithm in Algorithm::ALL {
+            for collective in Collective::ALL {
+                if !algorithm.supports(collective) || collective == Collective::AllToAllv {
+                    continue;
+                }
+                for p in [1usize, 2, 5, 8] {
+                    let spec = CollectiveSpec::new(collective, p, 3 * p as u64 + 1);
+                    let groups = vec![(0..p / 2).collect(), (p / 2..p).collect()];
+                    let options = GenOptions { groups, ..GenOptions::default() };
+                    let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
+                    for r in 0..p {
+                        let part = s.for_rank(r);
+                        assert_eq!(part.rounds.len(), s.rounds.len());
+                        for (i, (mine, all)) in part.rounds.iter().zip(&s.rounds).enumerate() {
+                            let expected: Vec<_> = all.transfers.iter().filter(|t| t.from == r || t.to == r).collect();
+                            assert_eq!(mine.transfers.iter().collect::<Vec<_>>(), expected, "{algorithm} round {i}");
+                            assert_eq!(part.round_label(i), s.round_label(i));
+                        }
+                        assert!(part.prologue.iter().chain(&part.epilogue).all(|l| l.rank == r));
+                        let own = s.prologue.iter().chain(&s.epilogue).filter(|l| l.rank == r).count();
+                        assert_eq!(part.prologue.len() + part.epilogue.len(), own);
+                    }
+                }
+            }
+        }
+        let ring = generate(
+            Algorithm::Ring,
+            &CollectiveSpec::new(Collective::AllReduce, 64, 1 << 12),
+            &GenOptions::default(),
+            4,
+        )
+        .unwrap();
+        let held: usize = ring.for_rank(7).rounds.iter().map(|r| r.transfers.len()).sum();
+        assert_eq!(held, 4 * 63, "a sender and a receiver per round, not 64 of each");
+    }
 }

@@ -14,7 +14,7 @@ pub const MAX_RANKS: usize = 1 << 18;
 pub const MAX_CHANNELS: usize = 64;
 /// Pipelined chunks of chain and trees.
 pub const MAX_PIPELINE_CHUNKS: usize = 1 << 12;
-/// Transfers of one schedule: 32 Mi, about 2.7 GB held.
+/// Transfers of one schedule: 32 Mi, about 2.7 GB held (3–4 GB while `plan` costs it).
 pub const MAX_TRANSFERS: u128 = 1 << 25;
 
 /// An upper bound on the transfers `algorithm` generates for `spec` with `channels`
@@ -28,24 +28,28 @@ pub fn transfers_bound(
     group: usize,
     groups: usize,
 ) -> u128 {
+    // Saturating: the bound of an absurd request is "too large", never an overflow.
+    let m = |factors: &[u128]| factors.iter().fold(1u128, |a, &b| a.saturating_mul(b));
     let p = spec.ranks as u128;
     let (c, k, g, s) = (channels as u128, chunks as u128, group as u128, groups as u128);
     let rounds_log = u128::from(usize::BITS - spec.ranks.leading_zeros()) + 1;
     let collective = spec.collective;
     match algorithm {
-        Algorithm::Ring | Algorithm::InterleavedRing => 2 * c * p * p,
-        Algorithm::Chain => 2 * p * k,
-        Algorithm::Tree => 4 * p * k,
-        Algorithm::DoubleTree => 8 * p * k,
-        Algorithm::Rhd => 4 * p * rounds_log,
-        Algorithm::RecursiveDoubling => p * rounds_log * rounds_log,
-        Algorithm::Bruck => p * p * rounds_log,
-        Algorithm::Pairwise | Algorithm::Direct => 2 * p * p,
+        Algorithm::Ring | Algorithm::InterleavedRing => m(&[2, c, p, p]),
+        Algorithm::Chain => m(&[2, p, k]),
+        Algorithm::Tree => m(&[4, p, k]),
+        Algorithm::DoubleTree => m(&[8, p, k]),
+        Algorithm::Rhd => m(&[4, p, rounds_log]),
+        Algorithm::RecursiveDoubling => m(&[p, rounds_log, rounds_log]),
+        Algorithm::Bruck => m(&[p, p, rounds_log]),
+        Algorithm::Pairwise | Algorithm::Direct => m(&[2, p, p]),
         // All-reduce: intra-server rings of g ranks, inter-server rings of s groups
         // (in-network: no inter-server transfers); the others relay between all groups.
-        Algorithm::Hierarchical if collective == Collective::AllReduce => 2 * p * (g + s) + 2 * p,
-        Algorithm::Hierarchical => 4 * p * p,
-        Algorithm::InNetwork => 2 * p * g + 2 * p,
+        Algorithm::Hierarchical if collective == Collective::AllReduce => {
+            m(&[2, p, g.saturating_add(s)]).saturating_add(m(&[2, p]))
+        }
+        Algorithm::Hierarchical => m(&[4, p, p]),
+        Algorithm::InNetwork => m(&[2, p, g]).saturating_add(m(&[2, p])),
     }
 }
 
@@ -57,25 +61,29 @@ pub fn check_limits(
     chunks: usize,
     groups: &[Vec<usize>],
 ) -> Result<(), ScheduleError> {
-    let too_large = |what: &'static str, value: u128, limit: u128| ScheduleError::TooLarge {
+    let too_large = |what: &'static str, value: u128, limit: u128, hint: &'static str| ScheduleError::TooLarge {
         algorithm: algorithm.as_str(),
         what,
         value,
         limit,
+        hint,
     };
     if spec.ranks > MAX_RANKS {
-        return Err(too_large("ranks", spec.ranks as u128, MAX_RANKS as u128));
+        return Err(too_large("ranks", spec.ranks as u128, MAX_RANKS as u128, "use fewer ranks (--ranks)"));
     }
     if channels > MAX_CHANNELS {
-        return Err(too_large("channels", channels as u128, MAX_CHANNELS as u128));
+        return Err(too_large("channels", channels as u128, MAX_CHANNELS as u128, "use fewer channels (--channels)"));
     }
     if chunks > MAX_PIPELINE_CHUNKS {
-        return Err(too_large("pipeline chunks", chunks as u128, MAX_PIPELINE_CHUNKS as u128));
+        let hint = "use fewer pipeline chunks (--pipeline-chunks)";
+        return Err(too_large("pipeline chunks", chunks as u128, MAX_PIPELINE_CHUNKS as u128, hint));
     }
     let group = groups.iter().map(Vec::len).max().unwrap_or(spec.ranks);
     let bound = transfers_bound(algorithm, spec, channels, chunks, group, groups.len().max(1));
     if bound > MAX_TRANSFERS {
-        return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS));
+        let hint = "a schedule holds every transfer (about 80 bytes each, 3-4 GB at the limit with its costs); \
+                    use fewer ranks (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)";
+        return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS, hint));
     }
     Ok(())
 }

@@ -18,8 +18,9 @@ pub enum UnitError {
 /// Everything that can be wrong with a topology, a route or a placement.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum TopologyError {
-    #[error("{field}: {source}")]
-    Unit { field: String, source: UnitError },
+    // Not a `source`: the message already includes it, and error chains would print it twice.
+    #[error("{field}: {problem}")]
+    Unit { field: String, problem: UnitError },
     #[error("{field}: unknown device \"{name}\"")]
     UnknownDevice { field: String, name: String },
     #[error("{field}: unknown interface \"{name}\"")]
@@ -50,6 +51,8 @@ pub enum TopologyError {
     UnknownPreset { name: String },
     #[error("preset \"{preset}\": {message}")]
     BadPresetParameter { preset: String, message: String },
+    #[error("{field}: {value} is outside {range}")]
+    OutOfRange { field: String, value: f64, range: &'static str },
     #[error("the topology has {count} {what}; the limit is {limit}")]
     TooLarge { what: &'static str, count: usize, limit: usize },
     #[error("cannot read {path}: {message}")]

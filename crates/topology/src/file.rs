@@ -118,7 +118,7 @@ impl Quantity {
             // Checked for sign and finiteness by the builder, which names the field.
             Quantity::Number(v) => Ok(*v),
             Quantity::Text(t) => {
-                parse_bytes_per_sec(t).map_err(|source| TopologyError::Unit { field: field.to_string(), source })
+                parse_bytes_per_sec(t).map_err(|problem| TopologyError::Unit { field: field.to_string(), problem })
             }
         }
     }
@@ -127,7 +127,7 @@ impl Quantity {
         match self {
             Quantity::Number(v) => Ok(*v),
             Quantity::Text(t) => {
-                parse_secs(t).map_err(|source| TopologyError::Unit { field: field.to_string(), source })
+                parse_secs(t).map_err(|problem| TopologyError::Unit { field: field.to_string(), problem })
             }
         }
     }

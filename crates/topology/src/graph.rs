@@ -29,6 +29,9 @@ pub enum DeviceKind {
     /// One network port (what NCCL calls a net device); a multi-port card is several
     /// `Nic` devices whose PCIe links share the card's slot interface.
     Nic,
+    /// Written "nvswitch" as `topo show` prints it and the file format documents it;
+    /// "nv-switch" (what files were written with before) is read too.
+    #[serde(rename = "nvswitch", alias = "nv-switch")]
     NvSwitch,
     /// A network switch; `tier` 1 = leaf, 2 = spine, 3 = core.
     Switch,
@@ -153,6 +156,10 @@ pub struct HostCosts {
     /// Overhead of every message sent or received by the busiest rank.
     pub message_secs: f64,
 }
+
+/// Plausible host memory bandwidths and per-message overheads; anything outside is a typo.
+const HOST_COPY_BYTES_PER_SEC: std::ops::RangeInclusive<f64> = 1e6..=1e15;
+const HOST_MESSAGE_SECS: std::ops::RangeInclusive<f64> = 0.0..=1.0;
 
 impl HostCosts {
     /// Whether anything is counted.
@@ -430,12 +437,20 @@ impl TopologyBuilder {
             return Err(TopologyError::BadLatency { field: "round_startup".into(), value: self.round_startup_secs });
         }
         if let Some(bw) = self.host.local_bytes_per_sec {
-            if !(bw.is_finite() && bw > 0.0) {
-                return Err(TopologyError::BadBandwidth { field: "host.local_copy".into(), value: bw });
+            if !(HOST_COPY_BYTES_PER_SEC.contains(&bw)) {
+                return Err(TopologyError::OutOfRange {
+                    field: "host.local_copy".into(),
+                    value: bw,
+                    range: "1 MB/s to 1 PB/s (1e6 to 1e15 bytes per second)",
+                });
             }
         }
-        if !(self.host.message_secs.is_finite() && self.host.message_secs >= 0.0) {
-            return Err(TopologyError::BadLatency { field: "host.message".into(), value: self.host.message_secs });
+        if !(HOST_MESSAGE_SECS.contains(&self.host.message_secs)) {
+            return Err(TopologyError::OutOfRange {
+                field: "host.message".into(),
+                value: self.host.message_secs,
+                range: "0 to 1 s",
+            });
         }
         if self.devices.len() > MAX_DEVICES {
             return Err(TopologyError::TooLarge { what: "devices", count: self.devices.len(), limit: MAX_DEVICES });

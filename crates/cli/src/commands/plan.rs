@@ -262,13 +262,19 @@ fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
         p.ranks,
         p.topology
     );
+    let host = p.algorithms.iter().any(|b| b.host.is_some());
     out.push_str(&format!(
-        "Per-round resource model (seed 001 §7.2.1): T = Σ_rounds (α + max_e V(r,e)/B(e)), α = {} per round; \
-         payload transfer and start-up only (no contention, latency or reduction compute).\n\n",
-        format_secs(p.round_startup_secs)
+        "Per-round resource model (seed 001 §7.2.1): T = Σ_rounds (α + max_e V(r,e)/B(e)){}, α = {} per round; \
+         payload transfer and start-up only{}.\n\n",
+        if host { " + host" } else { "" },
+        format_secs(p.round_startup_secs),
+        if host {
+            ", plus the hosts' local copies, reductions and per-message overhead (no contention or latency)"
+        } else {
+            " (no contention, latency or reduction compute)"
+        }
     ));
     // Hosts that count local copies and per-message overhead get a column of their own.
-    let host = p.algorithms.iter().any(|b| b.host.is_some());
     let mut headers = vec!["algorithm", "time", "rounds", "α total"];
     if host {
         headers.push("host");

@@ -127,6 +127,9 @@ struct TopologyView<'a> {
     name: &'a str,
     description: &'a str,
     round_startup_secs: f64,
+    /// Host costs the model adds (absent where none are counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<railyard_topology::HostCosts>,
     gpus: usize,
     servers: usize,
     devices: Vec<DeviceView<'a>>,
@@ -142,6 +145,7 @@ fn view(t: &Topology) -> TopologyView<'_> {
         name: &t.name,
         description: &t.description,
         round_startup_secs: t.round_startup_secs,
+        host: t.host.counted().then_some(t.host),
         gpus: t.gpus().len(),
         servers: servers.len(),
         devices: t
@@ -198,6 +202,13 @@ fn summary_markdown(t: &Topology) -> String {
         v.interfaces.len(),
         format_secs(v.round_startup_secs)
     ));
+    if let Some(h) = &v.host {
+        out.push_str(&format!(
+            "Host costs: local copies and reductions at {}, {} per message.\n\n",
+            h.local_bytes_per_sec.map_or("- (not counted)".into(), railyard_topology::units::format_bytes_per_sec),
+            format_secs(h.message_secs)
+        ));
+    }
     let mut kinds = Table::new(["device kind", "count"]);
     for kind in [
         DeviceKind::Gpu,
@@ -362,10 +373,11 @@ pub fn run(cmd: &TopoCommand) -> Result<String> {
         TopoCommand::Validate { file, format } => {
             let t = railyard_topology::file::load(std::path::Path::new(file))
                 .with_context(|| format!("{file} is not a valid topology"))?;
-            // Every rank must reach every other rank.
+            // Every rank must reach every other rank (a width per pair; no route is kept).
+            let routes = railyard_topology::RouteTable::new(&t);
             for &a in &t.default_ranks {
                 for &b in &t.default_ranks {
-                    t.route(a, b).with_context(|| format!("{file} is not a valid topology"))?;
+                    routes.reachable(a, b).with_context(|| format!("{file} is not a valid topology"))?;
                 }
             }
             match format {

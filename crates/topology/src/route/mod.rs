@@ -34,7 +34,8 @@ pub struct Route {
 
 impl Topology {
     /// The route from `src` to `dst`; see the module documentation for the rule. For
-    /// many routes, keep a [`RouteTable`]: this builds one each call.
+    /// one-off questions only: this indexes the whole topology each call, so anything
+    /// asking for many routes keeps one [`RouteTable`].
     pub fn route(&self, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
         RouteTable::new(self).get(src, dst).map(RouteView::to_route)
     }
@@ -60,7 +61,7 @@ impl Topology {
     }
 
     /// One concrete path of the route: at every ECMP split, the lowest-numbered link.
-    /// Used where traffic cannot be split, e.g. the tree of an in-network reduction.
+    /// One-off, like [`Topology::route`]; [`RouteTable::primary_path`] for many.
     pub fn primary_path(&self, src: DeviceId, dst: DeviceId) -> Result<Vec<LinkId>, TopologyError> {
         RouteTable::new(self).primary_path(src, dst)
     }
@@ -213,16 +214,29 @@ mod tests {
         fn the_fast_search_matches_the_reference_on_random_fabrics(
             switches in 1usize..7,
             gpus in 2usize..7,
-            edges in proptest::collection::vec((0usize..7, 0usize..7, 1u8..4), 0..14),
+            edges in proptest::collection::vec((0usize..7, 0usize..7, 1u8..4, 0u8..4), 0..14),
             attach in proptest::collection::vec((0usize..7, 0usize..7, 1u8..4, proptest::bool::ANY), 7),
         ) {
             let mut b = crate::TopologyBuilder::new("random");
             let s: Vec<usize> = (0..switches).map(|i| b.device(&format!("s{i}"), crate::DeviceKind::Switch, None)).collect();
             let g: Vec<usize> = (0..gpus).map(|i| b.device(&format!("g{i}"), crate::DeviceKind::Gpu, Some("x"))).collect();
-            let mut joined = std::collections::HashSet::new();
-            for (x, y, w) in edges {
+            // Parallel links and one-way links (asymmetric fabrics) included.
+            for (x, y, w, shape) in edges {
                 let (x, y) = (x % switches, y % switches);
-                if x != y && joined.insert((x.min(y), x.max(y))) {
+                if x == y {
+                    continue;
+                }
+                if shape == 0 {
+                    let link = crate::Link {
+                        from: s[x],
+                        to: s[y],
+                        bytes_per_sec: f64::from(w) * 25e9,
+                        latency_secs: 0.0,
+                        class: crate::LinkClass::Fabric,
+                        interfaces: vec![],
+                    };
+                    b.add_link(link, "one way");
+                } else {
                     b.duplex(s[x], s[y], f64::from(w) * 25e9, 0.0, &[]);
                 }
             }

@@ -36,7 +36,13 @@ impl RouteView<'_> {
     }
 }
 
-/// Every route asked of one topology, computed on first use.
+/// Routes held at most, as links: 16 Mi entries (256 MiB). Past it routes are still
+/// found, but again each time they are asked for: an all-to-all over thousands of ranks
+/// asks for P² routes, which must not all stay in memory.
+pub const MAX_HELD_ROUTE_LINKS: usize = 1 << 24;
+
+/// Every route asked of one topology, computed on first use and kept up to
+/// [`MAX_HELD_ROUTE_LINKS`].
 #[derive(Debug, Clone)]
 pub struct RouteTable<'a> {
     topology: &'a Topology,
@@ -83,26 +89,37 @@ impl<'a> RouteTable<'a> {
         }
         // Device ids are below the device count, which the width index bounds far below u32::MAX.
         let key = (src as u32, dst as u32);
-        let entry = match self.index.get(&key) {
-            Some(&entry) => entry,
-            None => {
-                let no_route =
-                    || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
-                let width = self.width.width(t, src, dst).ok_or_else(no_route)?;
-                let hops =
-                    self.search.links(&self.adjacency, src, dst, width, &mut self.scratch).ok_or_else(no_route)?;
-                let entry =
-                    Entry { start: self.links.len(), len: self.scratch.len(), bottleneck_bytes_per_sec: width, hops };
-                self.links.extend_from_slice(&self.scratch);
-                self.index.insert(key, entry);
-                entry
-            }
-        };
+        if let Some(&entry) = self.index.get(&key) {
+            return Ok(RouteView {
+                links: &self.links[entry.start..entry.start + entry.len],
+                bottleneck_bytes_per_sec: entry.bottleneck_bytes_per_sec,
+                hops: entry.hops,
+            });
+        }
+        let no_route = || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
+        let width = self.width.width(t, src, dst).ok_or_else(no_route)?;
+        let hops = self.search.links(&self.adjacency, src, dst, width, &mut self.scratch).ok_or_else(no_route)?;
+        if self.links.len() + self.scratch.len() > MAX_HELD_ROUTE_LINKS {
+            return Ok(RouteView { links: &self.scratch, bottleneck_bytes_per_sec: width, hops });
+        }
+        let entry = Entry { start: self.links.len(), len: self.scratch.len(), bottleneck_bytes_per_sec: width, hops };
+        self.links.extend_from_slice(&self.scratch);
+        self.index.insert(key, entry);
         Ok(RouteView {
             links: &self.links[entry.start..entry.start + entry.len],
-            bottleneck_bytes_per_sec: entry.bottleneck_bytes_per_sec,
-            hops: entry.hops,
+            bottleneck_bytes_per_sec: width,
+            hops,
         })
+    }
+
+    /// Whether `dst` can be reached from `src` (the width search alone; nothing is kept).
+    pub fn reachable(&self, src: DeviceId, dst: DeviceId) -> Result<(), TopologyError> {
+        let t = self.topology;
+        if src == dst || self.width.width(t, src, dst).is_some() {
+            Ok(())
+        } else {
+            Err(TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() })
+        }
     }
 
     /// One concrete path of the route: at every ECMP split, the lowest-numbered link.

@@ -29,9 +29,9 @@ const NO_COMPONENT: u32 = u32::MAX;
 pub(super) enum WidthIndex {
     Components {
         /// Distinct link bandwidths, widest first.
-        thresholds: Vec<f64>,
+        thresholds_bytes_per_sec: Vec<f64>,
         /// `labels[k * devices + d]`: component of forwarding device `d` over links at
-        /// least `thresholds[k]` wide.
+        /// least `thresholds_bytes_per_sec[k]` wide.
         labels: Vec<u32>,
         devices: usize,
     },
@@ -41,11 +41,13 @@ pub(super) enum WidthIndex {
 impl WidthIndex {
     pub(super) fn new(t: &Topology) -> Self {
         let forwards = |d: DeviceId| t.devices[d].kind.forwards();
-        let mut thresholds: Vec<f64> = t.links.iter().map(|l| l.bytes_per_sec).collect();
-        thresholds.sort_by(|a, b| b.total_cmp(a));
-        thresholds.dedup();
+        let mut thresholds_bytes_per_sec: Vec<f64> = t.links.iter().map(|l| l.bytes_per_sec).collect();
+        thresholds_bytes_per_sec.sort_by(|a, b| b.total_cmp(a));
+        thresholds_bytes_per_sec.dedup();
         let devices = t.devices.len();
-        if thresholds.len() > MAX_THRESHOLDS || thresholds.len().saturating_mul(devices) > MAX_LABELS {
+        if thresholds_bytes_per_sec.len() > MAX_THRESHOLDS
+            || thresholds_bytes_per_sec.len().saturating_mul(devices) > MAX_LABELS
+        {
             return WidthIndex::Dijkstra;
         }
         let fabric: Vec<usize> =
@@ -61,9 +63,9 @@ impl WidthIndex {
         let mut by_width = fabric;
         by_width.sort_by(|&a, &b| t.links[b].bytes_per_sec.total_cmp(&t.links[a].bytes_per_sec));
         let mut parent: Vec<usize> = (0..devices).collect();
-        let mut labels = Vec::with_capacity(thresholds.len() * devices);
+        let mut labels = Vec::with_capacity(thresholds_bytes_per_sec.len() * devices);
         let mut next = 0;
-        for &w in &thresholds {
+        for &w in &thresholds_bytes_per_sec {
             while next < by_width.len() && t.links[by_width[next]].bytes_per_sec >= w {
                 let link = &t.links[by_width[next]];
                 let (a, b) = (find(&mut parent, link.from), find(&mut parent, link.to));
@@ -75,16 +77,16 @@ impl WidthIndex {
                 labels.push(if forwards(d) { find(&mut parent, d) as u32 } else { NO_COMPONENT });
             }
         }
-        WidthIndex::Components { thresholds, labels, devices }
+        WidthIndex::Components { thresholds_bytes_per_sec, labels, devices }
     }
 
     /// The width from `src` to `dst` (`src != dst`), or `None` when no path exists.
     pub(super) fn width(&self, t: &Topology, src: DeviceId, dst: DeviceId) -> Option<f64> {
-        let WidthIndex::Components { thresholds, labels, devices } = self else {
+        let WidthIndex::Components { thresholds_bytes_per_sec, labels, devices } = self else {
             return dijkstra(t, src, dst);
         };
         let forwards = |d: DeviceId| t.devices[d].kind.forwards();
-        for (k, &w) in thresholds.iter().enumerate() {
+        for (k, &w) in thresholds_bytes_per_sec.iter().enumerate() {
             let label = |d: DeviceId| labels[k * devices + d];
             // A forwarding end is in a component itself: compare the other end's
             // neighbours with it (a spine's thousands of links are never scanned).
