@@ -40,7 +40,8 @@ def run(binary, args, timeout):
     wall = time.monotonic() - start
     err = proc.stderr.read().decode(errors="replace").strip()
     code = os.waitstatus_to_exitcode(status)
-    note = "" if code == 0 else (err.splitlines()[-1] if err else f"exit {code}")
+    # The error's first clause: what was refused and the limit (the hint is in --help).
+    note = "" if code == 0 else (err.splitlines()[-1].split(";")[0] if err else f"exit {code}")
     return ("ok" if code == 0 else "refused"), wall, usage.ru_maxrss / 1024, note
 
 

@@ -218,8 +218,8 @@ mod tests {
             attach in proptest::collection::vec((0usize..7, 0usize..7, 1u8..4, proptest::bool::ANY), 7),
         ) {
             let mut b = crate::TopologyBuilder::new("random");
-            let s: Vec<usize> = (0..switches).map(|i| b.device(&format!("s{i}"), crate::DeviceKind::Switch, None)).collect();
-            let g: Vec<usize> = (0..gpus).map(|i| b.device(&format!("g{i}"), crate::DeviceKind::Gpu, Some("x"))).collect();
+            let s: Vec<usize> = (0..switches).map(|i| b.device(format!("s{i}"), crate::DeviceKind::Switch, None)).collect();
+            let g: Vec<usize> = (0..gpus).map(|i| b.device(format!("g{i}"), crate::DeviceKind::Gpu, Some("x"))).collect();
             // Parallel links and one-way links (asymmetric fabrics) included.
             for (x, y, w, shape) in edges {
                 let (x, y) = (x % switches, y % switches);
