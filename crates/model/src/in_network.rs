@@ -91,35 +91,13 @@ pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<D
         if best.is_some_and(|b| (bound, s) > b) {
             break;
         }
-        let to_s = hops_to(topology, s);
+        let to_s = topology.hops_to(s);
         let worst = devices.iter().map(|&d| to_s[d]).max().unwrap_or(0);
         if worst != usize::MAX && best.is_none_or(|b| (worst, s) < b) {
             best = Some((worst, s));
         }
     }
     best.map(|(_, s)| s).ok_or_else(none)
-}
-
-/// Hop counts from every device to `target` through devices that forward (the paths
-/// `Topology::hops_from` counts, searched backwards).
-fn hops_to(topology: &Topology, target: DeviceId) -> Vec<usize> {
-    let mut dist = vec![usize::MAX; topology.devices.len()];
-    dist[target] = 0;
-    let mut queue = std::collections::VecDeque::from([target]);
-    while let Some(v) = queue.pop_front() {
-        // A path's devices other than its start forward; `v` is a start only if it does not.
-        if v != target && !topology.devices[v].kind.forwards() {
-            continue;
-        }
-        for &l in topology.in_links(v) {
-            let u = topology.links[l].from;
-            if dist[u] == usize::MAX {
-                dist[u] = dist[v] + 1;
-                queue.push_back(u);
-            }
-        }
-    }
-    dist
 }
 
 #[cfg(test)]

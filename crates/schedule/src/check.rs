@@ -12,7 +12,7 @@ use fixedbitset::FixedBitSet;
 
 use crate::collective::{Contributors, Rank};
 use crate::error::CheckError;
-use crate::ir::{Buffer, LocalOp, Op, Region, Schedule};
+use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, Schedule};
 use crate::step_graph::{StepGraph, StepId};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +131,29 @@ impl State {
         Ok(())
     }
 
+    /// What an in-network step delivers: the join of every participant's region (each
+    /// rank once).
+    fn in_network(&self, at: &str, step: &InNetwork) -> Result<Vec<Value>, CheckError> {
+        let mut seen = FixedBitSet::with_capacity(self.ranks);
+        let mut result: Option<Vec<Value>> = None;
+        for &r in &step.ranks {
+            if r < self.ranks && seen.put(r) {
+                return Err(fail(at, format!("rank {r} takes part twice")));
+            }
+            let values = self.read(at, r, &step.read)?;
+            result = Some(match result {
+                None => values,
+                Some(acc) => acc
+                    .into_iter()
+                    .zip(values)
+                    .enumerate()
+                    .map(|(i, (a, v))| join(at, a, v, r, step.read.buffer, step.read.offset + i as u64))
+                    .collect::<Result<_, _>>()?,
+            });
+        }
+        result.ok_or_else(|| fail(at, "has no ranks"))
+    }
+
     fn local(&mut self, at: &str, op: &LocalOp) -> Result<(), CheckError> {
         same_len(at, &op.read, &op.write)?;
         let values = self.read(at, op.rank, &op.read)?;
@@ -238,26 +261,11 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
             let owner = round.transfers.len() + n;
             let at = format!("{round_at}: in-network reduction of ranks {:?}", step.ranks);
             same_len(&at, &step.read, &step.write)?;
-            let mut seen = FixedBitSet::with_capacity(state.ranks);
-            let mut result: Option<Vec<Value>> = None;
+            let result = state.in_network(&at, step)?;
             for &r in &step.ranks {
-                if r < state.ranks && seen.put(r) {
-                    return Err(fail(&at, format!("rank {r} takes part twice")));
-                }
-                let values = state.read(&at, r, &step.read)?;
-                result = Some(match result {
-                    None => values,
-                    Some(acc) => acc
-                        .into_iter()
-                        .zip(values)
-                        .enumerate()
-                        .map(|(i, (a, v))| join(&at, a, v, r, step.read.buffer, step.read.offset + i as u64))
-                        .collect::<Result<_, _>>()?,
-                });
                 spans.push((r, step.read.buffer, step.read.offset, step.read.end(), Access::Read, owner));
                 spans.push((r, step.write.buffer, step.write.offset, step.write.end(), Access::Copy, owner));
             }
-            let result = result.ok_or_else(|| fail(&at, "has no ranks"))?;
             for &r in &step.ranks {
                 writes.push((at.clone(), r, step.write, result.clone(), Op::Copy));
             }
@@ -312,20 +320,8 @@ pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -
             state.write(&at, t.to, &t.write, values, t.op)?;
         } else if let Some(net) = r.in_network.get(index - r.transfers.len()) {
             let at = format!("{}: in-network reduction of ranks {:?}", schedule.round_label(round), net.ranks);
-            let mut result: Option<Vec<Value>> = None;
-            for &rank in &net.ranks {
-                let values = state.read(&at, rank, &net.read)?;
-                result = Some(match result {
-                    None => values,
-                    Some(acc) => acc
-                        .into_iter()
-                        .zip(values)
-                        .enumerate()
-                        .map(|(i, (a, v))| join(&at, a, v, rank, net.read.buffer, net.read.offset + i as u64))
-                        .collect::<Result<_, _>>()?,
-                });
-            }
-            let result = result.ok_or_else(|| fail(&at, "has no ranks"))?;
+            same_len(&at, &net.read, &net.write)?;
+            let result = state.in_network(&at, net)?;
             for &rank in &net.ranks {
                 state.write(&at, rank, &net.write, result.clone(), Op::Copy)?;
             }

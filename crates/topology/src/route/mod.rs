@@ -42,15 +42,28 @@ impl Topology {
 
     /// Hop counts from `src` to every device, through devices that forward (any bandwidth).
     pub fn hops_from(&self, src: DeviceId) -> Vec<usize> {
+        self.hops(src, false)
+    }
+
+    /// Hop counts from every device to `dst`: the paths `hops_from` counts, searched
+    /// backwards (one search for all sources).
+    pub fn hops_to(&self, dst: DeviceId) -> Vec<usize> {
+        self.hops(dst, true)
+    }
+
+    fn hops(&self, end: DeviceId, backward: bool) -> Vec<usize> {
         let mut dist = vec![usize::MAX; self.devices.len()];
-        dist[src] = 0;
-        let mut queue = std::collections::VecDeque::from([src]);
+        dist[end] = 0;
+        let mut queue = std::collections::VecDeque::from([end]);
         while let Some(u) = queue.pop_front() {
-            if u != src && !self.devices[u].kind.forwards() {
+            // Every device of a path but its first forwards: searching backwards, a
+            // device that does not is a first device, and the search stops there.
+            if u != end && !self.devices[u].kind.forwards() {
                 continue;
             }
-            for &l in self.out_links(u) {
-                let v = self.links[l].to;
+            let links = if backward { self.in_links(u) } else { self.out_links(u) };
+            for &l in links {
+                let v = if backward { self.links[l].from } else { self.links[l].to };
                 if dist[v] == usize::MAX {
                     dist[v] = dist[u] + 1;
                     queue.push_back(v);

@@ -162,48 +162,46 @@ impl Search {
             let forward_links: usize = self.forward_layers[a].iter().map(|&u| adj.out(u).len()).sum();
             let backward_links: usize = self.backward_layers[b].iter().map(|&x| adj.inn(x).len()).sum();
             let grow_forward = forward_links <= backward_links;
-            if grow_forward {
-                ensure_layer(&mut self.forward_layers, a + 1);
-                for i in 0..self.forward_layers[a].len() {
-                    let u = self.forward_layers[a][i];
-                    if u != src && !transit(u) {
-                        continue;
-                    }
-                    for h in adj.out(u) {
-                        let v = h.device as usize;
-                        if !wide(h) || self.forward_seen[v] == epoch {
-                            continue;
-                        }
-                        self.forward_seen[v] = epoch;
-                        self.forward_hops[v] = (a + 1) as u32;
-                        self.forward_layers[a + 1].push(v);
-                        if self.backward_seen[v] == epoch && transit(v) {
-                            best = best.min(a + 1 + self.backward_hops[v] as usize);
-                        }
-                    }
-                }
+            // One side's next layer; a device also reached from the other side closes a path.
+            let (layers, seen, hops, other_seen, other_hops, at) = if grow_forward {
                 a += 1;
+                (
+                    &mut self.forward_layers,
+                    &mut self.forward_seen,
+                    &mut self.forward_hops,
+                    &self.backward_seen,
+                    &self.backward_hops,
+                    a,
+                )
             } else {
-                ensure_layer(&mut self.backward_layers, b + 1);
-                for i in 0..self.backward_layers[b].len() {
-                    let x = self.backward_layers[b][i];
-                    if x != dst && !transit(x) {
+                b += 1;
+                (
+                    &mut self.backward_layers,
+                    &mut self.backward_seen,
+                    &mut self.backward_hops,
+                    &self.forward_seen,
+                    &self.forward_hops,
+                    b,
+                )
+            };
+            ensure_layer(layers, at);
+            for i in 0..layers[at - 1].len() {
+                let u = layers[at - 1][i];
+                if !transit(u) {
+                    continue;
+                }
+                for h in if grow_forward { adj.out(u) } else { adj.inn(u) } {
+                    let v = h.device as usize;
+                    if !wide(h) || seen[v] == epoch {
                         continue;
                     }
-                    for h in adj.inn(x) {
-                        let y = h.device as usize;
-                        if !wide(h) || self.backward_seen[y] == epoch {
-                            continue;
-                        }
-                        self.backward_seen[y] = epoch;
-                        self.backward_hops[y] = (b + 1) as u32;
-                        self.backward_layers[b + 1].push(y);
-                        if self.forward_seen[y] == epoch && transit(y) {
-                            best = best.min(self.forward_hops[y] as usize + b + 1);
-                        }
+                    seen[v] = epoch;
+                    hops[v] = at as u32;
+                    layers[at].push(v);
+                    if other_seen[v] == epoch && transit(v) {
+                        best = best.min(at + other_hops[v] as usize);
                     }
                 }
-                b += 1;
             }
         }
         let hops = best;
