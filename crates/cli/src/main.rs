@@ -62,12 +62,22 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => commands::calibrate::run(&args),
     };
     match result {
-        Ok(text) => {
-            print!("{text}");
+        Ok(mut text) => {
             if !text.is_empty() && !text.ends_with('\n') {
-                println!();
+                text.push('\n');
             }
-            ExitCode::SUCCESS
+            // A reader that stops early (`| head`) closes the pipe: stop quietly like
+            // other Unix tools, rather than panic as `print!` does.
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the output: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
         Err(e) => {
             eprintln!("error: {e:#}");

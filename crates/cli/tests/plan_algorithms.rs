@@ -156,3 +156,24 @@ fn plan_on_a_calibrated_file_predicts_the_runtime_tuner() {
     assert!(md.stdout.contains("| host ") && md.stdout.contains("messages"), "{}", md.stdout);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A reader that stops early (`railyard plan --format json | head -c1`) ends the output
+/// quietly, as other Unix tools do, instead of a panic on the closed pipe.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args(["plan", "--topo", "rail:servers=4", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is dropped here, with well over 64 KiB still to write.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(first[0], b'{');
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}

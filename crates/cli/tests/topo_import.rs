@@ -106,3 +106,15 @@ fn malformed_inputs_are_clear_errors() {
     assert_ne!(out.code, 0);
     assert!(!out.stderr.contains("panicked"));
 }
+
+/// Hostile imports are refused with a reason, not a stack overflow: XML nested 20,000
+/// deep (80 KB), and text that is not a topology at all.
+#[test]
+fn deeply_nested_xml_is_refused_not_a_crash() {
+    let path = temp("deep.xml");
+    let xml = format!("<system>{}{}</system>", "<x>".repeat(20_000), "</x>".repeat(20_000));
+    std::fs::write(&path, xml).unwrap();
+    let out = railyard(&["topo", "import", "--nccl-xml", &path]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("nested 20001 deep") && out.stderr.contains("at most 64"), "{}", out.stderr);
+}

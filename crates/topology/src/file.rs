@@ -140,10 +140,27 @@ pub enum FileFormat {
     Json,
 }
 
+/// The largest topology file read: 512 MiB (a 131,072-GPU fabric written out is about
+/// 250 MB of JSON).
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+
+/// Read at most `limit` bytes of text from `path`: a device or an endless stream named
+/// by mistake (`/dev/urandom`) is refused after the limit, not read without end.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, TopologyError> {
+    use std::io::Read;
+    let io = |message: String| TopologyError::Io { path: path.display().to_string(), message };
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > limit {
+        return Err(io(format!("more than {limit} bytes; not a file this reads")));
+    }
+    String::from_utf8(bytes).map_err(|e| io(format!("not UTF-8 text ({e})")))
+}
+
 /// Read a topology file; the format comes from the extension (`.json`, else TOML).
 pub fn load(path: &Path) -> Result<Topology, TopologyError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TopologyError::Io { path: path.display().to_string(), message: e.to_string() })?;
+    let text = read_text(path, MAX_FILE_BYTES)?;
     let format = match path.extension().and_then(|e| e.to_str()) {
         Some(ext) if ext.eq_ignore_ascii_case("json") => FileFormat::Json,
         _ => FileFormat::Toml,
@@ -372,5 +389,17 @@ mod tests {
                 assert_eq!(a.bottleneck_bytes_per_sec, b.bottleneck_bytes_per_sec);
             }
         }
+    }
+
+    #[test]
+    fn reading_stops_at_the_limit() {
+        let path = std::env::temp_dir().join(format!("railyard-read-limit-{}", std::process::id()));
+        std::fs::write(&path, "0123456789abcdefghij").unwrap();
+        let err = read_text(&path, 10).unwrap_err().to_string();
+        assert!(err.contains("more than 10 bytes"), "{err}");
+        assert_eq!(read_text(&path, 20).unwrap().len(), 20);
+        std::fs::write(&path, [0xff, 0xfe, 0x00]).unwrap();
+        assert!(read_text(&path, 20).unwrap_err().to_string().contains("not UTF-8"));
+        std::fs::remove_file(&path).ok();
     }
 }

@@ -267,7 +267,7 @@ fn import(a: &ImportArgs) -> Result<String> {
     };
     let (path, t) = match (&a.nvidia_smi, &a.nccl_xml) {
         (Some(p), None) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let text = railyard_topology::file::read_text(p, IMPORT_BYTES)?;
             let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("nvidia-smi");
             (p, nvidia_smi::import(&text, name, a.servers, &defaults)?)
         }
@@ -275,7 +275,7 @@ fn import(a: &ImportArgs) -> Result<String> {
             if a.servers != 1 {
                 bail!("--servers is for --nvidia-smi; an NCCL XML names its hosts itself");
             }
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let text = railyard_topology::file::read_text(p, IMPORT_BYTES)?;
             let name = p.file_stem().and_then(|s| s.to_str()).unwrap_or("nccl-xml");
             (p, nccl_xml::import(&text, name, &defaults)?)
         }
@@ -394,3 +394,6 @@ pub fn run(cmd: &TopoCommand) -> Result<String> {
         }
     }
 }
+
+/// The largest `nvidia-smi` or NCCL XML file imported (a machine's is a few KiB).
+const IMPORT_BYTES: u64 = 16 << 20;

@@ -124,10 +124,39 @@ impl Importer<'_> {
     }
 }
 
+/// Deepest element nesting accepted.
+const MAX_NESTING: usize = 64;
+
+/// The deepest element nesting of `text`, from its tags alone: `<x` opens, `</x` and
+/// `/>` close; `<?`, `<!` (declarations, comments) neither.
+fn nesting_depth(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for (i, &b) in bytes.iter().enumerate() {
+        match (b, bytes.get(i + 1)) {
+            (b'<', Some(b'/')) => depth = depth.saturating_sub(1),
+            (b'<', Some(b'?' | b'!')) => {}
+            (b'<', _) => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (b'/', Some(b'>')) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Import NCCL topology XML.
 pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topology, TopologyError> {
     if text.len() > 16 << 20 {
         return Err(err("more than 16 MiB of XML"));
+    }
+    // A machine's XML nests a handful deep; refuse absurd nesting before the parser
+    // (and anything walking its tree) recurses into it.
+    let depth = nesting_depth(text);
+    if depth > MAX_NESTING {
+        return Err(err(format!("elements nested {depth} deep; a topology nests at most {MAX_NESTING}")));
     }
     let doc = roxmltree::Document::parse(text).map_err(|e| err(e.to_string()))?;
     let root = doc.root_element();
