@@ -177,3 +177,16 @@ fn a_closed_pipe_ends_quietly() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
+
+/// NCCL's rule reaches for CollNet only where in-network could have run: not when
+/// `--algo` leaves it out, and not for collectives other than all-reduce.
+#[test]
+fn the_nccl_rule_offers_collnet_only_where_it_could_run() {
+    let with = json(&["plan", "--format", "json"]);
+    assert_eq!(with["choice"]["nccl"]["algorithm"], "collnet");
+    let without = json(&["plan", "--algo", "ring,hierarchical", "--format", "json"]);
+    assert_eq!(without["choice"]["nccl"]["algorithm"], "ring (multi-channel)");
+    assert_eq!(without["choice"]["agrees_with_nccl"], true);
+    let alltoall = json(&["plan", "--collective", "alltoall", "--format", "json"]);
+    assert_ne!(alltoall["choice"]["nccl"]["algorithm"], "collnet");
+}

@@ -109,7 +109,11 @@ pub fn run(args: &PlanArgs) -> Result<String> {
         pipeline_chunks: args.pipeline_chunks,
         strict,
     };
-    let in_network = topology.devices.iter().any(|d| d.in_network_reduction);
+    // NCCL's rule reaches for CollNet only where it could run: an all-reduce, switches
+    // that reduce, and in-network among the algorithms asked for.
+    let in_network = topology.devices.iter().any(|d| d.in_network_reduction)
+        && args.collective == Collective::AllReduce
+        && request.algorithms.contains(&Algorithm::InNetwork);
     if let Some(range) = &args.sweep {
         let (from, to) = range.split_once(':').context("--sweep takes FROM:TO, e.g. 8B:16GiB")?;
         let sizes = sweep_sizes(
