@@ -108,7 +108,7 @@ impl Prepared {
                 }
             }
         }
-        for l in schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me) {
+        for l in schedule.local_ops().filter(|l| l.rank == me) {
             lens.check(&l.read, elem)?;
             lens.check(&l.write, elem)?;
         }
@@ -124,9 +124,13 @@ impl Prepared {
         // Whether each local op's destination is read again later in the call.
         let read_later = |i: usize, w: &Region| {
             let by_rounds = i < in_prologue
-                && schedule.rounds.iter().flat_map(|r| &r.transfers).any(|t| {
+                && (schedule.rounds.iter().flat_map(|r| &r.transfers).any(|t| {
                     (t.from == me && t.read.overlaps(w)) || (t.to == me && t.op == Op::Reduce && t.write.overlaps(w))
-                });
+                }) || schedule
+                    .rounds
+                    .iter()
+                    .flat_map(|r| &r.local)
+                    .any(|l| l.rank == me && (l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w)))));
             by_rounds
                 || locals[i + 1..].iter().any(|l| l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w)))
         };
@@ -563,6 +567,10 @@ impl Communicator {
             }
             drive(&mut self.links, Drive { dtype, op, idle: self.idle, timeout: self.config.timeout })?;
             owned.clear();
+            // The round's local steps, once what it received has landed.
+            for l in round.local.iter().filter(|l| l.rank == me) {
+                local(l, false)?;
+            }
         }
         for l in s.epilogue.iter().filter(|l| l.rank == me) {
             local(l, streams.next().unwrap_or(false))?;

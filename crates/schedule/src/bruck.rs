@@ -49,6 +49,7 @@ pub fn allgather_steps(out: &[Range<u64>]) -> Vec<Step> {
                     })
                     .collect(),
                 in_network: Vec::new(),
+                local: Vec::new(),
             }
         })
         .collect()

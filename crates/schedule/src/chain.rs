@@ -39,6 +39,7 @@ pub fn chain_steps(
                 })
                 .collect(),
             in_network: Vec::new(),
+            local: Vec::new(),
         })
         .collect()
 }

@@ -274,6 +274,9 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
         for (at, rank, region, values, op) in writes {
             state.write(&at, rank, &region, values, op)?;
         }
+        for op in &round.local {
+            state.local(&format!("{round_at}: local step of rank {}", op.rank), op)?;
+        }
         transfers += round.transfers.len();
     }
     for op in &schedule.epilogue {
@@ -290,7 +293,7 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
 /// refuses a read and a write of one element in one round); `graph` must be the
 /// schedule's own (`dependencies`).
 pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -> Result<CheckReport, CheckError> {
-    let steps: usize = schedule.rounds.iter().map(|r| r.transfers.len() + r.in_network.len()).sum();
+    let steps: usize = schedule.rounds.iter().map(|r| r.transfers.len() + r.in_network.len() + r.local.len()).sum();
     if graph.len() != steps {
         return Err(fail("order", format!("the step graph has {} steps, the schedule {steps}", graph.len())));
     }
@@ -318,6 +321,11 @@ pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -
             same_len(&at, &t.read, &t.write)?;
             let values = state.read(&at, t.from, &t.read)?;
             state.write(&at, t.to, &t.write, values, t.op)?;
+        } else if let Some(op) = (index >= r.transfers.len() + r.in_network.len())
+            .then(|| r.local.get(index - r.transfers.len() - r.in_network.len()))
+            .flatten()
+        {
+            state.local(&format!("{}: local step of rank {}", schedule.round_label(round), op.rank), op)?;
         } else if let Some(net) = r.in_network.get(index - r.transfers.len()) {
             let at = format!("{}: in-network reduction of ranks {:?}", schedule.round_label(round), net.ranks);
             same_len(&at, &net.read, &net.write)?;

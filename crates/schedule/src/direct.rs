@@ -22,7 +22,7 @@ fn range(start: u64, len: u64) -> Range<u64> {
 }
 
 fn one(transfers: Vec<Transfer>) -> Vec<Step> {
-    vec![Step { transfers, in_network: Vec::new() }]
+    vec![Step { transfers, in_network: Vec::new(), local: Vec::new() }]
 }
 
 pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
@@ -154,6 +154,7 @@ pub fn pairwise(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Resu
                 })
                 .collect(),
             in_network: Vec::new(),
+            local: Vec::new(),
         })
         .collect();
     b.phase("pairwise all-to-all", steps);

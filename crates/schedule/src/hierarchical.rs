@@ -116,6 +116,7 @@ pub fn hierarchical_all_reduce(
                         InNetwork { ranks: ranks.clone(), read: region, write: region, shard: Some(j as u32) }
                     })
                     .collect(),
+                local: Vec::new(),
             };
             b.phase("inter-server in-network all-reduce", vec![step]);
         }

@@ -78,6 +78,9 @@ pub fn in_place_hazard(s: &Schedule, rank: Rank) -> Option<String> {
             }
         }
         written.extend(writes);
+        if let Some(why) = locals(&round.local, "local step", &mut written) {
+            return Some(format!("round {i}: {why}"));
+        }
     }
     locals(&s.epilogue, "epilogue", &mut written)
 }
@@ -133,7 +136,7 @@ mod tests {
             op: Op::Copy,
             shard: None,
         };
-        let step = |t: Transfer| Step { transfers: vec![t], in_network: vec![] };
+        let step = |t: Transfer| Step { transfers: vec![t], in_network: vec![], local: vec![] };
         b.phase("x", vec![step(t(1, 0, Buffer::Input, Buffer::Output)), step(t(0, 1, Buffer::Input, Buffer::Output))]);
         let s = b.build();
         assert!(in_place_hazard(&s, 0).unwrap().contains("round 1"));

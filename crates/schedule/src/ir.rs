@@ -114,6 +114,8 @@ pub struct LocalOp {
 pub struct Step {
     pub transfers: Vec<Transfer>,
     pub in_network: Vec<InNetwork>,
+    /// Local copies and reductions once the round's transfers have landed.
+    pub local: Vec<LocalOp>,
 }
 
 impl Step {
@@ -129,6 +131,13 @@ pub struct Round {
     pub step: usize,
     pub transfers: Vec<Transfer>,
     pub in_network: Vec<InNetwork>,
+    /// Local copies and reductions each rank does after the round's transfers and
+    /// in-network steps have landed, before the next round: steps of their own, so a
+    /// sum received into scratch is added in once instead of being received into every
+    /// copy a later round needs (recursive doubling sends R·M, not R(R+1)/2·M). They may
+    /// read what the round wrote; the next round sees what they wrote.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub local: Vec<LocalOp>,
 }
 
 /// A named stage of an algorithm, e.g. "intra-server reduce-scatter".
@@ -186,6 +195,7 @@ impl Schedule {
                     step: r.step,
                     transfers: r.transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
                     in_network: r.in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
+                    local: r.local.iter().filter(mine).cloned().collect(),
                 })
                 .collect(),
             epilogue: self.epilogue.iter().filter(mine).cloned().collect(),
@@ -212,11 +222,17 @@ impl Schedule {
             .sum()
     }
 
-    /// Elements the busiest rank copies or reduces locally (prologue and epilogue): memory
+    /// Every local operation: prologue, those between rounds, epilogue.
+    pub fn local_ops(&self) -> impl Iterator<Item = &LocalOp> {
+        self.prologue.iter().chain(self.rounds.iter().flat_map(|r| &r.local)).chain(&self.epilogue)
+    }
+
+    /// Elements the busiest rank copies or reduces locally (prologue, between rounds,
+    /// epilogue): memory
     /// traffic that costs nothing on a link but real time on a host.
     pub fn local_elements_max(&self) -> u64 {
         let mut per_rank = vec![0u64; self.spec.ranks];
-        for l in self.prologue.iter().chain(&self.epilogue) {
+        for l in self.local_ops() {
             if let Some(n) = per_rank.get_mut(l.rank) {
                 *n += l.write.len;
             }
@@ -231,8 +247,7 @@ impl Schedule {
         let mut per_rank = vec![0u64; self.spec.ranks];
         let received =
             self.rounds.iter().flat_map(|r| &r.transfers).filter(|t| t.op == Op::Reduce).map(|t| (t.to, t.write.len));
-        let local =
-            self.prologue.iter().chain(&self.epilogue).filter(|l| l.op == Op::Reduce).map(|l| (l.rank, l.write.len));
+        let local = self.local_ops().filter(|l| l.op == Op::Reduce).map(|l| (l.rank, l.write.len));
         for (rank, len) in received.chain(local) {
             if let Some(n) = per_rank.get_mut(rank) {
                 *n += len;
@@ -305,6 +320,7 @@ impl ScheduleBuilder {
             .map(|mut s| {
                 s.transfers.retain(|t| t.read.len > 0);
                 s.in_network.retain(|n| n.read.len > 0);
+                s.local.retain(|l| l.read.len > 0);
                 s
             })
             .filter(|s| !s.is_empty())
@@ -315,7 +331,13 @@ impl ScheduleBuilder {
         let phase = self.schedule.phases.len();
         self.schedule.phases.push(Phase { name: name.into(), rounds: steps.len() });
         for (i, s) in steps.into_iter().enumerate() {
-            self.schedule.rounds.push(Round { phase, step: i + 1, transfers: s.transfers, in_network: s.in_network });
+            self.schedule.rounds.push(Round {
+                phase,
+                step: i + 1,
+                transfers: s.transfers,
+                in_network: s.in_network,
+                local: s.local,
+            });
         }
         self
     }
@@ -333,6 +355,7 @@ pub fn merge_parallel(lists: Vec<Vec<Step>>) -> Vec<Step> {
         for (k, step) in list.into_iter().enumerate() {
             merged[k].transfers.extend(step.transfers);
             merged[k].in_network.extend(step.in_network);
+            merged[k].local.extend(step.local);
         }
     }
     merged

@@ -40,8 +40,8 @@ pub fn transfers_bound(
         Algorithm::Tree => m(&[4, p, k]),
         Algorithm::DoubleTree => m(&[8, p, k]),
         Algorithm::Rhd => m(&[4, p, rounds_log]),
-        // Round r sends r + 1 copies: R(R+1)/2 per rank over R rounds.
-        Algorithm::RecursiveDoubling => m(&[p, rounds_log, rounds_log + 1]) / 2,
+        // One exchange per rank per round, plus folding.
+        Algorithm::RecursiveDoubling => m(&[2, p, rounds_log]),
         Algorithm::Bruck => m(&[p, p, rounds_log]),
         Algorithm::Pairwise | Algorithm::Direct => m(&[2, p, p]),
         // All-reduce: intra-server rings of g ranks, inter-server rings of s groups

@@ -9,15 +9,12 @@
 //! ops are commutative), so every rank ends with the same bits, unlike an all-to-all
 //! exchange that each rank sums in its own order.
 //!
-//! The IR has no local step between rounds, so a sum is received into every copy that a
-//! later round still needs: with R = log2 p rounds a rank keeps R copies (its output and
-//! R − 1 scratch copies); round k sends one copy and adds the partner's into the R − k
-//! still live. Each rank sends R(R+1)/2 · M instead of R · M (2 ranks: one round, M, no
-//! extra): the model charges those bytes, so the tuner picks it only for small messages.
+//! Each round receives the partner's running sum into scratch and adds it into the output
+//! as a local step after the round, so each rank sends R · M over R = log2 p rounds.
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
 use crate::ring::copy;
 
 pub fn recursive_doubling(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
@@ -31,46 +28,36 @@ pub fn recursive_doubling(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &st
     let p = if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) };
     let extra = n - p;
     let rounds = p.trailing_zeros() as usize;
-    let copies = rounds.max(1);
     let count = spec.count;
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     let input = Region::new(Buffer::Input, 0..count);
-    let slot = |s: usize| Region::new(Buffer::Scratch, s as u64 * count..(s as u64 + 1) * count);
-    // Copy j of the running sum: the last is the output, the others scratch slots.
-    let copy_at = |j: usize| if j + 1 == copies { Region::new(Buffer::Output, 0..count) } else { slot(j) };
-    // With folded ranks, round 0 sends a folded copy that it does not write: one more slot.
-    let fold_source = (extra > 0).then(|| slot(copies - 1));
+    let output = Region::new(Buffer::Output, 0..count);
+    let received = Region::new(Buffer::Scratch, 0..count);
     let t =
         |from: Rank, to: Rank, read: Region, write: Region, op: Op| Transfer { from, to, read, write, op, shard: None };
-    let step = |transfers| vec![Step { transfers, in_network: vec![] }];
+    let step = |transfers, local| vec![Step { transfers, in_network: vec![], local }];
     for r in 0..p {
-        b.scratch(r, (copies - 1 + usize::from(extra > 0)) as u64 * count);
-        for region in (0..copies).map(copy_at).chain(fold_source) {
-            b.prologue(copy(r, input, region));
-        }
+        b.scratch(r, count);
+        b.prologue(copy(r, input, output));
     }
     if extra > 0 {
-        // Rank p+i adds its input into every copy of rank i.
-        let fold = (0..extra).flat_map(|i| (0..copies).map(copy_at).chain(fold_source).map(move |w| (i, w)));
-        b.phase("fold extra ranks in", step(fold.map(|(i, w)| t(p + i, i, input, w, Op::Reduce)).collect()));
+        // Rank p+i adds its input into rank i's running sum.
+        b.phase(
+            "fold extra ranks in",
+            step((0..extra).map(|i| t(p + i, i, input, output, Op::Reduce)).collect(), vec![]),
+        );
     }
     for k in 0..rounds {
-        // Round k sends what no round from k on writes — the input (or the folded copy)
-        // first, then copy k − 1 — and adds the partner's into copies k.. .
-        let send = match (k, fold_source) {
-            (0, Some(folded)) => folded,
-            (0, None) => input,
-            _ => copy_at(k - 1),
-        };
-        let transfers = (0..p)
-            .flat_map(|v| (k..copies).map(move |j| (v, j)))
-            .map(|(v, j)| t(v ^ (1 << k), v, send, copy_at(j), Op::Reduce))
-            .collect();
-        b.phase(format!("recursive doubling, distance {}", 1 << k), step(transfers));
+        // Partners swap running sums into scratch, then each adds the other's in.
+        let transfers = (0..p).map(|v| t(v ^ (1 << k), v, output, received, Op::Copy)).collect();
+        let adds = (0..p).map(|v| LocalOp { rank: v, read: received, write: output, op: Op::Reduce }).collect();
+        b.phase(format!("recursive doubling, distance {}", 1 << k), step(transfers, adds));
     }
     if extra > 0 {
-        let output = Region::new(Buffer::Output, 0..count);
-        b.phase("unfold to extra ranks", step((0..extra).map(|i| t(i, p + i, output, output, Op::Copy)).collect()));
+        b.phase(
+            "unfold to extra ranks",
+            step((0..extra).map(|i| t(i, p + i, output, output, Op::Copy)).collect(), vec![]),
+        );
     }
     Ok(b.build())
 }

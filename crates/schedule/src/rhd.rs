@@ -96,14 +96,22 @@ pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Sc
             let fold = |from: Rank, to: Rank, op| Transfer { from, to, read: whole, write: whole, op, shard: None };
             b.phase(
                 "fold extra ranks in",
-                vec![Step { transfers: (0..extra).map(|i| fold(p + i, i, Op::Reduce)).collect(), in_network: vec![] }],
+                vec![Step {
+                    transfers: (0..extra).map(|i| fold(p + i, i, Op::Reduce)).collect(),
+                    in_network: vec![],
+                    local: vec![],
+                }],
             );
             let chunks = partition(spec.count, p);
             b.phase("recursive halving", halving_steps(&real, &chunks, Buffer::Output));
             b.phase("recursive doubling", doubling_steps(&real, &chunks, Buffer::Output));
             b.phase(
                 "unfold to extra ranks",
-                vec![Step { transfers: (0..extra).map(|i| fold(i, p + i, Op::Copy)).collect(), in_network: vec![] }],
+                vec![Step {
+                    transfers: (0..extra).map(|i| fold(i, p + i, Op::Copy)).collect(),
+                    in_network: vec![],
+                    local: vec![],
+                }],
             );
         }
         Collective::ReduceScatter | Collective::AllGather if extra == 0 => {

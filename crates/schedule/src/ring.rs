@@ -50,6 +50,7 @@ fn ring_steps(order: &[Rank], blocks: &[Block], buffer: Buffer, op: Op, lag: usi
                 })
                 .collect(),
             in_network: Vec::new(),
+            local: Vec::new(),
         })
         .collect()
 }

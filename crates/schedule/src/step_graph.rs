@@ -3,17 +3,18 @@
 //! at a barrier).
 //!
 //! Steps are numbered in one flat table, round by round (a round's transfers, then its
-//! in-network steps); `StepId` gives a step's round and place. Step B depends on a step
-//! A of an *earlier round* when
+//! in-network steps, then its local steps); `StepId` gives a step's round and place.
+//! Step B depends on an earlier step A when
 //! - B reads elements A wrote (B sends data A delivered, or B reduces into it), or
 //! - B writes elements A wrote (the order of the two writes matters), or
 //! - B writes elements A read (A must have sent them before B overwrites them).
 //!
-//! Steps of one round never depend on each other: a round's steps read the state from
-//! before the round, and the checker allows two of them to touch one element only when
-//! both reduce into it — reductions that commute, in either order. So every edge points
-//! to an earlier round and the graph is acyclic by construction; an element last
-//! written by several reductions of one round has all of them as its writers.
+//! A round's transfers and in-network steps never depend on each other: they read the
+//! state from before the round, and the checker allows two of them to touch one element
+//! only when both reduce into it — reductions that commute, in either order. A round's
+//! local steps come after them, one by one. So every edge points to a smaller step
+//! number and the graph is acyclic by construction; an element last written by several
+//! reductions of one round has all of them as its writers.
 //!
 //! Per (rank, buffer) an interval map of segments (who wrote them last, who read them
 //! since) answers each access in O(log segments + segments touched): the graph of a
@@ -113,8 +114,9 @@ impl StepGraph {
 #[derive(Debug, Clone, Default)]
 struct Segment {
     end: u64,
-    /// Round of the last write, and the steps of that round that wrote (several
-    /// reductions into one element in one round are all writers).
+    /// Group of the last write (a round's transfers, or one local step), and the steps
+    /// of that group that wrote (several reductions into one element in one round are
+    /// all writers).
     written_in: Option<usize>,
     writers: Vec<u32>,
     /// Steps that read the segment since its last write.
@@ -178,18 +180,27 @@ impl History {
     }
 }
 
+/// One access of a step: (step, rank, region, reads, writes).
+type Access = (u32, usize, Region, bool, bool);
+
 /// The step graph of `schedule`; see the module documentation.
 pub fn dependencies(schedule: &Schedule) -> StepGraph {
-    let mut history = History { maps: vec![BTreeMap::new(); schedule.spec.ranks * 3] };
+    let mut graph = Builder {
+        history: History { maps: vec![BTreeMap::new(); schedule.spec.ranks * 3] },
+        ranks: schedule.spec.ranks,
+        offsets: vec![0],
+        edges: Vec::new(),
+        waits: Vec::new(),
+        group: 0,
+    };
     let mut round_start = Vec::with_capacity(schedule.rounds.len() + 1);
-    let mut offsets = vec![0];
-    let mut edges: Vec<u32> = Vec::new();
     let mut step = 0usize;
-    let mut waits: Vec<u32> = Vec::new();
-    for (r, round) in schedule.rounds.iter().enumerate() {
+    let mut accesses: Vec<Access> = Vec::new();
+    for round in &schedule.rounds {
         round_start.push(step);
-        // Every access of the round: (step, rank, region, reads, writes).
-        let mut accesses: Vec<(u32, usize, Region, bool, bool)> = Vec::new();
+        // The round's transfers and in-network steps: one group, all reading the state
+        // from before the round.
+        accesses.clear();
         for (i, t) in round.transfers.iter().enumerate() {
             let s = (step + i) as u32;
             accesses.push((s, t.from, t.read, true, false));
@@ -202,15 +213,45 @@ pub fn dependencies(schedule: &Schedule) -> StepGraph {
                 accesses.push((s, rank, net.write, false, true));
             }
         }
-        // Dependencies against the state before the round (accesses are grouped by step).
-        let steps = round.transfers.len() + round.in_network.len();
+        let concurrent = round.transfers.len() + round.in_network.len();
+        graph.group(step, concurrent, &accesses);
+        step += concurrent;
+        // Then its local steps, one after another: each sees what came before it.
+        for l in &round.local {
+            let s = step as u32;
+            let local = [(s, l.rank, l.read, true, false), (s, l.rank, l.write, l.op == Op::Reduce, true)];
+            graph.group(step, 1, &local);
+            step += 1;
+        }
+    }
+    round_start.push(step);
+    StepGraph { round_start, offsets: graph.offsets, edges: graph.edges }
+}
+
+struct Builder {
+    history: History,
+    ranks: usize,
+    offsets: Vec<usize>,
+    edges: Vec<u32>,
+    waits: Vec<u32>,
+    /// Number of the current group of steps that run together.
+    group: usize,
+}
+
+impl Builder {
+    /// Steps `first..first + steps` run together: each depends on the state before them
+    /// (`accesses` are grouped by step, in order); then their reads, then their writes
+    /// become the state.
+    fn group(&mut self, first: usize, steps: usize, accesses: &[Access]) {
+        let ranks = self.ranks;
         let mut a = 0;
-        for s in step..step + steps {
-            waits.clear();
+        for s in first..first + steps {
+            self.waits.clear();
             while a < accesses.len() && accesses[a].0 as usize == s {
                 let (_, rank, region, reads, writes) = accesses[a];
-                if region.len > 0 && rank < schedule.spec.ranks {
-                    history.each(rank, &region, |seg| {
+                if region.len > 0 && rank < ranks {
+                    let waits = &mut self.waits;
+                    self.history.each(rank, &region, |seg| {
                         if reads || writes {
                             waits.extend(&seg.writers);
                         }
@@ -221,22 +262,22 @@ pub fn dependencies(schedule: &Schedule) -> StepGraph {
                 }
                 a += 1;
             }
-            waits.sort_unstable();
-            waits.dedup();
-            edges.extend(&waits);
-            offsets.push(edges.len());
+            self.waits.sort_unstable();
+            self.waits.dedup();
+            self.edges.extend(&self.waits);
+            self.offsets.push(self.edges.len());
         }
-        // Then the round's effect: its reads, then its writes.
-        for &(s, rank, region, reads, writes) in &accesses {
-            if reads && !writes && region.len > 0 && rank < schedule.spec.ranks {
-                history.carve(rank, &region, |seg| seg.readers.push(s));
+        for &(s, rank, region, reads, writes) in accesses {
+            if reads && !writes && region.len > 0 && rank < ranks {
+                self.history.carve(rank, &region, |seg| seg.readers.push(s));
             }
         }
-        for &(s, rank, region, _, writes) in &accesses {
-            if writes && region.len > 0 && rank < schedule.spec.ranks {
-                history.carve(rank, &region, |seg| {
-                    if seg.written_in != Some(r) {
-                        seg.written_in = Some(r);
+        let group = self.group;
+        for &(s, rank, region, _, writes) in accesses {
+            if writes && region.len > 0 && rank < ranks {
+                self.history.carve(rank, &region, |seg| {
+                    if seg.written_in != Some(group) {
+                        seg.written_in = Some(group);
                         seg.writers.clear();
                     }
                     seg.writers.push(s);
@@ -244,10 +285,8 @@ pub fn dependencies(schedule: &Schedule) -> StepGraph {
                 });
             }
         }
-        step += steps;
+        self.group += 1;
     }
-    round_start.push(step);
-    StepGraph { round_start, offsets, edges }
 }
 
 #[cfg(test)]
@@ -322,6 +361,7 @@ mod tests {
             vec![Step {
                 transfers: vec![send(0, 1, out(0), out(0), Op::Copy), send(1, 2, out(0), out(0), Op::Reduce)],
                 in_network: vec![],
+                local: Vec::new(),
             }],
         );
         b.phase(
@@ -329,6 +369,7 @@ mod tests {
             vec![Step {
                 transfers: vec![send(2, 0, out(4), out(0), Op::Copy), send(0, 2, out(1), out(1), Op::Reduce)],
                 in_network: vec![],
+                local: Vec::new(),
             }],
         );
         let g = dependencies(&b.build());

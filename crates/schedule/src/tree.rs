@@ -104,6 +104,7 @@ fn pipelined_edges(
                 })
                 .collect(),
             in_network: Vec::new(),
+            local: Vec::new(),
         })
         .collect()
 }

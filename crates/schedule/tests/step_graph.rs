@@ -22,7 +22,8 @@ fn every_generator_has_an_acyclic_sufficient_step_graph() {
                     let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
                     // Large cases: the graph only (the contribution sets cost P^2 per element).
                     let g = dependencies(&s);
-                    let steps: usize = s.rounds.iter().map(|r| r.transfers.len() + r.in_network.len()).sum();
+                    let steps: usize =
+                        s.rounds.iter().map(|r| r.transfers.len() + r.in_network.len() + r.local.len()).sum();
                     assert_eq!(g.len(), steps);
                     for seed in [1u64, 0x9e37_79b9_7f4a_7c15] {
                         let order = g
