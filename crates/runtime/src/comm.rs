@@ -111,6 +111,10 @@ impl Prepared {
         for l in schedule.local_ops().filter(|l| l.rank == me) {
             lens.check(&l.read, elem)?;
             lens.check(&l.write, elem)?;
+            // Refused here, before any round runs, not midway with peers waiting.
+            if l.write.buffer == Buffer::Input {
+                return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
+            }
         }
         // This rank's local ops, prologue then epilogue.
         let locals: Vec<_> = schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me).collect();

@@ -107,10 +107,6 @@ mod tests {
                         match in_place_hazard(&s, r) {
                             None => {}
                             Some(why) if why.contains("no in-place form") => {}
-                            // Round 0 sends the whole input and adds into the whole output:
-                            // in place the runtime keeps a staging copy of the input (one
-                            // copy of M, as a send slot in scratch would cost).
-                            Some(_) if a == Algorithm::RecursiveDoubling => {}
                             Some(why) => panic!("{c:?} {a} p={p} rank {r}: {why}"),
                         }
                     }

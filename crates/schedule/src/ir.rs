@@ -100,7 +100,8 @@ pub struct InNetwork {
     pub shard: Option<u32>,
 }
 
-/// A copy or reduction inside one rank (no network), before or after the rounds.
+/// A copy or reduction inside one rank (no network): in the prologue, after a round
+/// (`Round::local`), or in the epilogue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LocalOp {
     pub rank: Rank,
@@ -120,7 +121,7 @@ pub struct Step {
 
 impl Step {
     fn is_empty(&self) -> bool {
-        self.transfers.is_empty() && self.in_network.is_empty()
+        self.transfers.is_empty() && self.in_network.is_empty() && self.local.is_empty()
     }
 }
 
@@ -227,12 +228,13 @@ impl Schedule {
         self.prologue.iter().chain(self.rounds.iter().flat_map(|r| &r.local)).chain(&self.epilogue)
     }
 
-    /// Elements the busiest rank copies or reduces locally (prologue, between rounds,
-    /// epilogue): memory
-    /// traffic that costs nothing on a link but real time on a host.
+    /// Elements the busiest rank copies locally (prologue, between rounds, epilogue):
+    /// memory traffic that costs nothing on a link but real time on a host. Local
+    /// reductions count in `reduced_elements_max`, like reductions on receipt, so one
+    /// reduction costs the same however the schedule writes it.
     pub fn local_elements_max(&self) -> u64 {
         let mut per_rank = vec![0u64; self.spec.ranks];
-        for l in self.local_ops() {
+        for l in self.local_ops().filter(|l| l.op == Op::Copy) {
             if let Some(n) = per_rank.get_mut(l.rank) {
                 *n += l.write.len;
             }
@@ -400,7 +402,11 @@ mod tests {
                             assert_eq!(mine.transfers.iter().collect::<Vec<_>>(), expected, "{algorithm} round {i}");
                             assert_eq!(part.round_label(i), s.round_label(i));
                         }
-                        assert!(part.prologue.iter().chain(&part.epilogue).all(|l| l.rank == r));
+                        assert!(part.local_ops().all(|l| l.rank == r));
+                        for (mine, all) in part.rounds.iter().zip(&s.rounds) {
+                            let own: Vec<_> = all.local.iter().filter(|l| l.rank == r).collect();
+                            assert_eq!(mine.local.iter().collect::<Vec<_>>(), own);
+                        }
                         let own = s.prologue.iter().chain(&s.epilogue).filter(|l| l.rank == r).count();
                         assert_eq!(part.prologue.len() + part.epilogue.len(), own);
                     }

@@ -37,7 +37,9 @@ pub fn recursive_doubling(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &st
         |from: Rank, to: Rank, read: Region, write: Region, op: Op| Transfer { from, to, read, write, op, shard: None };
     let step = |transfers, local| vec![Step { transfers, in_network: vec![], local }];
     for r in 0..p {
-        b.scratch(r, count);
+        if rounds > 0 {
+            b.scratch(r, count);
+        }
         b.prologue(copy(r, input, output));
     }
     if extra > 0 {

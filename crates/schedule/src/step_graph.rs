@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use crate::ir::{Op, Region, Schedule};
 
 /// A step of a schedule: round index and position in the round (transfers first, then
-/// in-network steps).
+/// in-network steps, then local steps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StepId {
     pub round: usize,
