@@ -44,6 +44,7 @@ pub fn allgather_steps(out: &[Range<u64>]) -> Vec<Step> {
                                 write: region,
                                 op: Op::Copy,
                                 shard: None,
+                                channel: 0,
                             }
                         })
                     })
@@ -112,6 +113,7 @@ pub fn bruck(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<
                             write: landing,
                             op: Op::Copy,
                             shard: None,
+                            channel: 0,
                         });
                         next[to][pos] = (landing, s, d);
                     }

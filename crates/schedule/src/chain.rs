@@ -35,6 +35,7 @@ pub fn chain_steps(
                         write: Region::new(buffer_of(i + 1), chunk),
                         op,
                         shard: None,
+                        channel: 0,
                     }
                 })
                 .collect(),

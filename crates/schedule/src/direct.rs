@@ -14,7 +14,7 @@ use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
 use crate::ring::copy;
 
 fn t(from: Rank, to: Rank, read: Region, write: Region, op: Op) -> Transfer {
-    Transfer { from, to, read, write, op, shard: None }
+    Transfer { from, to, read, write, op, shard: None, channel: 0 }
 }
 
 fn range(start: u64, len: u64) -> Range<u64> {

@@ -203,6 +203,7 @@ fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuild
                     write: recv(s, d),
                     op: Op::Copy,
                     shard: None,
+                    channel: 0,
                 });
             } else if i == j {
                 inter.transfers.push(Transfer {
@@ -212,6 +213,7 @@ fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuild
                     write: recv(s, d),
                     op: Op::Copy,
                     shard: None,
+                    channel: 0,
                 });
             } else {
                 // Relay through the local rank with the destination's local index.
@@ -225,6 +227,7 @@ fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuild
                     write: slot,
                     op: Op::Copy,
                     shard: None,
+                    channel: 0,
                 });
                 inter.transfers.push(Transfer {
                     from: relay,
@@ -233,6 +236,7 @@ fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuild
                     write: recv(s, d),
                     op: Op::Copy,
                     shard: None,
+                    channel: 0,
                 });
             }
         }

@@ -131,6 +131,7 @@ mod tests {
             write: Region::new(write, 0..4),
             op: Op::Copy,
             shard: None,
+            channel: 0,
         };
         let step = |t: Transfer| Step { transfers: vec![t], in_network: vec![], local: vec![] };
         b.phase("x", vec![step(t(1, 0, Buffer::Input, Buffer::Output)), step(t(0, 1, Buffer::Input, Buffer::Output))]);

@@ -15,7 +15,13 @@
 //! written by another in the same round (so the steps of a round may run in any order
 //! or concurrently); several reductions into one element in one round are allowed.
 //! A transfer may be cut into pieces (pipelined) without changing its meaning, because
-//! it reads and writes disjoint elements of what the round touches.
+//! it reads and writes disjoint elements of what the round touches. A round's local steps
+//! run after its transfers and in-network steps have landed, in order.
+//!
+//! Every transfer travels on a channel (one ring of a multi-channel ring; 0 otherwise);
+//! transfers with the same (from, to, channel) are delivered in step order — round, then
+//! place in the round — which a transport keeps by carrying a channel on one ordered
+//! stream (the runtime carries all of a peer pair's channels on one).
 
 use serde::Serialize;
 
@@ -87,6 +93,11 @@ pub struct Transfer {
     pub op: Op,
     /// Which shard this transfer belongs to, for words like "all-reduce of shard 5".
     pub shard: Option<u32>,
+    /// The channel it travels on (a ring of a multi-channel ring algorithm). Transfers
+    /// with the same (from, to, channel) are delivered in the order of their steps
+    /// (round, then place in the round): a transport may multiplex channels over one
+    /// connection or give each its own, but never reorders within a channel.
+    pub channel: u32,
 }
 
 /// An in-network reduction: every rank in `ranks` sends its `read` region to the
@@ -363,6 +374,14 @@ pub fn merge_parallel(lists: Vec<Vec<Step>>) -> Vec<Step> {
     merged
 }
 
+/// Put every transfer of a step list on `channel`.
+pub fn with_channel(mut steps: Vec<Step>, channel: u32) -> Vec<Step> {
+    for t in steps.iter_mut().flat_map(|s| &mut s.transfers) {
+        t.channel = channel;
+    }
+    steps
+}
+
 /// Label every transfer and in-network step of a step list with a shard.
 pub fn with_shard(mut steps: Vec<Step>, shard: u32) -> Vec<Step> {
     for s in &mut steps {
@@ -422,5 +441,25 @@ mod tests {
         .unwrap();
         let held: usize = ring.for_rank(7).rounds.iter().map(|r| r.transfers.len()).sum();
         assert_eq!(held, 4 * 63, "a sender and a receiver per round, not 64 of each");
+    }
+
+    /// Each ring of a multi-channel ring travels on its own channel: every rank sends to
+    /// exactly one successor per channel, and channel c's successors are the ring of
+    /// `channel_order(order, c)`.
+    #[test]
+    fn ring_channels_are_labelled() {
+        let spec = CollectiveSpec::new(Collective::AllReduce, 6, 6 * 4 * 3);
+        let options = GenOptions { channels: 4, ..GenOptions::default() };
+        let s = generate(Algorithm::Ring, &spec, &options, 4).unwrap();
+        let order: Vec<usize> = (0..6).collect();
+        for c in 0..4u32 {
+            let ring = crate::ring::channel_order(&order, c as usize);
+            for t in s.rounds.iter().flat_map(|r| &r.transfers).filter(|t| t.channel == c) {
+                let at = ring.iter().position(|&r| r == t.from).unwrap();
+                assert_eq!(t.to, ring[(at + 1) % 6], "channel {c}");
+            }
+            assert_eq!(s.rounds[0].transfers.iter().filter(|t| t.channel == c).count(), 6);
+        }
+        assert!(s.rounds.iter().flat_map(|r| &r.transfers).all(|t| t.channel < 4));
     }
 }

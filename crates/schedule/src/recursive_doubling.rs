@@ -33,8 +33,15 @@ pub fn recursive_doubling(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &st
     let input = Region::new(Buffer::Input, 0..count);
     let output = Region::new(Buffer::Output, 0..count);
     let received = Region::new(Buffer::Scratch, 0..count);
-    let t =
-        |from: Rank, to: Rank, read: Region, write: Region, op: Op| Transfer { from, to, read, write, op, shard: None };
+    let t = |from: Rank, to: Rank, read: Region, write: Region, op: Op| Transfer {
+        from,
+        to,
+        read,
+        write,
+        op,
+        shard: None,
+        channel: 0,
+    };
     let step = |transfers, local| vec![Step { transfers, in_network: vec![], local }];
     for r in 0..p {
         if rounds > 0 {

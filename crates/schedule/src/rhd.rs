@@ -40,6 +40,7 @@ pub fn halving_steps(real: &[Rank], chunks: &[Range<u64>], buffer: Buffer) -> Ve
                 write: region,
                 op: Op::Reduce,
                 shard: None,
+                channel: 0,
             });
             next[v] = keep;
         }
@@ -69,6 +70,7 @@ pub fn doubling_steps(real: &[Rank], chunks: &[Range<u64>], buffer: Buffer) -> V
                 write: region,
                 op: Op::Copy,
                 shard: None,
+                channel: 0,
             });
             let (plo, phi) = ranges[v ^ d];
             next[v] = (lo.min(plo), hi.max(phi));
@@ -93,7 +95,15 @@ pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Sc
                 b.prologue(copy(r, Region::new(Buffer::Input, all.clone()), Region::new(Buffer::Output, all.clone())));
             }
             let whole = Region::new(Buffer::Output, all.clone());
-            let fold = |from: Rank, to: Rank, op| Transfer { from, to, read: whole, write: whole, op, shard: None };
+            let fold = |from: Rank, to: Rank, op| Transfer {
+                from,
+                to,
+                read: whole,
+                write: whole,
+                op,
+                shard: None,
+                channel: 0,
+            };
             b.phase(
                 "fold extra ranks in",
                 vec![Step {

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::error::ScheduleError;
-use crate::ir::{merge_parallel, Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{merge_parallel, with_channel, Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
 
 /// A block: the element ranges one position of a ring owns (usually one range).
@@ -45,6 +45,7 @@ fn ring_steps(order: &[Rank], blocks: &[Block], buffer: Buffer, op: Op, lag: usi
                             write: region,
                             op,
                             shard: None,
+                            channel: 0,
                         }
                     })
                 })
@@ -156,19 +157,25 @@ pub fn ring(
             let (rs, ag): (Vec<_>, Vec<_>) = partition(spec.count, channels)
                 .into_iter()
                 .enumerate()
-                .map(|(c, range)| all_reduce_steps(&orders[c], range, Buffer::Output))
+                .map(|(c, range)| {
+                    let (rs, ag) = all_reduce_steps(&orders[c], range, Buffer::Output);
+                    (with_channel(rs, c as u32), with_channel(ag, c as u32))
+                })
                 .unzip();
             b.phase("reduce-scatter", merge_parallel(rs)).phase("all-gather", merge_parallel(ag));
         }
         Collective::ReduceScatter => {
             reduce_scatter_buffers(&mut b, spec.count, &parts);
             let steps =
-                (0..channels).map(|c| reduce_scatter_steps(&orders[c], &blocks_of(c), Buffer::Scratch)).collect();
+                (0..channels).map(|c| reduce_scatter_steps(&orders[c], &blocks_of(c), Buffer::Scratch)).enumerate();
+            let steps = steps.map(|(c, s)| with_channel(s, c as u32)).collect();
             b.phase("reduce-scatter", merge_parallel(steps));
         }
         Collective::AllGather => {
             all_gather_buffers(&mut b, &parts);
-            let steps = (0..channels).map(|c| all_gather_steps(&orders[c], &blocks_of(c), Buffer::Output)).collect();
+            let steps = (0..channels)
+                .map(|c| with_channel(all_gather_steps(&orders[c], &blocks_of(c), Buffer::Output), c as u32))
+                .collect();
             b.phase("all-gather", merge_parallel(steps));
         }
         other => {

@@ -350,7 +350,7 @@ mod tests {
     fn an_overwrite_waits_for_the_earlier_read_and_write() {
         use crate::ir::{Buffer, ScheduleBuilder, Step, Transfer};
         let out = |a: u64| Region::new(Buffer::Output, a..a + 2);
-        let send = |from, to, read, write, op| Transfer { from, to, read, write, op, shard: None };
+        let send = |from, to, read, write, op| Transfer { from, to, read, write, op, shard: None, channel: 0 };
         let spec = CollectiveSpec::new(Collective::AllGather, 3, 2);
         let mut b = ScheduleBuilder::new(spec, "hand-made", 4);
         // Round 0: rank 0 sends its output[0..2] to rank 1, and rank 1 reduces into rank 2.

@@ -123,6 +123,7 @@ pub fn reduce_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer_of: &dy
             write: Region::new(buffer_of(parent), chunk),
             op: Op::Reduce,
             shard: None,
+            channel: 0,
         },
     )
 }
@@ -135,7 +136,7 @@ pub fn broadcast_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer: Buf
         |depth, _, parent| depth[parent],
         |child, parent, chunk| {
             let region = Region::new(buffer, chunk);
-            Transfer { from: parent, to: child, read: region, write: region, op: Op::Copy, shard: None }
+            Transfer { from: parent, to: child, read: region, write: region, op: Op::Copy, shard: None, channel: 0 }
         },
     )
 }
