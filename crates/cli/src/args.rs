@@ -53,7 +53,7 @@ pub fn parse_groups(text: &str) -> Result<Groups, String> {
     text.split('/').map(parse_rank_list).collect::<Result<_, _>>().map(Groups)
 }
 
-/// `0,8,1,9` or ranges `0-7,9-15,8`.
+/// `0,8,1,9` or ranges `0-7,9-15,8`; a range may count down (`15-8`).
 pub fn parse_rank_list(text: &str) -> Result<Vec<usize>, String> {
     let mut ranks = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -61,13 +61,15 @@ pub fn parse_rank_list(text: &str) -> Result<Vec<usize>, String> {
             Some((a, b)) => {
                 let a: usize = a.trim().parse().map_err(|_| format!("\"{item}\" is not a rank range like 0-7"))?;
                 let b: usize = b.trim().parse().map_err(|_| format!("\"{item}\" is not a rank range like 0-7"))?;
-                if a > b {
-                    return Err(format!("\"{item}\": the range runs backwards"));
+                if a.abs_diff(b) > 1 << 20 {
+                    return Err(format!("\"{item}\": more than {} ranks in one range", 1 << 20));
                 }
-                if b - a > 1 << 20 {
-                    return Err(format!("\"{item}\": too many ranks"));
+                // `15-8` counts down, as in a ring order 0-7,15-8.
+                if a <= b {
+                    ranks.extend(a..=b);
+                } else {
+                    ranks.extend((b..=a).rev());
                 }
-                ranks.extend(a..=b);
             }
             None => ranks.push(item.parse().map_err(|_| format!("\"{item}\" is not a rank number"))?),
         }
@@ -93,7 +95,8 @@ mod tests {
         assert_eq!(parse_rank_list("0-3,7").unwrap(), vec![0, 1, 2, 3, 7]);
         assert_eq!(parse_groups("0-1/3,2").unwrap(), Groups(vec![vec![0, 1], vec![3, 2]]));
         assert!(parse_rank_list("a").is_err());
-        assert!(parse_rank_list("5-2").is_err());
+        assert_eq!(parse_rank_list("5-2").unwrap(), vec![5, 4, 3, 2], "a range may count down");
+        assert!(parse_rank_list("0-99999999").is_err());
         assert!(parse_rank_list("").is_err());
     }
 }

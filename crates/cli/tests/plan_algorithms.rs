@@ -190,3 +190,12 @@ fn the_nccl_rule_offers_collnet_only_where_it_could_run() {
     let alltoall = json(&["plan", "--collective", "alltoall", "--format", "json"]);
     assert_ne!(alltoall["choice"]["nccl"]["algorithm"], "collnet");
 }
+
+/// The help's own example of a ring order counts down: `0-7,15-8`.
+#[test]
+fn a_ring_order_range_may_count_down() {
+    let plan = json(&["plan", "--algo", "ring", "--order", "0-7,15-8", "--format", "json"]);
+    assert!(plan["algorithms"][0]["total_secs"].as_f64().unwrap() > 0.0);
+    let bad = railyard(&["plan", "--algo", "ring", "--order", "0-7,15-9"]);
+    assert_eq!(bad.code, 2, "{}", bad.stdout);
+}

@@ -13,6 +13,8 @@ pub enum UnitError {
     NotPositive { text: String },
     #[error("\"{text}\" is not a whole number of bytes")]
     NotWhole { text: String },
+    #[error("\"{text}\" is more than the largest size, {max} bytes")]
+    TooLarge { text: String, max: u64 },
 }
 
 /// Everything that can be wrong with a topology, a route or a placement.

@@ -13,16 +13,16 @@ const KIB: f64 = 1024.0;
 /// (decimal). A bare number is bytes. Fractions must land on a whole byte.
 pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
     let (value, unit) = split_number(text)?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "kib" | "k" => KIB,
-        "mib" | "m" => KIB * KIB,
-        "gib" | "g" => KIB * KIB * KIB,
-        "tib" | "t" => KIB * KIB * KIB * KIB,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "tib" | "t" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
         _ => {
             return Err(UnitError::UnknownUnit {
                 text: text.to_string(),
@@ -33,12 +33,25 @@ pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
     if value < 0.0 {
         return Err(UnitError::Negative { text: text.to_string() });
     }
-    let bytes = value * scale;
-    if bytes.fract() != 0.0 || bytes > u64::MAX as f64 / 2.0 {
+    let too_large = || UnitError::TooLarge { text: text.to_string(), max: MAX_BYTES };
+    // A whole number is read exactly (9007199254740993 stays itself, not 2^53).
+    let digits: String = text.trim()[..text.trim().len() - unit.len()].trim().chars().filter(|&c| c != '_').collect();
+    if let Ok(whole) = digits.trim_start_matches('+').parse::<u64>() {
+        return whole.checked_mul(scale).filter(|&b| b <= MAX_BYTES).ok_or_else(too_large);
+    }
+    let bytes = value * scale as f64;
+    if bytes > MAX_BYTES as f64 {
+        return Err(too_large());
+    }
+    // Beyond 2^53 a fraction or an exponent no longer says which whole number it means.
+    if bytes.fract() != 0.0 || bytes > (1u64 << 53) as f64 {
         return Err(UnitError::NotWhole { text: text.to_string() });
     }
     Ok(bytes as u64)
 }
+
+/// The largest size accepted: 2^63 − 1 bytes (8 EiB).
+pub const MAX_BYTES: u64 = i64::MAX as u64;
 
 /// Parse a bandwidth into bytes per second: `GB/s`, `MB/s`, `TB/s`, `B/s` (decimal bytes)
 /// or `Gbit/s`, `Gbps`, `Mbit/s`, `Tbit/s` (decimal bits). A bare number is bytes per second.
@@ -220,5 +233,20 @@ mod tests {
         assert_eq!(format_bytes_per_sec(51.2e12), "51.2 TB/s");
         assert_eq!(format_secs(7.575e-3), "7.575 ms");
         assert_eq!(format_secs(0.833e-6), "833 ns");
+    }
+
+    #[test]
+    fn sizes_are_exact_and_bounded() {
+        // Above 2^53 a float would round 9007199254740993 to 9007199254740992.
+        assert_eq!(parse_bytes("9007199254740993"), Ok(9_007_199_254_740_993));
+        assert!(parse_bytes("8 EiB").is_err(), "no EiB unit");
+        assert!(matches!(parse_bytes("16777216TiB"), Err(UnitError::TooLarge { .. })));
+        assert!(matches!(
+            parse_bytes("99999999999999999999"),
+            Err(UnitError::TooLarge { .. } | UnitError::NotWhole { .. })
+        ));
+        assert_eq!(parse_bytes("1.5KiB"), Ok(1536));
+        assert_eq!(parse_bytes("1e3"), Ok(1000));
+        assert!(matches!(parse_bytes("1e300"), Err(UnitError::TooLarge { .. })));
     }
 }
