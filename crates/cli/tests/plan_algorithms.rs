@@ -199,3 +199,17 @@ fn a_ring_order_range_may_count_down() {
     let bad = railyard(&["plan", "--algo", "ring", "--order", "0-7,15-9"]);
     assert_eq!(bad.code, 2, "{}", bad.stdout);
 }
+
+/// An algorithm asked for twice is planned once, and `--channels` is reported only on
+/// the ring algorithms that run on channels.
+#[test]
+fn repeated_algorithms_and_channels_are_reported_as_run() {
+    let plan = json(&["plan", "--algo", "ring,ring,tree", "--format", "json"]);
+    let names: Vec<&str> = plan["algorithms"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ring", "tree"]);
+    let plan = json(&["plan", "--channels", "4", "--format", "json"]);
+    for a in plan["algorithms"].as_array().unwrap() {
+        let rings = matches!(a["name"].as_str().unwrap(), "ring" | "interleaved-ring");
+        assert_eq!(a["channels"], if rings { 4 } else { 1 }, "{}", a["name"]);
+    }
+}

@@ -59,7 +59,14 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
     let mut skipped = Vec::new();
     // One route table for every algorithm and pipeline variant: they use the same pairs.
     let mut routes = RouteTable::new(topology);
+    // Each algorithm once, in the order asked (`--algo ring,ring` is one ring).
+    let mut asked = Vec::with_capacity(request.algorithms.len());
     for &algorithm in &request.algorithms {
+        if !asked.contains(&algorithm) {
+            asked.push(algorithm);
+        }
+    }
+    for &algorithm in &asked {
         let chunk_choices: Vec<usize> = match (algorithm.pipelined(), request.pipeline_chunks) {
             (false, _) => vec![1],
             (true, Some(c)) => vec![c.max(1)],
@@ -82,7 +89,12 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
                 .and_then(|schedule| cost_with(&schedule, &mut routes, placement))
                 .map(|mut b| {
                     b.pipeline_chunks = algorithm.pipelined().then_some(chunks);
-                    b.channels = options.channels;
+                    // Only the ring algorithms run on channels.
+                    b.channels = if matches!(algorithm, Algorithm::Ring | Algorithm::InterleavedRing) {
+                        options.channels
+                    } else {
+                        1
+                    };
                     b
                 });
             best = match (best, result) {

@@ -162,6 +162,10 @@ pub fn format_bytes_per_sec(bytes_per_sec: f64) -> String {
 
 /// Format seconds in the unit that reads best: `7.575 ms`, `0.833 us`, `1.2 s`.
 pub fn format_secs(secs: f64) -> String {
+    // Beyond a day or below a picosecond, scientific notation (1e300 s is not 301 digits).
+    if secs.is_finite() && secs != 0.0 && !(1e-12..1e5).contains(&secs.abs()) {
+        return format!("{secs:.3e} s");
+    }
     let (value, unit) = if secs == 0.0 {
         (0.0, "s")
     } else if secs.abs() >= 1.0 {
@@ -248,5 +252,12 @@ mod tests {
         assert_eq!(parse_bytes("1.5KiB"), Ok(1536));
         assert_eq!(parse_bytes("1e3"), Ok(1000));
         assert!(matches!(parse_bytes("1e300"), Err(UnitError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn absurd_durations_print_in_scientific_notation() {
+        assert_eq!(format_secs(1e300), "1.000e300 s");
+        assert_eq!(format_secs(1e-320), "1.000e-320 s");
+        assert_eq!(format_secs(0.0075), "7.5 ms");
     }
 }
