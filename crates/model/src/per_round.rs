@@ -183,6 +183,20 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
         topology.links.iter().map(|l| tier(l.to) >= 2 && tier(l.from) < 2).collect()
     };
 
+    // A transfer's bytes between servers and into the spine layer, keyed by server pair.
+    let tally = |cross: &mut FxHashMap<(u32, u32), f64>,
+                 spine: &mut FxHashMap<(u32, u32), f64>,
+                 t: &Transfer,
+                 to_spine: f64| {
+        let bytes = t.read.len as f64 * elem_bytes;
+        let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
+        if to_spine > 0.0 {
+            *spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
+        }
+        if a != b {
+            *cross.entry((a, b)).or_insert(0.0) += bytes;
+        }
+    };
     // What the last costed round came to; a round that moves exactly the same traffic
     // (a ring's 2(P-1) rounds) reuses it instead of adding every link up again.
     let mut last: Option<LastRound> = None;
@@ -195,14 +209,7 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
         let costed = match last.take() {
             Some(previous) if repeats => {
                 for (t, &to_spine) in round.transfers.iter().zip(&to_spine_of) {
-                    let bytes = t.read.len as f64 * elem_bytes;
-                    let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
-                    if to_spine > 0.0 {
-                        *spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
-                    }
-                    if a != b {
-                        *cross.entry((a, b)).or_insert(0.0) += bytes;
-                    }
+                    tally(&mut cross, &mut spine, t, to_spine);
                 }
                 previous
             }
@@ -226,13 +233,7 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
                         }
                     }
                     to_spine_of.push(to_spine);
-                    let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
-                    if to_spine > 0.0 {
-                        *spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
-                    }
-                    if a != b {
-                        *cross.entry((a, b)).or_insert(0.0) += bytes;
-                    }
+                    tally(&mut cross, &mut spine, t, to_spine);
                 }
                 for step in &round.in_network {
                     let bytes = step.read.len as f64 * elem_bytes;
@@ -328,7 +329,7 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
         });
     let cross = servers.name_pairs(cross, cross_in_network);
     let spine = servers.name_pairs(spine, spine_in_network);
-    let (nics_total, nics_idle, nics_unused) = nic_usage(topology, placement, &total_bytes);
+    let (nics_total, nics_idle, nics_unused) = nic_usage(topology, &servers.names, &total_bytes);
     let mut resources: Vec<ResourceLoad> =
         (0..n).filter(|&i| total_bytes[i] > 0.0).map(|i| load(topology, i, total_bytes[i])).collect();
     resources.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
@@ -387,8 +388,8 @@ fn load(topology: &Topology, index: usize, bytes: f64) -> ResourceLoad {
 }
 
 /// (NICs in servers holding ranks, NICs that send nothing, NICs that send and receive nothing).
-fn nic_usage(topology: &Topology, placement: &Placement, total_bytes: &[f64]) -> (usize, usize, usize) {
-    let servers: std::collections::HashSet<&str> = placement.devices.iter().map(|&d| topology.server_of(d)).collect();
+fn nic_usage(topology: &Topology, servers: &[&str], total_bytes: &[f64]) -> (usize, usize, usize) {
+    let servers: std::collections::HashSet<&str> = servers.iter().copied().collect();
     let nics: Vec<usize> = topology.nics().into_iter().filter(|&n| servers.contains(topology.server_of(n))).collect();
     let wire_bytes = |nic: usize, outgoing: bool| -> f64 {
         let links = if outgoing { topology.out_links(nic) } else { topology.in_links(nic) };
@@ -408,20 +409,15 @@ struct ServerIndex<'t> {
 
 impl<'t> ServerIndex<'t> {
     fn new(topology: &'t Topology, placement: &Placement) -> Self {
-        let mut ids: FxHashMap<&'t str, u32> = FxHashMap::default();
-        let mut names = Vec::new();
-        let of_rank = placement
-            .devices
-            .iter()
-            .map(|&d| {
-                let name = topology.server_of(d);
-                *ids.entry(name).or_insert_with(|| {
-                    names.push(name);
-                    // Placements hold at most one rank per GPU, far fewer than u32::MAX.
-                    (names.len() - 1) as u32
-                })
-            })
-            .collect();
+        // Placements hold at most one rank per GPU, far fewer than u32::MAX.
+        let groups = placement.ranks_by_server(topology);
+        let mut of_rank = vec![0u32; placement.len()];
+        for (server, ranks) in groups.iter().enumerate() {
+            for &r in ranks {
+                of_rank[r] = server as u32;
+            }
+        }
+        let names = groups.iter().map(|g| topology.server_of(placement.devices[g[0]])).collect();
         ServerIndex { of_rank, names }
     }
 
