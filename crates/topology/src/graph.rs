@@ -468,22 +468,7 @@ impl TopologyBuilder {
             Some(ranks) => ranks,
             None => (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Gpu).collect(),
         };
-        let mut first_rank_on: Vec<Option<usize>> = vec![None; self.devices.len()];
-        for (rank, &device) in default_ranks.iter().enumerate() {
-            let d = &self.devices[device];
-            if d.kind != DeviceKind::Gpu {
-                return Err(TopologyError::RankNotOnGpu {
-                    field: "ranks".into(),
-                    rank,
-                    name: d.name.clone(),
-                    kind: d.kind.as_str().into(),
-                });
-            }
-            if let Some(other) = first_rank_on[device] {
-                return Err(TopologyError::RankTwice { field: "ranks".into(), rank, other, name: d.name.clone() });
-            }
-            first_rank_on[device] = Some(rank);
-        }
+        check_ranks(&self.devices, &default_ranks, "ranks")?;
         Ok(Topology {
             name: self.name,
             description: self.description,
@@ -498,6 +483,27 @@ impl TopologyBuilder {
             by_name: self.by_name,
         })
     }
+}
+
+/// Every rank on a GPU, no GPU twice: for a topology's default ranks and for placements.
+pub(crate) fn check_ranks(devices: &[Device], ranks: &[DeviceId], field: &str) -> Result<(), TopologyError> {
+    let mut first_rank_on: Vec<Option<usize>> = vec![None; devices.len()];
+    for (rank, &device) in ranks.iter().enumerate() {
+        let d = &devices[device];
+        if d.kind != DeviceKind::Gpu {
+            return Err(TopologyError::RankNotOnGpu {
+                field: field.into(),
+                rank,
+                name: d.name.clone(),
+                kind: d.kind.as_str().into(),
+            });
+        }
+        if let Some(other) = first_rank_on[device] {
+            return Err(TopologyError::RankTwice { field: field.into(), rank, other, name: d.name.clone() });
+        }
+        first_rank_on[device] = Some(rank);
+    }
+    Ok(())
 }
 
 fn check_bandwidth(value: f64, field: &str, errors: &mut Vec<TopologyError>) {

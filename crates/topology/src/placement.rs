@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use crate::error::TopologyError;
-use crate::graph::{DeviceId, DeviceKind, Topology};
+use crate::graph::{check_ranks, DeviceId, Topology};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlacementPolicy {
@@ -89,23 +89,7 @@ impl Placement {
     }
 
     pub fn validate(&self, topology: &Topology) -> Result<(), TopologyError> {
-        let mut first_rank_on: Vec<Option<usize>> = vec![None; topology.devices.len()];
-        for (rank, &device) in self.devices.iter().enumerate() {
-            let d = &topology.devices[device];
-            if d.kind != DeviceKind::Gpu {
-                return Err(TopologyError::RankNotOnGpu {
-                    field: "placement".into(),
-                    rank,
-                    name: d.name.clone(),
-                    kind: d.kind.as_str().into(),
-                });
-            }
-            if let Some(other) = first_rank_on[device] {
-                return Err(TopologyError::RankTwice { field: "placement".into(), rank, other, name: d.name.clone() });
-            }
-            first_rank_on[device] = Some(rank);
-        }
-        Ok(())
+        check_ranks(&topology.devices, &self.devices, "placement")
     }
 
     pub fn len(&self) -> usize {
