@@ -89,12 +89,7 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
                 .and_then(|schedule| cost_with(&schedule, &mut routes, placement))
                 .map(|mut b| {
                     b.pipeline_chunks = algorithm.pipelined().then_some(chunks);
-                    // Only the ring algorithms run on channels.
-                    b.channels = if matches!(algorithm, Algorithm::Ring | Algorithm::InterleavedRing) {
-                        options.channels
-                    } else {
-                        1
-                    };
+                    b.channels = if algorithm.uses_channels() { options.channels } else { 1 };
                     b
                 });
             best = match (best, result) {

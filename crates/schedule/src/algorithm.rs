@@ -95,6 +95,11 @@ impl Algorithm {
         }
     }
 
+    /// Whether the algorithm runs on parallel rings (`channels`).
+    pub fn uses_channels(self) -> bool {
+        matches!(self, Algorithm::Ring | Algorithm::InterleavedRing)
+    }
+
     /// Whether the algorithm cuts the message into pipelined chunks (`pipeline_chunks`).
     pub fn pipelined(self) -> bool {
         matches!(self, Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree)

@@ -315,24 +315,28 @@ pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -
         if let Some(&d) = graph.deps(step).iter().find(|&&d| !done[d as usize]) {
             return Err(fail("order", format!("step {step} runs before step {d} it depends on")));
         }
+        // A round's steps are its transfers, then its in-network steps, then its local steps.
         let r = &schedule.rounds[round];
-        if let Some(t) = r.transfers.get(index) {
+        let (transfers, networks) = (r.transfers.len(), r.in_network.len());
+        if index < transfers {
+            let t = &r.transfers[index];
             let at = schedule.transfer_label(round, t);
             same_len(&at, &t.read, &t.write)?;
             let values = state.read(&at, t.from, &t.read)?;
             state.write(&at, t.to, &t.write, values, t.op)?;
-        } else if let Some(op) = (index >= r.transfers.len() + r.in_network.len())
-            .then(|| r.local.get(index - r.transfers.len() - r.in_network.len()))
-            .flatten()
-        {
-            state.local(&format!("{}: local step of rank {}", schedule.round_label(round), op.rank), op)?;
-        } else if let Some(net) = r.in_network.get(index - r.transfers.len()) {
+        } else if index < transfers + networks {
+            let net = &r.in_network[index - transfers];
             let at = format!("{}: in-network reduction of ranks {:?}", schedule.round_label(round), net.ranks);
             same_len(&at, &net.read, &net.write)?;
             let result = state.in_network(&at, net)?;
             for &rank in &net.ranks {
                 state.write(&at, rank, &net.write, result.clone(), Op::Copy)?;
             }
+        } else {
+            let Some(op) = r.local.get(index - transfers - networks) else {
+                return Err(fail("order", format!("step {step} is not in round {round}: not this schedule's graph")));
+            };
+            state.local(&format!("{}: local step of rank {}", schedule.round_label(round), op.rank), op)?;
         }
         done[step] = true;
     }
