@@ -90,6 +90,12 @@ impl Prepared {
             output: schedule.spec.output_len(me) as usize * elem,
             scratch: schedule.scratch_len[me] as usize * elem,
         };
+        // The input is never written (in place it is the caller's only copy): refused here,
+        // before any round runs, so `execute` writes only output and scratch.
+        let writable = |r: &Region| match r.buffer {
+            Buffer::Input => Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() }),
+            _ => Ok(()),
+        };
         let mut talks = vec![false; schedule.spec.ranks];
         for round in &schedule.rounds {
             if !round.in_network.is_empty() {
@@ -104,6 +110,7 @@ impl Prepared {
                 }
                 if t.to == me {
                     lens.check(&t.write, elem)?;
+                    writable(&t.write)?;
                     talks[t.from] = true;
                 }
             }
@@ -111,10 +118,7 @@ impl Prepared {
         for l in schedule.local_ops().filter(|l| l.rank == me) {
             lens.check(&l.read, elem)?;
             lens.check(&l.write, elem)?;
-            // Refused here, before any round runs, not midway with peers waiting.
-            if l.write.buffer == Buffer::Input {
-                return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
-            }
+            writable(&l.write)?;
         }
         // This rank's local ops, prologue then epilogue.
         let locals: Vec<_> = schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me).collect();
@@ -127,16 +131,14 @@ impl Prepared {
         });
         // Whether each local op's destination is read again later in the call.
         let read_later = |i: usize, w: &Region| {
+            // A local op reads `w` when its source or (reducing) its destination overlaps it.
+            let reads =
+                |l: &railyard_schedule::LocalOp| l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w));
             let by_rounds = i < in_prologue
                 && (schedule.rounds.iter().flat_map(|r| &r.transfers).any(|t| {
                     (t.from == me && t.read.overlaps(w)) || (t.to == me && t.op == Op::Reduce && t.write.overlaps(w))
-                }) || schedule
-                    .rounds
-                    .iter()
-                    .flat_map(|r| &r.local)
-                    .any(|l| l.rank == me && (l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w)))));
-            by_rounds
-                || locals[i + 1..].iter().any(|l| l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w)))
+                }) || schedule.rounds.iter().flat_map(|r| &r.local).any(|l| l.rank == me && reads(l)));
+            by_rounds || locals[i + 1..].iter().any(|l| reads(l))
         };
         let local_streams = locals.iter().enumerate().map(|(i, l)| !read_later(i, &l.write)).collect();
         Ok(Prepared {
@@ -528,9 +530,7 @@ impl Communicator {
         // place) is skipped; overlapping regions go through a temporary. `stream`: nothing
         // reads the destination again in this call (see `Prepared::local_streams`).
         let local = |l: &railyard_schedule::LocalOp, stream: bool| -> Result<(), CommError> {
-            if l.write.buffer == Buffer::Input {
-                return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
-            }
+            debug_assert_ne!(l.write.buffer, Buffer::Input, "Prepared::new refuses writes to the input");
             let (src, dst) = (bases.slice(&l.read, elem)?, bases.slice(&l.write, elem)?);
             if l.op == Op::Copy && src.0 == dst.0 {
                 return Ok(());
@@ -622,12 +622,11 @@ impl Communicator {
         }
         // Receives in schedule order, each straight into place.
         for t in receives {
-            if t.write.buffer == Buffer::Input {
-                return Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() });
-            }
+            debug_assert_ne!(t.write.buffer, Buffer::Input, "Prepared::new refuses writes to the input");
             let r = region_bytes(&t.write, elem);
-            // SAFETY: inside the output or scratch buffer; no send of this round reads it
-            // (checked above) and receives of one round write disjoint ranges.
+            // SAFETY: inside the output or scratch buffer (`Prepared::new` refuses a receive
+            // into the input); no send of this round reads it (checked above) and receives
+            // of one round write disjoint ranges.
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.get(t.write.buffer).add(r.start), r.len()) };
             let call = Call { number: self.calls_with[t.from], signature };
             let link = self.links[t.from]
@@ -847,6 +846,24 @@ impl Communicator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A schedule that writes a rank's input — by a receive or by a local step — is refused
+    /// when prepared, before any round runs.
+    #[test]
+    fn writes_to_the_input_are_refused_up_front() {
+        use railyard_schedule::{LocalOp, ScheduleBuilder, Step, Transfer};
+        let spec = CollectiveSpec::new(Collective::AllReduce, 2, 4);
+        let input = Region::new(Buffer::Input, 0..4);
+        let output = Region::new(Buffer::Output, 0..4);
+        let receive = Transfer { from: 0, to: 1, read: input, write: input, op: Op::Copy, shard: None, channel: 0 };
+        let local = LocalOp { rank: 1, read: output, write: input, op: Op::Copy };
+        for (transfers, locals) in [(vec![receive], vec![]), (vec![], vec![local])] {
+            let mut b = ScheduleBuilder::new(spec.clone(), "hand-made", 4);
+            b.phase("bad", vec![Step { transfers, in_network: vec![], local: locals }]);
+            let err = Prepared::new(b.build().for_rank(1), 1, 4).err().expect("refused");
+            assert!(err.to_string().contains("input buffer"), "{err}");
+        }
+    }
 
     fn prepared(c: Collective, a: Algorithm, ranks: usize, rank: usize) -> Prepared {
         let spec = CollectiveSpec::new(c, ranks, 1 << 20);
