@@ -12,7 +12,8 @@ const KIB: f64 = 1024.0;
 /// Parse a byte size: `B`, `KiB`, `MiB`, `GiB`, `TiB` (binary) or `KB`, `MB`, `GB`, `TB`
 /// (decimal). A bare number is bytes. Fractions must land on a whole byte.
 pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
-    let (value, unit) = split_number(text)?;
+    let (number, unit) = split(text);
+    let value = finite(text, &number)?;
     let scale: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kib" | "k" => 1 << 10,
@@ -35,8 +36,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
     }
     let too_large = || UnitError::TooLarge { text: text.to_string(), max: MAX_BYTES };
     // A whole number is read exactly (9007199254740993 stays itself, not 2^53).
-    let digits: String = text.trim()[..text.trim().len() - unit.len()].trim().chars().filter(|&c| c != '_').collect();
-    if let Ok(whole) = digits.trim_start_matches('+').parse::<u64>() {
+    if let Ok(whole) = number.trim_start_matches('+').parse::<u64>() {
         return whole.checked_mul(scale).filter(|&b| b <= MAX_BYTES).ok_or_else(too_large);
     }
     let bytes = value * scale as f64;
@@ -104,6 +104,20 @@ fn positive(value: f64, text: &str) -> Result<f64, UnitError> {
 }
 
 fn split_number(text: &str) -> Result<(f64, &str), UnitError> {
+    let (number, unit) = split(text);
+    Ok((finite(text, &number)?, unit))
+}
+
+/// `number` (the number part of `text`) as a finite float.
+fn finite(text: &str, number: &str) -> Result<f64, UnitError> {
+    match number.parse::<f64>() {
+        Ok(value) if value.is_finite() => Ok(value),
+        _ => Err(UnitError::NotNumber { text: text.to_string() }),
+    }
+}
+
+/// The number (underscores dropped) and the unit of `text`.
+fn split(text: &str) -> (String, &str) {
     let trimmed = text.trim();
     let end = trimmed
         .char_indices()
@@ -116,12 +130,7 @@ fn split_number(text: &str) -> Result<(f64, &str), UnitError> {
         })
         .map(|(i, _)| i)
         .unwrap_or(trimmed.len());
-    let number: String = trimmed[..end].chars().filter(|&c| c != '_').collect();
-    let value: f64 = number.parse().map_err(|_| UnitError::NotNumber { text: text.to_string() })?;
-    if !value.is_finite() {
-        return Err(UnitError::NotNumber { text: text.to_string() });
-    }
-    Ok((value, trimmed[end..].trim()))
+    (trimmed[..end].chars().filter(|&c| c != '_').collect(), trimmed[end..].trim())
 }
 
 /// `e` is an exponent only when digits (optionally signed) follow it: `1e9` yes, `1 elephants` no.
