@@ -117,6 +117,13 @@ impl Search {
         }
     }
 
+    /// `device` lies on a shortest wide path, `hop` hops from the source.
+    fn mark_on_path(&mut self, device: DeviceId, hop: usize) {
+        self.on_path[device] = self.epoch;
+        self.layer[device] = hop as u32;
+        self.path_layers[hop].push(device);
+    }
+
     /// The links from `src` to `dst` (distinct) over links at least `width` wide (up to
     /// the tolerance), each with its fraction of the bytes, in hop order; and the hops.
     /// `None` when no such path exists.
@@ -214,9 +221,7 @@ impl Search {
         for i in 0..self.forward_layers[m].len() {
             let x = self.forward_layers[m][i];
             if transit(x) && self.backward_seen[x] == epoch && self.backward_hops[x] as usize == hops - m {
-                self.on_path[x] = epoch;
-                self.layer[x] = m as u32;
-                self.path_layers[m].push(x);
+                self.mark_on_path(x, m);
             }
         }
         // Back towards the source: a device is on a path when a wide link leads from it
@@ -232,9 +237,7 @@ impl Search {
                     wide(h) && self.on_path[y] == epoch && self.layer[y] as usize == k + 1
                 });
                 if leads_on {
-                    self.on_path[x] = epoch;
-                    self.layer[x] = k as u32;
-                    self.path_layers[k].push(x);
+                    self.mark_on_path(x, k);
                 }
             }
         }
@@ -251,9 +254,7 @@ impl Search {
                     wide(h) && may_leave(x) && self.on_path[x] == epoch && self.layer[x] as usize == k - 1
                 });
                 if fed {
-                    self.on_path[y] = epoch;
-                    self.layer[y] = k as u32;
-                    self.path_layers[k].push(y);
+                    self.mark_on_path(y, k);
                 }
             }
         }
