@@ -1,0 +1,91 @@
+//! The compact schedules expand to exactly what the generators produced before schedules
+//! were made compact: a digest of every generated schedule (every algorithm × collective
+//! × rank count 1–33 and 64 × sizes × options), recorded from the transfer-by-transfer
+//! generators, is compared with the expansion of today's. `RAILYARD_BLESS=1` rewrites
+//! the record (only when a generator is changed on purpose).
+
+use std::fmt::Write as _;
+
+use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank};
+
+const RECORD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/schedules.txt");
+
+fn rank_counts() -> Vec<usize> {
+    (1..=33).chain([64]).collect()
+}
+
+fn spec(c: Collective, p: usize, count: u64) -> CollectiveSpec {
+    let s = CollectiveSpec::new(c, p, count).with_root(p / 3).with_peer(p - 1);
+    if c == Collective::AllToAllv {
+        let counts = (0..p).map(|i| (0..p).map(|j| ((i * 7 + j * 3) as u64 + count) % 5).collect()).collect();
+        s.with_counts(counts)
+    } else {
+        s
+    }
+}
+
+fn options(algorithm: Algorithm, p: usize) -> Vec<GenOptions> {
+    let groupings = (1..=p).filter(|s| p.is_multiple_of(*s)).map(|servers| {
+        let local = p / servers;
+        (0..servers).map(|s| (s * local..(s + 1) * local).collect::<Vec<Rank>>()).collect::<Vec<_>>()
+    });
+    match algorithm {
+        Algorithm::Ring => vec![
+            GenOptions::default(),
+            GenOptions { channels: 3, ..GenOptions::default() },
+            GenOptions { order: Some((0..p).rev().collect()), channels: 2, ..GenOptions::default() },
+        ],
+        Algorithm::InterleavedRing | Algorithm::Hierarchical | Algorithm::InNetwork => {
+            groupings.map(|groups| GenOptions { groups, ..GenOptions::default() }).collect()
+        }
+        Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => {
+            vec![GenOptions::default(), GenOptions { pipeline_chunks: 3, ..GenOptions::default() }]
+        }
+        _ => vec![GenOptions::default()],
+    }
+}
+
+/// FNV-1a: a digest that stays the same across Rust releases (std's hasher does not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+fn digests() -> String {
+    let mut out = String::new();
+    for algorithm in Algorithm::ALL {
+        for c in Collective::ALL.into_iter().filter(|&c| algorithm.supports(c)) {
+            for p in rank_counts() {
+                let mut all = Vec::new();
+                let mut generated = 0;
+                for count in [0, 1, p as u64 - 1, 2 * p as u64 + 3, 8 * p as u64] {
+                    for o in options(algorithm, p) {
+                        match generate(algorithm, &spec(c, p, count), &o, 4) {
+                            Ok(s) => {
+                                all.extend(serde_json::to_vec(&s).expect("serialises"));
+                                generated += 1;
+                            }
+                            Err(e) => all.extend(e.to_string().into_bytes()),
+                        }
+                    }
+                }
+                writeln!(out, "{algorithm} {} p={p} schedules={generated} {:016x}", c.as_str(), fnv1a(&all))
+                    .expect("writes");
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_schedule_expands_to_the_recorded_transfers() {
+    let now = digests();
+    if std::env::var_os("RAILYARD_BLESS").is_some() {
+        std::fs::write(RECORD, &now).expect("writes the record");
+        return;
+    }
+    let recorded = std::fs::read_to_string(RECORD).expect("the record exists");
+    for (line, (was, is)) in recorded.lines().zip(now.lines()).enumerate() {
+        assert_eq!(is, was, "line {}: a schedule changed", line + 1);
+    }
+    assert_eq!(now.lines().count(), recorded.lines().count());
+}
