@@ -16,6 +16,11 @@ pub enum ModelError {
     NoReductionSwitch { devices: Vec<String> },
     #[error("{bytes} bytes is not a whole number of {elem_bytes}-byte elements")]
     SizeNotMultiple { bytes: u64, elem_bytes: u64 },
+    #[error(
+        "costing this schedule would make more than {limit} transfers round by round (a huge ring whose blocks \
+         are uneven repeats no round); use a size that splits evenly over the ranks and channels, or fewer ranks"
+    )]
+    TooManyTransfers { limit: u64 },
     #[error("{field}: {message}")]
     BadInput { field: String, message: String },
 }

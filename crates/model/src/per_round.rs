@@ -10,9 +10,10 @@
 //! with other jobs, no link latency, no reduction compute — except on topologies that
 //! declare host costs (`HostCost`: local copies, reductions, per-message overhead).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use railyard_schedule::{Schedule, Transfer};
+use railyard_schedule::{CompactSchedule, Step, Transfer};
 use railyard_topology::{DeviceKind, LinkClass, Placement, Resource, RouteTable, Topology};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -127,13 +128,22 @@ pub struct Breakdown {
 }
 
 /// Cost `schedule` on `topology` with ranks placed by `placement`.
-pub fn cost(schedule: &Schedule, topology: &Topology, placement: &Placement) -> Result<Breakdown, ModelError> {
+pub fn cost(schedule: &CompactSchedule, topology: &Topology, placement: &Placement) -> Result<Breakdown, ModelError> {
     cost_with(schedule, &mut RouteTable::new(topology), placement)
 }
 
 /// [`cost`] with routes from (and added to) `routes`, so that several schedules on one
 /// topology search each route once.
-pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Placement) -> Result<Breakdown, ModelError> {
+///
+/// Rounds are made one at a time from the schedule's sources. A round that moves the
+/// traffic of the round before (a ring's 2(P−1) rounds when its blocks are equal) is
+/// costed once: the source says so without making it, or the model sees it; its totals
+/// are then added once per round it stands for.
+pub fn cost_with(
+    schedule: &CompactSchedule,
+    routes: &mut RouteTable,
+    placement: &Placement,
+) -> Result<Breakdown, ModelError> {
     let topology = routes.topology();
     if schedule.spec.ranks != placement.len() {
         return Err(ModelError::RankMismatch { schedule: schedule.spec.ranks, placement: placement.len() });
@@ -146,12 +156,9 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
     let alpha = topology.round_startup_secs;
     let servers = ServerIndex::new(topology, placement);
     // Bytes by (source server, destination server); named only at the end.
-    let mut cross: FxHashMap<(u32, u32), f64> = FxHashMap::default();
-    let mut spine: FxHashMap<(u32, u32), f64> = FxHashMap::default();
-    let mut cross_in_network: Option<f64> = None;
-    let mut spine_in_network: Option<f64> = None;
+    let mut totals = Tally::default();
     let mut in_network_cache = InNetworkCache::default();
-    let mut per_round = Vec::with_capacity(schedule.rounds.len());
+    let mut per_round = Vec::with_capacity(schedule.rounds());
     let mut bottlenecks: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
     let bandwidth: Vec<f64> = (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect();
 
@@ -183,42 +190,44 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
         topology.links.iter().map(|l| tier(l.to) >= 2 && tier(l.from) < 2).collect()
     };
 
-    // A transfer's bytes between servers and into the spine layer, keyed by server pair.
-    let tally = |cross: &mut FxHashMap<(u32, u32), f64>,
-                 spine: &mut FxHashMap<(u32, u32), f64>,
-                 t: &Transfer,
-                 to_spine: f64| {
-        let bytes = t.read.len as f64 * elem_bytes;
-        let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
-        if to_spine > 0.0 {
-            *spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
-        }
-        if a != b {
-            *cross.entry((a, b)).or_insert(0.0) += bytes;
-        }
-    };
-    // What the last costed round came to; a round that moves exactly the same traffic
-    // (a ring's 2(P-1) rounds) reuses it instead of adding every link up again.
+    // The last costed round: what it came to, its traffic, its totals, and how many
+    // rounds (itself and those repeating it) it stands for.
     let mut last: Option<LastRound> = None;
-    let mut to_spine_of: Vec<f64> = Vec::new();
-    for (index, round) in schedule.rounds.iter().enumerate() {
-        let repeats = index > 0
-            && round.in_network.is_empty()
-            && schedule.rounds[index - 1].in_network.is_empty()
-            && same_traffic(&schedule.rounds[index - 1].transfers, &round.transfers);
-        let costed = match last.take() {
-            Some(previous) if repeats => {
-                for (t, &to_spine) in round.transfers.iter().zip(&to_spine_of) {
-                    tally(&mut cross, &mut spine, t, to_spine);
+    let mut previous: Option<Cow<'_, Step>> = None;
+    let mut round_tally = Tally::default();
+    let mut times = 0u64;
+    let mut made_transfers = 0u64;
+    let mut index = 0usize;
+    for (phase_index, phase) in schedule.phases.iter().enumerate() {
+        for k in 0..phase.rounds.rounds() {
+            let said_to_repeat = k > 0 && phase.rounds.repeats_previous(k) && previous.is_some();
+            let round = if said_to_repeat {
+                None
+            } else {
+                let round = schedule.whole_round(phase_index, k, index == 0);
+                made_transfers += round.transfers.len() as u64;
+                if made_transfers > MAX_MADE_TRANSFERS {
+                    return Err(ModelError::TooManyTransfers { limit: MAX_MADE_TRANSFERS });
                 }
-                previous
-            }
-            _ => {
+                Some(round)
+            };
+            let repeats = match (&round, &previous) {
+                (None, _) => true,
+                (Some(round), Some(p)) => {
+                    round.in_network.is_empty()
+                        && p.in_network.is_empty()
+                        && same_traffic(&p.transfers, &round.transfers)
+                }
+                (Some(_), None) => false,
+            };
+            if let (false, Some(round)) = (repeats, round) {
+                totals.add(&round_tally, times, &touched, &round_bytes, &mut total_bytes);
+                times = 0;
+                round_tally.clear();
                 for &i in &touched {
                     round_bytes[i] = 0.0;
                 }
                 touched.clear();
-                to_spine_of.clear();
                 let mut bytes_sent = 0.0;
                 for t in &round.transfers {
                     let bytes = t.read.len as f64 * elem_bytes;
@@ -232,8 +241,13 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
                             to_spine += fraction;
                         }
                     }
-                    to_spine_of.push(to_spine);
-                    tally(&mut cross, &mut spine, t, to_spine);
+                    let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
+                    if to_spine > 0.0 {
+                        *round_tally.spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
+                    }
+                    if a != b {
+                        *round_tally.cross.entry((a, b)).or_insert(0.0) += bytes;
+                    }
                 }
                 for step in &round.in_network {
                     let bytes = step.read.len as f64 * elem_bytes;
@@ -242,12 +256,12 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
                         let link_bytes = streams as f64 * bytes;
                         add_link(&mut round_bytes, &mut touched, link, link_bytes);
                         if enters_spine[link] {
-                            *spine_in_network.get_or_insert(0.0) += link_bytes;
+                            *round_tally.spine_in_network.get_or_insert(0.0) += link_bytes;
                         }
                     }
                     let first = servers.of_rank[step.ranks[0]];
                     if step.ranks.iter().any(|&r| servers.of_rank[r] != first) {
-                        *cross_in_network.get_or_insert(0.0) += bytes * step.ranks.len() as f64;
+                        *round_tally.cross_in_network.get_or_insert(0.0) += bytes * step.ranks.len() as f64;
                     }
                 }
                 // Resource order decides ties. A round that touches a good part of the
@@ -273,40 +287,43 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
                         worst.is_some_and(|(w, ws)| i != w && secs >= ws * (1.0 - TIE))
                     })
                     .count();
-                LastRound {
+                last = Some(LastRound {
                     worst,
                     bottleneck: worst.map(|(i, _)| load(topology, i, round_bytes[i])),
                     tied_resources,
                     bytes_sent,
-                }
+                    transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
+                });
+                previous = Some(round);
             }
-        };
-        if let Some((i, secs)) = costed.worst {
-            let entry = bottlenecks.entry(i).or_insert((0, 0.0));
-            entry.0 += 1;
-            entry.1 += secs;
+            times += 1;
+            let Some(costed) = &last else { continue };
+            if let Some((i, secs)) = costed.worst {
+                let entry = bottlenecks.entry(i).or_insert((0, 0.0));
+                entry.0 += 1;
+                entry.1 += secs;
+            }
+            let transfer_secs = costed.worst.map_or(0.0, |(_, s)| s);
+            per_round.push(RoundCost {
+                index,
+                label: schedule.round_label(phase_index, k),
+                phase: phase.name.clone(),
+                secs: alpha + transfer_secs,
+                alpha_secs: alpha,
+                transfer_secs,
+                transfers: costed.transfers,
+                bytes_sent: costed.bytes_sent,
+                bottleneck: costed.bottleneck.clone(),
+                tied_resources: costed.tied_resources,
+            });
+            index += 1;
         }
-        for &i in &touched {
-            total_bytes[i] += round_bytes[i];
-        }
-        let transfer_secs = costed.worst.map_or(0.0, |(_, s)| s);
-        per_round.push(RoundCost {
-            index,
-            label: schedule.round_label(index),
-            phase: schedule.phases[round.phase].name.clone(),
-            secs: alpha + transfer_secs,
-            alpha_secs: alpha,
-            transfer_secs,
-            transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
-            bytes_sent: costed.bytes_sent,
-            bottleneck: costed.bottleneck.clone(),
-            tied_resources: costed.tied_resources,
-        });
-        last = Some(costed);
     }
+    totals.add(&round_tally, times, &touched, &round_bytes, &mut total_bytes);
+    let Tally { cross, spine, cross_in_network, spine_in_network } = totals;
 
     let stages = schedule
-        .phases
+        .phase_list()
         .iter()
         .map(|p| {
             let rounds: Vec<&RoundCost> = per_round.iter().filter(|r| r.phase == p.name).collect();
@@ -362,15 +379,16 @@ pub fn cost_with(schedule: &Schedule, routes: &mut RouteTable, placement: &Place
     })
 }
 
-fn host_cost(schedule: &Schedule, topology: &Topology) -> Option<HostCost> {
+fn host_cost(schedule: &CompactSchedule, topology: &Topology) -> Option<HostCost> {
     let costs = topology.host;
     if !costs.counted() {
         return None;
     }
-    let local_elements = schedule.local_elements_max() + schedule.reduced_elements_max();
+    let work = schedule.host_work();
+    let local_elements = work.copied_elements_max + work.reduced_elements_max;
     let local_secs =
         costs.local_bytes_per_sec.map_or(0.0, |bw| local_elements.saturating_mul(schedule.elem_bytes) as f64 / bw);
-    let messages = schedule.messages_max();
+    let messages = usize::try_from(work.messages_max).unwrap_or(usize::MAX);
     let message_secs = messages as f64 * costs.message_secs;
     Some(HostCost { local_elements, local_secs, messages, message_secs, secs: local_secs + message_secs })
 }
@@ -440,7 +458,58 @@ struct LastRound {
     bottleneck: Option<ResourceLoad>,
     tied_resources: usize,
     bytes_sent: f64,
+    transfers: usize,
 }
+
+/// Bytes between servers and into the spine layer, by (source server, destination
+/// server), and those of in-network steps: of one round, or of the whole schedule.
+#[derive(Default)]
+struct Tally {
+    cross: FxHashMap<(u32, u32), f64>,
+    spine: FxHashMap<(u32, u32), f64>,
+    cross_in_network: Option<f64>,
+    spine_in_network: Option<f64>,
+}
+
+impl Tally {
+    /// Empty, keeping the maps' room for the next round.
+    fn clear(&mut self) {
+        self.cross.clear();
+        self.spine.clear();
+        self.cross_in_network = None;
+        self.spine_in_network = None;
+    }
+
+    /// Add a round's tally and its resources' bytes, `times` over (the round and the
+    /// rounds repeating it). Whole byte counts, so the products are exact.
+    fn add(&mut self, round: &Tally, times: u64, touched: &[usize], round_bytes: &[f64], total_bytes: &mut [f64]) {
+        if times == 0 {
+            return;
+        }
+        let times = times as f64;
+        for (&pair, &bytes) in &round.cross {
+            *self.cross.entry(pair).or_insert(0.0) += bytes * times;
+        }
+        for (&pair, &bytes) in &round.spine {
+            *self.spine.entry(pair).or_insert(0.0) += bytes * times;
+        }
+        for (total, bytes) in
+            [(&mut self.cross_in_network, round.cross_in_network), (&mut self.spine_in_network, round.spine_in_network)]
+        {
+            if let Some(bytes) = bytes {
+                *total.get_or_insert(0.0) += bytes * times;
+            }
+        }
+        for &i in touched {
+            total_bytes[i] += round_bytes[i] * times;
+        }
+    }
+}
+
+/// Transfers the model makes round by round for one schedule (rounds that repeat their
+/// predecessor are not made): 1 Gi, about a minute on one core. Only a huge ring whose
+/// blocks are uneven comes near it.
+pub const MAX_MADE_TRANSFERS: u64 = 1 << 30;
 
 /// Whether two rounds send the same sizes between the same ranks, in the same order
 /// (so the model's sums come out bit for bit the same).

@@ -1,7 +1,7 @@
 //! `railyard plan`: generate the schedule of each requested algorithm for a collective
 //! on a placed topology, cost each with the per-round model, and compare.
 
-use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank};
+use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions, Rank};
 use railyard_topology::{Placement, RouteTable, Topology};
 use serde::Serialize;
 
@@ -84,7 +84,7 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
                 channels: request.channels.max(1),
                 pipeline_chunks: chunks,
             };
-            let result = generate(algorithm, &spec, &options, request.elem_bytes)
+            let result = generate_compact(algorithm, &spec, &options, request.elem_bytes)
                 .map_err(ModelError::from)
                 .and_then(|schedule| cost_with(&schedule, &mut routes, placement))
                 .map(|mut b| {

@@ -5,7 +5,7 @@
 use railyard_model::closed_form::{self as cf, AlphaBeta};
 use railyard_model::cost;
 use railyard_schedule::tree::binary_tree;
-use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
+use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
 use railyard_topology::{presets::preset, Placement, PlacementPolicy};
 
 const AB: AlphaBeta = AlphaBeta { alpha_secs: 5e-6, bytes_per_sec: 50e9 };
@@ -14,7 +14,7 @@ fn modelled(algorithm: Algorithm, collective: Collective, p: usize, bytes: u64, 
     let topo = preset(&format!("mesh:ranks={p},bw=50GB/s,alpha=5us")).unwrap();
     let placement = Placement::new(&topo, &PlacementPolicy::Contiguous, None).unwrap();
     let options = GenOptions { pipeline_chunks: chunks, ..GenOptions::default() };
-    let schedule = generate(algorithm, &CollectiveSpec::new(collective, p, bytes / 4), &options, 4).unwrap();
+    let schedule = generate_compact(algorithm, &CollectiveSpec::new(collective, p, bytes / 4), &options, 4).unwrap();
     cost(&schedule, &topo, &placement).unwrap().total_secs
 }
 

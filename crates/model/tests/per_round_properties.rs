@@ -56,3 +56,43 @@ proptest! {
         prop_assert!(h < r);
     }
 }
+
+/// Costing a compact schedule (rounds that repeat their predecessor costed once) equals
+/// costing its expansion with every round listed: the same breakdown, round for round,
+/// on fabrics whose routes split bytes in halves (so sums are exact either way).
+#[test]
+fn compact_costs_equal_costs_of_the_expansion() {
+    use railyard_model::cost;
+    use railyard_schedule::{generate_compact, CollectiveSpec, CompactSchedule, GenOptions};
+    let mut compared = 0;
+    for topo in ["hgx-h100x2", "rail:servers=4", "rail:servers=6,gpus=4,group=2,spines=2"] {
+        let t = preset(topo).unwrap();
+        let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+        let groups = placement.ranks_by_server(&t);
+        let p = placement.len();
+        for (algorithm, collective) in [
+            (Algorithm::Ring, Collective::AllReduce),
+            (Algorithm::Ring, Collective::ReduceScatter),
+            (Algorithm::InterleavedRing, Collective::AllGather),
+            (Algorithm::Hierarchical, Collective::AllReduce),
+            (Algorithm::Hierarchical, Collective::ReduceScatter),
+            (Algorithm::Hierarchical, Collective::AllGather),
+            (Algorithm::Pairwise, Collective::AllToAll),
+            (Algorithm::Rhd, Collective::AllReduce),
+        ] {
+            for count in [p as u64 * 1024, p as u64 * 1000 + 7] {
+                for channels in [1, 3] {
+                    let options = GenOptions { groups: groups.clone(), channels, ..GenOptions::default() };
+                    let spec = CollectiveSpec::new(collective, p, count);
+                    let compact = generate_compact(algorithm, &spec, &options, 4).unwrap();
+                    let listed = CompactSchedule::from(compact.expand());
+                    let a = cost(&compact, &t, &placement).unwrap();
+                    let b = cost(&listed, &t, &placement).unwrap();
+                    assert_eq!(a, b, "{topo} {algorithm} {collective:?} count={count} channels={channels}");
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(compared, 3 * 8 * 4);
+}

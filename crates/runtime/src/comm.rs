@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use railyard_schedule::{
-    generate, in_place_hazard, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, Op, Region, Schedule,
+    generate_compact, in_place_hazard, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, Op, Region,
+    Schedule,
 };
 
 use crate::bootstrap::{rendezvous, UniqueId};
@@ -419,9 +420,10 @@ impl Communicator {
         let prepared = match self.schedules.get(&key) {
             Some(p) => Arc::clone(p),
             None => {
-                let s = generate(algorithm, spec, &key.2, elem as u64)
+                let s = generate_compact(algorithm, spec, &key.2, elem as u64)
                     .map_err(|e| CommError::BadArgs { message: e.to_string() })?;
-                // Only this rank's part is kept: the cache holds O(P) per schedule, not O(P²).
+                // Only this rank's part is made and kept: no other rank's transfers, so a
+                // ring costs O(P) here, not O(P²).
                 let p = Arc::new(Prepared::new(s.for_rank(self.rank), self.rank, elem)?);
                 if self.schedules.len() >= SCHEDULE_CACHE_ENTRIES {
                     self.schedules.clear();
@@ -868,7 +870,7 @@ mod tests {
     fn prepared(c: Collective, a: Algorithm, ranks: usize, rank: usize) -> Prepared {
         let spec = CollectiveSpec::new(c, ranks, 1 << 20);
         let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
-        let s = generate(a, &spec, &options, 4).expect("generates");
+        let s = generate_compact(a, &spec, &options, 4).expect("generates");
         Prepared::new(s.for_rank(rank), rank, 4).expect("prepares")
     }
 

@@ -7,10 +7,12 @@ use std::str::FromStr;
 use crate::bruck::bruck;
 use crate::chain::chain;
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::CompactSchedule;
 use crate::direct::{direct, pairwise};
 use crate::error::ScheduleError;
 use crate::hierarchical::{hierarchical, hierarchical_all_reduce, InterStage};
 use crate::ir::Schedule;
+use crate::limits::Form;
 use crate::recursive_doubling::recursive_doubling;
 use crate::rhd::rhd;
 use crate::ring::{interleaved_order, ring};
@@ -135,21 +137,28 @@ pub struct GenOptions {
     pub pipeline_chunks: usize,
 }
 
-/// Generate the schedule of `algorithm` for `spec`.
+/// Generate the schedule of `algorithm` for `spec`, transfer by transfer (for the
+/// checker, the step graph and people; the model and the runtime read the compact form).
 pub fn generate(
     algorithm: Algorithm,
     spec: &CollectiveSpec,
     options: &GenOptions,
     elem_bytes: u64,
 ) -> Result<Schedule, ScheduleError> {
-    spec.validate().map_err(|message| ScheduleError::BadSpec { message })?;
+    check_request(algorithm, spec, options, Form::Expanded)?;
+    Ok(generate_compact(algorithm, spec, options, elem_bytes)?.expand())
+}
+
+/// Generate the compact schedule of `algorithm` for `spec` (see `compact.rs`).
+pub fn generate_compact(
+    algorithm: Algorithm,
+    spec: &CollectiveSpec,
+    options: &GenOptions,
+    elem_bytes: u64,
+) -> Result<CompactSchedule, ScheduleError> {
+    check_request(algorithm, spec, options, Form::Compact)?;
     let name = algorithm.as_str();
-    if !algorithm.supports(spec.collective) {
-        return Err(ScheduleError::Unsupported { algorithm: name.to_string(), collective: spec.collective.as_str() });
-    }
-    // Limits first: nothing sized by the request is allocated before they pass.
     let (channels, chunks) = (options.channels.max(1), options.pipeline_chunks.max(1));
-    crate::limits::check_limits(algorithm, spec, channels, chunks, &options.groups)?;
     let default_order: Vec<Rank> = (0..spec.ranks).collect();
     let order = options.order.as_deref().unwrap_or(&default_order);
     let one_server = vec![default_order.clone()];
@@ -171,6 +180,25 @@ pub fn generate(
         Algorithm::Hierarchical => hierarchical(spec, groups, elem_bytes, name),
         Algorithm::InNetwork => hierarchical_all_reduce(spec, groups, InterStage::InNetwork, elem_bytes, name),
     }?;
-    crate::forward::forward_prologue_copies(&mut schedule);
+    schedule.forward_first_round = true;
     Ok(schedule)
+}
+
+/// The spec is valid, the algorithm implements the collective, and the limits for the
+/// form asked pass — before anything sized by the request is allocated.
+fn check_request(
+    algorithm: Algorithm,
+    spec: &CollectiveSpec,
+    options: &GenOptions,
+    form: Form,
+) -> Result<(), ScheduleError> {
+    spec.validate().map_err(|message| ScheduleError::BadSpec { message })?;
+    if !algorithm.supports(spec.collective) {
+        return Err(ScheduleError::Unsupported {
+            algorithm: algorithm.as_str().to_string(),
+            collective: spec.collective.as_str(),
+        });
+    }
+    let (channels, chunks) = (options.channels.max(1), options.pipeline_chunks.max(1));
+    crate::limits::check_limits(algorithm, spec, channels, chunks, &options.groups, form)
 }

@@ -12,8 +12,9 @@
 use std::ops::Range;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::ring::copy;
 
 fn rounds(p: usize) -> usize {
@@ -56,7 +57,7 @@ pub fn allgather_steps(out: &[Range<u64>]) -> Vec<Step> {
         .collect()
 }
 
-pub fn bruck(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
+pub fn bruck(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
     let p = spec.ranks;
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     match spec.collective {
@@ -135,5 +136,5 @@ pub fn bruck(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<
             return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
         }
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }

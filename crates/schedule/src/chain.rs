@@ -4,8 +4,9 @@
 //! ranks takes p − 1 + C − 1 steps of M/C each.
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::partition;
 use crate::ring::{check_order, copy};
 
@@ -60,7 +61,7 @@ pub fn chain(
     chunks: usize,
     elem_bytes: u64,
     algorithm: &str,
-) -> Result<Schedule, ScheduleError> {
+) -> Result<CompactSchedule, ScheduleError> {
     check_order(order, spec.ranks)?;
     let pieces = partition(spec.count, chunks.max(1));
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
@@ -91,5 +92,5 @@ pub fn chain(
             return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
         }
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }

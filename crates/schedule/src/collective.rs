@@ -199,12 +199,23 @@ impl CollectiveSpec {
 
     /// Where, in rank i's input, the block for rank j starts.
     pub fn send_offset(&self, i: Rank, j: Rank) -> u64 {
-        (0..j).map(|k| self.pair_count(i, k)).sum()
+        match &self.counts {
+            Some(_) => (0..j).map(|k| self.pair_count(i, k)).sum(),
+            // Blocks of the balanced partition: the first count % P hold one more.
+            None => {
+                let p = self.ranks as u64;
+                j as u64 * (self.count / p) + (j as u64).min(self.count % p)
+            }
+        }
     }
 
     /// Where, in rank j's output, the block from rank i starts.
     pub fn recv_offset(&self, i: Rank, j: Rank) -> u64 {
-        (0..i).map(|k| self.pair_count(k, j)).sum()
+        match &self.counts {
+            Some(_) => (0..i).map(|k| self.pair_count(k, j)).sum(),
+            // Every sender's block for rank j has the same length.
+            None => i as u64 * self.pair_count(i, j),
+        }
     }
 
     pub fn input_len(&self, rank: Rank) -> u64 {

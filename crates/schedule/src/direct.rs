@@ -9,8 +9,9 @@
 use std::ops::Range;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::{CompactSchedule, RoundSource};
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::ring::copy;
 
 fn t(from: Rank, to: Rank, read: Region, write: Region, op: Op) -> Transfer {
@@ -25,7 +26,7 @@ fn one(transfers: Vec<Transfer>) -> Vec<Step> {
     vec![Step { transfers, in_network: Vec::new(), local: Vec::new() }]
 }
 
-pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
+pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
     let n = spec.ranks;
     let root = spec.root;
     let all = 0..spec.count;
@@ -109,7 +110,7 @@ pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result
             b.phase(name, one(transfers.collect()));
         }
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }
 
 /// Every all-to-all block: (source, destination, region in the source's input, region in the destination's output).
@@ -130,33 +131,104 @@ fn blocks(spec: &CollectiveSpec) -> Vec<(Rank, Rank, Region, Region)> {
 }
 
 /// Pairwise-exchange all-to-all(v): P − 1 rounds, rank i sends to i + k at round k.
-pub fn pairwise(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
+pub fn pairwise(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
     if !matches!(spec.collective, Collective::AllToAll | Collective::AllToAllv) {
         return Err(ScheduleError::Unsupported {
             algorithm: algorithm.to_string(),
             collective: spec.collective.as_str(),
         });
     }
-    let n = spec.ranks;
-    let all = blocks(spec);
-    let block = |s: Rank, d: Rank| all[s * n + d];
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
-    for s in 0..n {
-        let (_, _, send, recv) = block(s, s);
+    let rounds = PairwiseRounds::new(spec);
+    for s in 0..spec.ranks {
+        let (send, recv) = rounds.block(s, s);
         b.prologue(copy(s, send, recv));
     }
-    let steps = (1..n)
-        .map(|k| Step {
-            transfers: (0..n)
-                .map(|s| {
-                    let (_, d, send, recv) = block(s, (s + k) % n);
-                    t(s, d, send, recv, Op::Copy)
-                })
-                .collect(),
-            in_network: Vec::new(),
-            local: Vec::new(),
-        })
-        .collect();
-    b.phase("pairwise all-to-all", steps);
-    Ok(b.build())
+    b.rounds("pairwise all-to-all", rounds);
+    Ok(b.build_compact())
+}
+
+/// The rounds of a pairwise exchange, made on demand: O(P) held for an all-to-all (an
+/// all-to-allv's P² block offsets, as its counts).
+#[derive(Debug)]
+struct PairwiseRounds {
+    spec: CollectiveSpec,
+    /// The shifts k (rank i sends to i + k) whose round moves something.
+    shifts: Vec<usize>,
+    /// All-to-allv only: where each (source, destination) block starts in the source's
+    /// input and in the destination's output, row-major by source.
+    offsets: Option<(Vec<u64>, Vec<u64>)>,
+}
+
+impl PairwiseRounds {
+    fn new(spec: &CollectiveSpec) -> Self {
+        let n = spec.ranks;
+        let offsets = spec.counts.as_ref().map(|_| {
+            let (mut send, mut recv) = (vec![0u64; n * n], vec![0u64; n * n]);
+            for s in 0..n {
+                for d in 1..n {
+                    send[s * n + d] = send[s * n + d - 1] + spec.pair_count(s, d - 1);
+                }
+            }
+            for d in 0..n {
+                for s in 1..n {
+                    recv[s * n + d] = recv[(s - 1) * n + d] + spec.pair_count(s - 1, d);
+                }
+            }
+            (send, recv)
+        });
+        let shifts = (1..n)
+            .filter(|&k| match spec.counts {
+                Some(_) => (0..n).any(|s| spec.pair_count(s, (s + k) % n) > 0),
+                // Every block of an all-to-all is sent in every round.
+                None => spec.count > 0,
+            })
+            .collect();
+        PairwiseRounds { spec: spec.clone(), shifts, offsets }
+    }
+
+    /// Source `s`'s block for destination `d`: where it is read and where it lands.
+    fn block(&self, s: Rank, d: Rank) -> (Region, Region) {
+        let n = self.spec.ranks;
+        let len = self.spec.pair_count(s, d);
+        let (send, recv) = match &self.offsets {
+            Some((send, recv)) => (send[s * n + d], recv[s * n + d]),
+            None => (self.spec.send_offset(s, d), self.spec.recv_offset(s, d)),
+        };
+        (Region::new(Buffer::Input, range(send, len)), Region::new(Buffer::Output, range(recv, len)))
+    }
+
+    fn send(&self, s: Rank, k: usize, out: &mut Vec<Transfer>) {
+        let d = (s + k) % self.spec.ranks;
+        let (send, recv) = self.block(s, d);
+        if send.len > 0 {
+            out.push(t(s, d, send, recv, Op::Copy));
+        }
+    }
+}
+
+impl RoundSource for PairwiseRounds {
+    fn rounds(&self) -> usize {
+        self.shifts.len()
+    }
+
+    fn step(&self, round: usize, rank: Option<Rank>) -> Step {
+        let (n, k) = (self.spec.ranks, self.shifts[round]);
+        let mut transfers = Vec::new();
+        match rank {
+            None => (0..n).for_each(|s| self.send(s, k, &mut transfers)),
+            // The rank sends to rank + k and receives from rank − k, in sender order.
+            Some(rank) => {
+                let from = (rank + n - k) % n;
+                for s in [rank.min(from), rank.max(from)] {
+                    self.send(s, k, &mut transfers);
+                }
+            }
+        }
+        Step { transfers, in_network: Vec::new(), local: Vec::new() }
+    }
+
+    fn held(&self) -> usize {
+        self.shifts.len() + self.offsets.as_ref().map_or(0, |(s, r)| s.len() + r.len())
+    }
 }

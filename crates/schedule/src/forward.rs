@@ -4,22 +4,22 @@
 //! copy, so a runtime can start it first and copy while the peer receives (a broadcast's
 //! root, a ring all-gather's own block, an all-reduce's first chunk).
 
-use crate::ir::{Buffer, Op, Region, Schedule};
+use crate::ir::{Buffer, LocalOp, Op, Region, Transfer};
 
-/// Rewrite round 0's reads as described above, where exactly one prologue operation of the
-/// sender writes the bytes read and it is a plain copy from the input.
-pub fn forward_prologue_copies(s: &mut Schedule) {
-    let Some(first) = s.rounds.first_mut() else { return };
+/// Rewrite the reads of round 0's `transfers` as described above, where exactly one
+/// `prologue` operation of the sender writes the bytes read and it is a plain copy from
+/// the input.
+pub fn forward_reads(prologue: &[LocalOp], transfers: &mut [Transfer]) {
     // The prologue's operations by rank (in prologue order within a rank), so a rank's
     // few operations are found without scanning every rank's.
-    let mut by_rank: Vec<usize> = (0..s.prologue.len()).collect();
-    by_rank.sort_by_key(|&i| s.prologue[i].rank);
+    let mut by_rank: Vec<usize> = (0..prologue.len()).collect();
+    by_rank.sort_by_key(|&i| prologue[i].rank);
     let of_rank = |rank| {
-        let start = by_rank.partition_point(|&i| s.prologue[i].rank < rank);
-        let end = by_rank.partition_point(|&i| s.prologue[i].rank <= rank);
-        by_rank[start..end].iter().map(|&i| &s.prologue[i])
+        let start = by_rank.partition_point(|&i| prologue[i].rank < rank);
+        let end = by_rank.partition_point(|&i| prologue[i].rank <= rank);
+        by_rank[start..end].iter().map(|&i| &prologue[i])
     };
-    for t in first.transfers.iter_mut().filter(|t| t.read.buffer != Buffer::Input && t.read.len > 0) {
+    for t in transfers.iter_mut().filter(|t| t.read.buffer != Buffer::Input && t.read.len > 0) {
         let mut writers = of_rank(t.from).filter(|l| l.write.overlaps(&t.read));
         let (Some(l), None) = (writers.next(), writers.next()) else { continue };
         if l.op != Op::Copy || l.read.buffer != Buffer::Input || !l.write.contains(&t.read) {
@@ -36,7 +36,7 @@ pub fn forward_prologue_copies(s: &mut Schedule) {
 mod tests {
     use crate::{check, generate, Algorithm, Collective, CollectiveSpec, GenOptions};
 
-    use super::*;
+    use crate::ir::Buffer;
 
     #[test]
     fn first_round_sends_read_the_input_and_schedules_stay_correct() {

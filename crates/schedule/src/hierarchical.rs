@@ -17,17 +17,14 @@
 //! for server h to (h, j) — so cross-server traffic is aggregated per rail.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::{CompactSchedule, SequenceRounds};
 use crate::error::ScheduleError;
-use crate::ir::{
-    merge_parallel, with_shard, Buffer, InNetwork, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer,
-};
-use crate::partition::partition;
-use crate::ring::{
-    all_gather_buffers, all_gather_steps, all_reduce_steps, check_order, copy, reduce_scatter_buffers,
-    reduce_scatter_steps, single_blocks, Block,
-};
+use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::partition::{partition, partition_range};
+use crate::ring::{all_gather_buffers, check_order, copy, reduce_scatter_buffers, single_blocks, Block, RingRounds};
 
 /// How the shards cross servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +60,7 @@ pub fn hierarchical_all_reduce(
     inter: InterStage,
     elem_bytes: u64,
     algorithm: &str,
-) -> Result<Schedule, ScheduleError> {
+) -> Result<CompactSchedule, ScheduleError> {
     if spec.collective != Collective::AllReduce {
         return Err(ScheduleError::Unsupported {
             algorithm: algorithm.to_string(),
@@ -83,25 +80,19 @@ pub fn hierarchical_all_reduce(
             op: Op::Copy,
         });
     }
-    let intra_rs =
-        merge_parallel(groups.iter().map(|g| reduce_scatter_steps(g, &shard_blocks, Buffer::Output)).collect());
-    b.phase("intra-server reduce-scatter", intra_rs);
+    b.rounds("intra-server reduce-scatter", per_server(groups, &shard_blocks, Buffer::Output, Op::Reduce));
     // The ranks holding shard j, one per server.
     let holders: Vec<Vec<Rank>> = (0..local).map(|j| groups.iter().map(|g| g[j]).collect()).collect();
     match inter {
         InterStage::Ring => {
-            let (rs, ag): (Vec<_>, Vec<_>) = holders
-                .iter()
-                .zip(&shards)
-                .enumerate()
-                .map(|(j, (ranks, shard))| {
-                    let (rs, ag) = all_reduce_steps(ranks, shard.clone(), Buffer::Output);
-                    (with_shard(rs, j as u32), with_shard(ag, j as u32))
-                })
-                .unzip();
-            let mut steps = merge_parallel(rs);
-            steps.extend(merge_parallel(ag));
-            b.phase("inter-server all-reduce", steps);
+            // Shard j all-reduced by a ring over its holders, each holding one block of it.
+            let (mut rs, mut ag) = (RingRounds::default(), RingRounds::default());
+            for (j, (ranks, shard)) in holders.iter().zip(&shards).enumerate() {
+                let blocks = single_blocks(partition_range(shard.clone(), ranks.len()));
+                rs.add(ranks, blocks.clone(), Buffer::Output, Op::Reduce, 1, 0, Some(j as u32));
+                ag.add(ranks, blocks, Buffer::Output, Op::Copy, 0, 0, Some(j as u32));
+            }
+            b.rounds("inter-server all-reduce", SequenceRounds(vec![Box::new(rs), Box::new(ag)]));
         }
         InterStage::InNetwork => {
             let step = Step {
@@ -121,9 +112,26 @@ pub fn hierarchical_all_reduce(
             b.phase("inter-server in-network all-reduce", vec![step]);
         }
     }
-    let intra_ag = merge_parallel(groups.iter().map(|g| all_gather_steps(g, &shard_blocks, Buffer::Output)).collect());
-    b.phase("intra-server all-gather", intra_ag);
-    Ok(b.build())
+    b.rounds("intra-server all-gather", per_server(groups, &shard_blocks, Buffer::Output, Op::Copy));
+    Ok(b.build_compact())
+}
+
+/// A ring reduce-scatter (`Op::Reduce`) or all-gather (`Op::Copy`) inside every server
+/// at once, each over the same blocks by local position.
+fn per_server(groups: &[Vec<Rank>], blocks: &Arc<[Block]>, buffer: Buffer, op: Op) -> RingRounds {
+    let mut rounds = RingRounds::default();
+    for g in groups {
+        rounds.add(g, blocks.clone(), buffer, op, lag(op), 0, None);
+    }
+    rounds
+}
+
+/// A ring reduce-scatter sends the block one behind an all-gather's (see `RingRounds`).
+fn lag(op: Op) -> usize {
+    match op {
+        Op::Reduce => 1,
+        Op::Copy => 0,
+    }
 }
 
 /// Hierarchical reduce-scatter, all-gather or all-to-all over `groups`.
@@ -132,48 +140,40 @@ pub fn hierarchical(
     groups: &[Vec<Rank>],
     elem_bytes: u64,
     algorithm: &str,
-) -> Result<Schedule, ScheduleError> {
+) -> Result<CompactSchedule, ScheduleError> {
     check_groups(groups, spec.ranks)?;
     let parts = spec.parts();
     let local = groups[0].len();
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     // Block of local index j: the chunks of every rank with local index j.
-    let local_blocks: Vec<Block> = (0..local).map(|j| groups.iter().map(|g| parts[g[j]].clone()).collect()).collect();
-    // Ranks with local index j across servers, and their own chunks.
+    let local_blocks: Arc<[Block]> = (0..local).map(|j| groups.iter().map(|g| parts[g[j]].clone()).collect()).collect();
     // A ring per local index j over the ranks with that index, each block its own chunk.
-    let inter_server = |steps: fn(&[Rank], &[Block], Buffer) -> Vec<Step>, buffer: Buffer| {
-        merge_parallel(
-            (0..local)
-                .map(|j| {
-                    let ranks: Vec<Rank> = groups.iter().map(|g| g[j]).collect();
-                    let blocks: Vec<Block> = ranks.iter().map(|&r| vec![parts[r].clone()]).collect();
-                    with_shard(steps(&ranks, &blocks, buffer), j as u32)
-                })
-                .collect(),
-        )
+    let inter_server = |buffer: Buffer, op: Op| {
+        let mut rounds = RingRounds::default();
+        for j in 0..local {
+            let ranks: Vec<Rank> = groups.iter().map(|g| g[j]).collect();
+            let blocks = single_blocks(ranks.iter().map(|&r| parts[r].clone()).collect());
+            rounds.add(&ranks, blocks, buffer, op, lag(op), 0, Some(j as u32));
+        }
+        rounds
     };
     match spec.collective {
         Collective::ReduceScatter => {
             reduce_scatter_buffers(&mut b, spec.count, &parts);
-            let intra = merge_parallel(
-                groups.iter().map(|g| reduce_scatter_steps(g, &local_blocks, Buffer::Scratch)).collect(),
-            );
-            b.phase("intra-server reduce-scatter", intra);
-            b.phase("inter-server reduce-scatter", inter_server(reduce_scatter_steps, Buffer::Scratch));
+            b.rounds("intra-server reduce-scatter", per_server(groups, &local_blocks, Buffer::Scratch, Op::Reduce));
+            b.rounds("inter-server reduce-scatter", inter_server(Buffer::Scratch, Op::Reduce));
         }
         Collective::AllGather => {
             all_gather_buffers(&mut b, &parts);
-            b.phase("inter-server all-gather", inter_server(all_gather_steps, Buffer::Output));
-            let intra =
-                merge_parallel(groups.iter().map(|g| all_gather_steps(g, &local_blocks, Buffer::Output)).collect());
-            b.phase("intra-server all-gather", intra);
+            b.rounds("inter-server all-gather", inter_server(Buffer::Output, Op::Copy));
+            b.rounds("intra-server all-gather", per_server(groups, &local_blocks, Buffer::Output, Op::Copy));
         }
         Collective::AllToAll | Collective::AllToAllv => all_to_all(spec, groups, &mut b),
         other => {
             return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
         }
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }
 
 fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuilder) {

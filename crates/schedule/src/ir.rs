@@ -1,6 +1,10 @@
 //! The schedule IR: the contract between the model, the simulator, the runtime, the
 //! symbolic checker and people.
 //!
+//! This is the expanded form, every transfer held; generators build the compact form
+//! (`compact.rs`: a ring's rounds made on demand from its orders and blocks), which
+//! expands to it and gives each rank its own part of it.
+//!
 //! A schedule is a prologue of local copies, a sequence of rounds, and an epilogue.
 //! A round holds transfers (one rank sends a region of one of its buffers to a region
 //! of another rank's buffer, copying or reducing into it) and in-network steps (ranks
@@ -26,6 +30,7 @@
 use serde::Serialize;
 
 use crate::collective::{CollectiveSpec, Rank};
+use crate::compact::{CompactPhase, CompactSchedule, ListedRounds, RoundSource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -131,7 +136,7 @@ pub struct Step {
 }
 
 impl Step {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.transfers.is_empty() && self.in_network.is_empty() && self.local.is_empty()
     }
 }
@@ -186,32 +191,9 @@ impl Schedule {
         format!("{}{shard}: rank {} -> rank {}", self.round_label(round), t.from, t.to)
     }
 
-    /// `rank`'s part: the same rounds (so round numbers and labels agree on every rank),
-    /// each holding only the transfers `rank` sends or receives and the in-network steps
-    /// it joins, and only its own local operations. A ring's part is O(P), not O(P²):
-    /// what the runtime keeps per cached schedule.
+    /// `rank`'s part (see [`CompactSchedule::for_rank`]).
     pub fn for_rank(&self, rank: Rank) -> Schedule {
-        let mine = |l: &&LocalOp| l.rank == rank;
-        Schedule {
-            spec: self.spec.clone(),
-            algorithm: self.algorithm.clone(),
-            elem_bytes: self.elem_bytes,
-            scratch_len: self.scratch_len.clone(),
-            phases: self.phases.clone(),
-            prologue: self.prologue.iter().filter(mine).cloned().collect(),
-            rounds: self
-                .rounds
-                .iter()
-                .map(|r| Round {
-                    phase: r.phase,
-                    step: r.step,
-                    transfers: r.transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
-                    in_network: r.in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
-                    local: r.local.iter().filter(mine).cloned().collect(),
-                })
-                .collect(),
-            epilogue: self.epilogue.iter().filter(mine).cloned().collect(),
-        }
+        CompactSchedule::from(self.clone()).for_rank(rank)
     }
 
     pub fn buffer_len(&self, rank: Rank, buffer: Buffer) -> u64 {
@@ -238,71 +220,27 @@ impl Schedule {
     pub fn local_ops(&self) -> impl Iterator<Item = &LocalOp> {
         self.prologue.iter().chain(self.rounds.iter().flat_map(|r| &r.local)).chain(&self.epilogue)
     }
-
-    /// Elements the busiest rank copies locally (prologue, between rounds, epilogue):
-    /// memory traffic that costs nothing on a link but real time on a host. Local
-    /// reductions count in `reduced_elements_max`, like reductions on receipt, so one
-    /// reduction costs the same however the schedule writes it.
-    pub fn local_elements_max(&self) -> u64 {
-        let mut per_rank = vec![0u64; self.spec.ranks];
-        for l in self.local_ops().filter(|l| l.op == Op::Copy) {
-            if let Some(n) = per_rank.get_mut(l.rank) {
-                *n += l.write.len;
-            }
-        }
-        per_rank.into_iter().max().unwrap_or(0)
-    }
-
-    /// Elements the busiest rank reduces (received with `Op::Reduce`, or reduced by a local
-    /// op): compute and memory traffic that the per-round model leaves out — where two
-    /// algorithms move the same bytes, the one reducing less is faster on a host.
-    pub fn reduced_elements_max(&self) -> u64 {
-        let mut per_rank = vec![0u64; self.spec.ranks];
-        let received =
-            self.rounds.iter().flat_map(|r| &r.transfers).filter(|t| t.op == Op::Reduce).map(|t| (t.to, t.write.len));
-        let local = self.local_ops().filter(|l| l.op == Op::Reduce).map(|l| (l.rank, l.write.len));
-        for (rank, len) in received.chain(local) {
-            if let Some(n) = per_rank.get_mut(rank) {
-                *n += len;
-            }
-        }
-        per_rank.into_iter().max().unwrap_or(0)
-    }
-
-    /// Messages (transfers sent or received) of the busiest rank: each costs a fixed
-    /// overhead on a real transport that the per-round model's α (one per round) leaves out.
-    pub fn messages_max(&self) -> usize {
-        let mut per_rank = vec![0usize; self.spec.ranks];
-        for t in self.rounds.iter().flat_map(|r| &r.transfers) {
-            for r in [t.from, t.to] {
-                if let Some(n) = per_rank.get_mut(r) {
-                    *n += 1;
-                }
-            }
-        }
-        per_rank.into_iter().max().unwrap_or(0)
-    }
 }
 
 /// Assembles a schedule phase by phase; steps that carry nothing are dropped so that
 /// zero-length chunks (sizes smaller than the rank count) cost no rounds.
 #[derive(Debug)]
 pub struct ScheduleBuilder {
-    schedule: Schedule,
+    schedule: CompactSchedule,
 }
 
 impl ScheduleBuilder {
     pub fn new(spec: CollectiveSpec, algorithm: impl Into<String>, elem_bytes: u64) -> Self {
         ScheduleBuilder {
-            schedule: Schedule {
+            schedule: CompactSchedule {
                 scratch_len: vec![0; spec.ranks],
                 spec,
                 algorithm: algorithm.into(),
                 elem_bytes,
                 phases: Vec::new(),
                 prologue: Vec::new(),
-                rounds: Vec::new(),
                 epilogue: Vec::new(),
+                forward_first_round: false,
             },
         }
     }
@@ -326,7 +264,7 @@ impl ScheduleBuilder {
         self
     }
 
-    /// Append a phase of rounds. Zero-length transfers and then empty steps are dropped.
+    /// Append a phase of listed rounds. Zero-length transfers and then empty steps are dropped.
     pub fn phase(&mut self, name: impl Into<String>, steps: Vec<Step>) -> &mut Self {
         let steps: Vec<Step> = steps
             .into_iter()
@@ -338,25 +276,25 @@ impl ScheduleBuilder {
             })
             .filter(|s| !s.is_empty())
             .collect();
-        if steps.is_empty() {
-            return self;
-        }
-        let phase = self.schedule.phases.len();
-        self.schedule.phases.push(Phase { name: name.into(), rounds: steps.len() });
-        for (i, s) in steps.into_iter().enumerate() {
-            self.schedule.rounds.push(Round {
-                phase,
-                step: i + 1,
-                transfers: s.transfers,
-                in_network: s.in_network,
-                local: s.local,
-            });
+        self.rounds(name, ListedRounds(steps))
+    }
+
+    /// Append a phase whose rounds a source makes (it carries no empty rounds or
+    /// zero-length transfers); a source without rounds adds no phase.
+    pub fn rounds(&mut self, name: impl Into<String>, source: impl RoundSource + 'static) -> &mut Self {
+        if source.rounds() > 0 {
+            self.schedule.phases.push(CompactPhase { name: name.into(), rounds: Box::new(source) });
         }
         self
     }
 
-    pub fn build(self) -> Schedule {
+    pub fn build_compact(self) -> CompactSchedule {
         self.schedule
+    }
+
+    /// The schedule transfer by transfer.
+    pub fn build(self) -> Schedule {
+        self.schedule.expand()
     }
 }
 
@@ -399,48 +337,18 @@ pub fn with_shard(mut steps: Vec<Step>, shard: u32) -> Vec<Step> {
 mod tests {
     use crate::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
 
-    /// A rank's part keeps every round (numbers and labels agree across ranks), exactly
-    /// the rank's own transfers and local operations, and is linear in P for a ring.
+    /// A ring's part for one rank is made from the compact form without anyone else's
+    /// transfers: a sender and a receiver per round (the whole-schedule agreement of
+    /// parts is `tests/expansion.rs`).
     #[test]
-    fn a_ranks_part_is_its_own_transfers_in_the_same_rounds() {
-        for algorithm in Algorithm::ALL {
-            for collective in Collective::ALL {
-                if !algorithm.supports(collective) || collective == Collective::AllToAllv {
-                    continue;
-                }
-                for p in [1usize, 2, 5, 8] {
-                    let spec = CollectiveSpec::new(collective, p, 3 * p as u64 + 1);
-                    let groups = vec![(0..p / 2).collect(), (p / 2..p).collect()];
-                    let options = GenOptions { groups, ..GenOptions::default() };
-                    let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
-                    for r in 0..p {
-                        let part = s.for_rank(r);
-                        assert_eq!(part.rounds.len(), s.rounds.len());
-                        for (i, (mine, all)) in part.rounds.iter().zip(&s.rounds).enumerate() {
-                            let expected: Vec<_> = all.transfers.iter().filter(|t| t.from == r || t.to == r).collect();
-                            assert_eq!(mine.transfers.iter().collect::<Vec<_>>(), expected, "{algorithm} round {i}");
-                            assert_eq!(part.round_label(i), s.round_label(i));
-                        }
-                        assert!(part.local_ops().all(|l| l.rank == r));
-                        for (mine, all) in part.rounds.iter().zip(&s.rounds) {
-                            let own: Vec<_> = all.local.iter().filter(|l| l.rank == r).collect();
-                            assert_eq!(mine.local.iter().collect::<Vec<_>>(), own);
-                        }
-                        let own = s.prologue.iter().chain(&s.epilogue).filter(|l| l.rank == r).count();
-                        assert_eq!(part.prologue.len() + part.epilogue.len(), own);
-                    }
-                }
-            }
-        }
-        let ring = generate(
-            Algorithm::Ring,
-            &CollectiveSpec::new(Collective::AllReduce, 64, 1 << 12),
-            &GenOptions::default(),
-            4,
-        )
-        .unwrap();
-        let held: usize = ring.for_rank(7).rounds.iter().map(|r| r.transfers.len()).sum();
+    fn a_rings_part_is_linear_in_the_ranks() {
+        let spec = CollectiveSpec::new(Collective::AllReduce, 64, 1 << 12);
+        let ring = crate::generate_compact(Algorithm::Ring, &spec, &GenOptions::default(), 4).unwrap();
+        let part = ring.for_rank(7);
+        let held: usize = part.rounds.iter().map(|r| r.transfers.len()).sum();
         assert_eq!(held, 4 * 63, "a sender and a receiver per round, not 64 of each");
+        assert_eq!(part.rounds.len(), 2 * 63);
+        assert!(part.rounds.iter().flat_map(|r| &r.transfers).all(|t| t.from == 7 || t.to == 7));
     }
 
     /// Each ring of a multi-channel ring travels on its own channel: every rank sends to

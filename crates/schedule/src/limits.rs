@@ -1,8 +1,9 @@
-//! The largest schedules generated, checked before anything is allocated: a schedule
-//! holds every transfer of every round (about 80 bytes each), so a ring over 8,192
-//! ranks is 134 million transfers and 10 GB. Each generator's transfer count is bounded
-//! from its inputs alone, and a request whose bound passes the limit is refused with
-//! the numbers, not attempted.
+//! The largest schedules generated, checked before anything is allocated. An expanded
+//! schedule holds every transfer of every round (about 80 bytes each), so a ring over
+//! 8,192 ranks would be 134 million transfers and 10 GB; a compact one holds what its
+//! phases' sources hold (a ring: its positions and blocks). Each generator's count is
+//! bounded from its inputs alone, for either form, and a request whose bound passes the
+//! limit is refused with the numbers, not attempted.
 
 use crate::algorithm::Algorithm;
 use crate::collective::{Collective, CollectiveSpec};
@@ -14,8 +15,45 @@ pub const MAX_RANKS: usize = 1 << 18;
 pub const MAX_CHANNELS: usize = 64;
 /// Pipelined chunks of chain and trees.
 pub const MAX_PIPELINE_CHUNKS: usize = 1 << 12;
-/// Transfers of one schedule: 32 Mi, about 2.7 GB held (3–4 GB while `plan` costs it).
+/// Transfers of one schedule (or items a compact one holds): 32 Mi, about 2.7 GB held
+/// (3–4 GB while `plan` costs it).
 pub const MAX_TRANSFERS: u128 = 1 << 25;
+
+/// Which form of a schedule is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Every transfer held (`generate`).
+    Expanded,
+    /// Rounds made on demand where a generator can (`generate_compact`).
+    Compact,
+}
+
+/// An upper bound on the items a compact schedule holds: rings hold their positions and
+/// blocks (O(P) per channel); the other generators list their transfers.
+pub fn held_bound(
+    algorithm: Algorithm,
+    spec: &CollectiveSpec,
+    channels: usize,
+    chunks: usize,
+    group: usize,
+    groups: usize,
+) -> u128 {
+    let p = spec.ranks as u128;
+    let ring_held = |factor: u128| factor.saturating_mul(p);
+    match algorithm {
+        // Prologue, epilogue, and two positions per rank per ring.
+        Algorithm::Ring | Algorithm::InterleavedRing => ring_held(4u128.saturating_mul(channels as u128 + 1)),
+        Algorithm::Hierarchical | Algorithm::InNetwork
+            if matches!(spec.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather) =>
+        {
+            ring_held(16)
+        }
+        // Shifts and prologue; an all-to-allv also its block offsets (as many as its counts).
+        Algorithm::Pairwise if spec.collective == Collective::AllToAll => ring_held(2),
+        Algorithm::Pairwise => ring_held(2).saturating_add(2u128.saturating_mul(p).saturating_mul(p)),
+        _ => transfers_bound(algorithm, spec, channels, chunks, group, groups),
+    }
+}
 
 /// An upper bound on the transfers `algorithm` generates for `spec` with `channels`
 /// rings, `chunks` pipelined chunks and server groups of at most `group` ranks in
@@ -61,6 +99,7 @@ pub fn check_limits(
     channels: usize,
     chunks: usize,
     groups: &[Vec<usize>],
+    form: Form,
 ) -> Result<(), ScheduleError> {
     let too_large = |what: &'static str, value: u128, limit: u128, hint: &'static str| ScheduleError::TooLarge {
         algorithm: algorithm.as_str(),
@@ -80,9 +119,12 @@ pub fn check_limits(
         return Err(too_large("pipeline chunks", chunks as u128, MAX_PIPELINE_CHUNKS as u128, hint));
     }
     let group = groups.iter().map(Vec::len).max().unwrap_or(spec.ranks);
-    let bound = transfers_bound(algorithm, spec, channels, chunks, group, groups.len().max(1));
+    let bound = match form {
+        Form::Expanded => transfers_bound(algorithm, spec, channels, chunks, group, groups.len().max(1)),
+        Form::Compact => held_bound(algorithm, spec, channels, chunks, group, groups.len().max(1)),
+    };
     if bound > MAX_TRANSFERS {
-        let hint = "a schedule holds every transfer (about 80 bytes each, 3-4 GB at the limit with its costs); \
+        let hint = "this schedule holds every transfer (about 80 bytes each, 3-4 GB at the limit with its costs); \
                     use fewer ranks (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)";
         return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS, hint));
     }
@@ -92,7 +134,7 @@ pub fn check_limits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{generate, GenOptions};
+    use crate::{generate, generate_compact, GenOptions};
 
     /// Every generator stays under its bound, so the limit never refuses a schedule
     /// for more than it would hold.
@@ -118,6 +160,12 @@ mod tests {
                                 transfers as u128 <= bound,
                                 "{algorithm} {collective:?} p={p} count={count}: {transfers} > {bound}"
                             );
+                            let held = generate_compact(algorithm, &spec, &options, 4).expect("generates").held();
+                            let bound = held_bound(algorithm, &spec, channels, chunks, 4.min(p), groups.len());
+                            assert!(
+                                held as u128 <= bound,
+                                "{algorithm} {collective:?} p={p} count={count}: holds {held} > {bound}"
+                            );
                         }
                     }
                 }
@@ -126,13 +174,21 @@ mod tests {
     }
 
     #[test]
-    fn a_ring_over_8192_ranks_is_refused_with_the_numbers() {
+    fn a_ring_over_8192_ranks_is_refused_expanded_with_the_numbers_and_held_compact() {
         let spec = CollectiveSpec::new(Collective::AllReduce, 8192, 1 << 28);
         let err = generate(Algorithm::Ring, &spec, &GenOptions::default(), 4).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("134217728") && text.contains("33554432"), "{text}");
+        let compact = generate_compact(Algorithm::Ring, &spec, &GenOptions::default(), 4).expect("held compactly");
+        assert_eq!(compact.held(), 8192 + 2 * 2 * 8192, "a prologue copy and two rings of positions");
+        assert_eq!(compact.rounds(), 2 * 8191);
         let spec = CollectiveSpec::new(Collective::AllReduce, 4096, 1 << 28);
-        assert!(check_limits(Algorithm::Ring, &spec, 1, 1, &[]).is_ok());
+        assert!(check_limits(Algorithm::Ring, &spec, 1, 1, &[], Form::Expanded).is_ok());
+        let spec = CollectiveSpec::new(Collective::AllToAll, 8192, 1 << 28);
+        let err = generate_compact(Algorithm::Direct, &spec, &GenOptions::default(), 4).unwrap_err();
+        assert!(err.to_string().contains("transfers (at most)"), "{err}");
+        let pairwise = generate_compact(Algorithm::Pairwise, &spec, &GenOptions::default(), 4).expect("held compactly");
+        assert_eq!((pairwise.held(), pairwise.rounds()), (8192 + 8191, 8191));
         let options = GenOptions { channels: 65, ..GenOptions::default() };
         let small = CollectiveSpec::new(Collective::AllReduce, 4, 64);
         assert!(generate(Algorithm::Ring, &small, &options, 4).unwrap_err().to_string().contains("channels"));

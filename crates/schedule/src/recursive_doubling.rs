@@ -13,11 +13,16 @@
 //! as a local step after the round, so each rank sends R · M over R = log2 p rounds.
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::ring::copy;
 
-pub fn recursive_doubling(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
+pub fn recursive_doubling(
+    spec: &CollectiveSpec,
+    elem_bytes: u64,
+    algorithm: &str,
+) -> Result<CompactSchedule, ScheduleError> {
     if spec.collective != Collective::AllReduce {
         return Err(ScheduleError::Unsupported {
             algorithm: algorithm.to_string(),
@@ -68,5 +73,5 @@ pub fn recursive_doubling(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &st
             step((0..extra).map(|i| t(i, p + i, output, output, Op::Copy)).collect(), vec![]),
         );
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }

@@ -9,8 +9,9 @@
 use std::ops::Range;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::partition;
 use crate::ring::{all_gather_buffers, copy, reduce_scatter_buffers};
 
@@ -82,7 +83,7 @@ pub fn doubling_steps(real: &[Rank], chunks: &[Range<u64>], buffer: Buffer) -> V
     steps
 }
 
-pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Schedule, ScheduleError> {
+pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
     let n = spec.ranks;
     let p = if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) };
     let extra = n - p;
@@ -144,5 +145,5 @@ pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Sc
             return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
         }
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }

@@ -6,65 +6,150 @@
 //! links) each carry 1/k of every chunk, in the same rounds.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::RoundSource;
 use crate::error::ScheduleError;
-use crate::ir::{merge_parallel, with_channel, Buffer, LocalOp, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
+use crate::CompactSchedule;
 
 /// A block: the element ranges one position of a ring owns (usually one range).
 pub type Block = Vec<Range<u64>>;
 
-/// Reduce-scatter steps on one buffer: afterwards position i of `order` holds the full
-/// reduction of `blocks[i]`. Step k: position i sends the block of position i−k−1 to
-/// position i+1, which reduces it into its own copy.
-pub fn reduce_scatter_steps(order: &[Rank], blocks: &[Block], buffer: Buffer) -> Vec<Step> {
-    ring_steps(order, blocks, buffer, Op::Reduce, 1)
+/// One ring of a ring stage. Round k: position i sends the block of position i−k−lag to
+/// position i+1 (lag 1 and `Op::Reduce` for a reduce-scatter, after which position i
+/// holds the full reduction of its block; lag 0 and `Op::Copy` for an all-gather, where
+/// position i starts with its block and every position ends with all of them).
+#[derive(Debug)]
+struct RingLane {
+    order: Vec<Rank>,
+    /// (rank, position), sorted by rank: a rank's place without a per-rank table.
+    positions: Vec<(Rank, usize)>,
+    /// Shared between lanes that move the same blocks (the servers of a hierarchical stage).
+    blocks: Arc<[Block]>,
+    buffer: Buffer,
+    op: Op,
+    lag: usize,
+    channel: u32,
+    shard: Option<u32>,
+    /// Every block has the same lengths, so every round moves the same traffic.
+    even: bool,
 }
 
-/// All-gather steps on one buffer: position i starts with `blocks[i]` and every
-/// position ends with all of them. Step k: position i forwards the block of position i−k.
-pub fn all_gather_steps(order: &[Rank], blocks: &[Block], buffer: Buffer) -> Vec<Step> {
-    ring_steps(order, blocks, buffer, Op::Copy, 0)
+impl RingLane {
+    fn rounds(&self) -> usize {
+        self.order.len() - 1
+    }
+
+    /// The transfers of slot i (position i to position i+1) in round k.
+    fn slot(&self, k: usize, i: usize, out: &mut Vec<Transfer>) {
+        let p = self.order.len();
+        let block = &self.blocks[(i + 2 * p - k - self.lag) % p];
+        for range in block.iter().filter(|r| r.end > r.start) {
+            let region = Region::new(self.buffer, range.clone());
+            out.push(Transfer {
+                from: self.order[i],
+                to: self.order[(i + 1) % p],
+                read: region,
+                write: region,
+                op: self.op,
+                shard: self.shard,
+                channel: self.channel,
+            });
+        }
+    }
 }
 
-fn ring_steps(order: &[Rank], blocks: &[Block], buffer: Buffer, op: Op, lag: usize) -> Vec<Step> {
-    let p = order.len();
-    debug_assert_eq!(p, blocks.len());
-    (0..p.saturating_sub(1))
-        .map(|k| Step {
-            transfers: (0..p)
-                .flat_map(|i| {
-                    let block = &blocks[(i + 2 * p - k - lag) % p];
-                    block.iter().map(move |range| {
-                        let region = Region::new(buffer, range.clone());
-                        Transfer {
-                            from: order[i],
-                            to: order[(i + 1) % p],
-                            read: region,
-                            write: region,
-                            op,
-                            shard: None,
-                            channel: 0,
-                        }
-                    })
-                })
-                .collect(),
-            in_network: Vec::new(),
-            local: Vec::new(),
-        })
-        .collect()
+/// The rounds of ring stages run side by side (channels, servers, shards), made on demand:
+/// O(positions) held however many rounds. Step k of the whole is step k of each ring, in
+/// the order the rings were added.
+#[derive(Debug, Default)]
+pub struct RingRounds {
+    lanes: Vec<RingLane>,
+}
+
+impl RingRounds {
+    /// Add a ring over `order` moving `blocks` (one per position); a ring with fewer
+    /// than two positions or nothing to move adds nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(
+        &mut self,
+        order: &[Rank],
+        blocks: Arc<[Block]>,
+        buffer: Buffer,
+        op: Op,
+        lag: usize,
+        channel: u32,
+        shard: Option<u32>,
+    ) -> &mut Self {
+        debug_assert_eq!(order.len(), blocks.len());
+        let lengths = |b: &Block| b.iter().map(|r| r.end - r.start).filter(|&n| n > 0).collect::<Vec<_>>();
+        if order.len() < 2 || blocks.iter().all(|b| lengths(b).is_empty()) {
+            return self;
+        }
+        let first = lengths(&blocks[0]);
+        let mut positions: Vec<(Rank, usize)> = order.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        positions.sort_unstable();
+        self.lanes.push(RingLane {
+            order: order.to_vec(),
+            positions,
+            even: blocks.iter().all(|b| lengths(b) == first),
+            blocks,
+            buffer,
+            op,
+            lag,
+            channel,
+            shard,
+        });
+        self
+    }
+
+    pub fn reduce_scatter(order: &[Rank], blocks: Arc<[Block]>, buffer: Buffer) -> Self {
+        let mut r = RingRounds::default();
+        r.add(order, blocks, buffer, Op::Reduce, 1, 0, None);
+        r
+    }
+}
+
+impl RoundSource for RingRounds {
+    fn rounds(&self) -> usize {
+        self.lanes.iter().map(RingLane::rounds).max().unwrap_or(0)
+    }
+
+    fn step(&self, k: usize, rank: Option<Rank>) -> Step {
+        let mut transfers = Vec::new();
+        for lane in self.lanes.iter().filter(|l| k < l.rounds()) {
+            let p = lane.order.len();
+            match rank {
+                None => (0..p).for_each(|i| lane.slot(k, i, &mut transfers)),
+                Some(rank) => {
+                    let Ok(at) = lane.positions.binary_search_by_key(&rank, |&(r, _)| r) else { continue };
+                    // The rank receives on slot i−1 and sends on slot i, in slot order.
+                    let (sends, receives) = (lane.positions[at].1, (lane.positions[at].1 + p - 1) % p);
+                    for i in [sends.min(receives), sends.max(receives)] {
+                        lane.slot(k, i, &mut transfers);
+                    }
+                }
+            }
+        }
+        Step { transfers, in_network: Vec::new(), local: Vec::new() }
+    }
+
+    fn repeats_previous(&self, k: usize) -> bool {
+        // Every lane runs in both rounds and moves blocks of equal lengths.
+        self.lanes.iter().all(|l| l.even && k < l.rounds())
+    }
+
+    fn held(&self) -> usize {
+        self.lanes.iter().map(|l| 2 * l.order.len()).sum()
+    }
 }
 
 /// One range per position.
-pub fn single_blocks(ranges: Vec<Range<u64>>) -> Vec<Block> {
+pub fn single_blocks(ranges: Vec<Range<u64>>) -> Arc<[Block]> {
     ranges.into_iter().map(|r| vec![r]).collect()
-}
-
-/// All-reduce steps (reduce-scatter then all-gather) of `range` on one buffer.
-pub fn all_reduce_steps(order: &[Rank], range: Range<u64>, buffer: Buffer) -> (Vec<Step>, Vec<Step>) {
-    let blocks = single_blocks(partition_range(range, order.len()));
-    (reduce_scatter_steps(order, &blocks, buffer), all_gather_steps(order, &blocks, buffer))
 }
 
 /// Check that `order` lists every rank of `ranks` exactly once.
@@ -134,15 +219,23 @@ pub fn ring(
     channels: usize,
     elem_bytes: u64,
     algorithm: &str,
-) -> Result<Schedule, ScheduleError> {
+) -> Result<CompactSchedule, ScheduleError> {
     check_order(order, spec.ranks)?;
     let channels = channels.max(1);
     let p = spec.ranks;
     let parts = partition(spec.count, p);
     let orders: Vec<Vec<Rank>> = (0..channels).map(|c| channel_order(order, c)).collect();
     // Channel c's share of each rank's chunk, as blocks per position of its ring.
-    let blocks_of = |c: usize| -> Vec<Block> {
+    let blocks_of = |c: usize| -> Arc<[Block]> {
         orders[c].iter().map(|&r| vec![partition_range(parts[r].clone(), channels)[c].clone()]).collect()
+    };
+    // One ring per channel, each on its own channel.
+    let rings = |buffer: Buffer, op: Op, lag: usize, blocks: &dyn Fn(usize) -> Arc<[Block]>| {
+        let mut rounds = RingRounds::default();
+        for (c, order) in orders.iter().enumerate() {
+            rounds.add(order, blocks(c), buffer, op, lag, c as u32, None);
+        }
+        rounds
     };
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     match spec.collective {
@@ -154,35 +247,25 @@ pub fn ring(
                     Region::new(Buffer::Output, 0..spec.count),
                 ));
             }
-            let (rs, ag): (Vec<_>, Vec<_>) = partition(spec.count, channels)
-                .into_iter()
-                .enumerate()
-                .map(|(c, range)| {
-                    let (rs, ag) = all_reduce_steps(&orders[c], range, Buffer::Output);
-                    (with_channel(rs, c as u32), with_channel(ag, c as u32))
-                })
-                .unzip();
-            b.phase("reduce-scatter", merge_parallel(rs)).phase("all-gather", merge_parallel(ag));
+            // Channel c all-reduces its share of the vector, cut into p blocks.
+            let shares = partition(spec.count, channels);
+            let blocks = |c: usize| single_blocks(partition_range(shares[c].clone(), p));
+            b.rounds("reduce-scatter", rings(Buffer::Output, Op::Reduce, 1, &blocks));
+            b.rounds("all-gather", rings(Buffer::Output, Op::Copy, 0, &blocks));
         }
         Collective::ReduceScatter => {
             reduce_scatter_buffers(&mut b, spec.count, &parts);
-            let steps =
-                (0..channels).map(|c| reduce_scatter_steps(&orders[c], &blocks_of(c), Buffer::Scratch)).enumerate();
-            let steps = steps.map(|(c, s)| with_channel(s, c as u32)).collect();
-            b.phase("reduce-scatter", merge_parallel(steps));
+            b.rounds("reduce-scatter", rings(Buffer::Scratch, Op::Reduce, 1, &blocks_of));
         }
         Collective::AllGather => {
             all_gather_buffers(&mut b, &parts);
-            let steps = (0..channels)
-                .map(|c| with_channel(all_gather_steps(&orders[c], &blocks_of(c), Buffer::Output), c as u32))
-                .collect();
-            b.phase("all-gather", merge_parallel(steps));
+            b.rounds("all-gather", rings(Buffer::Output, Op::Copy, 0, &blocks_of));
         }
         other => {
             return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
         }
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }
 
 /// The interleaved ring order over server groups: the first rank of every group,

@@ -6,8 +6,9 @@
 //! each on half of the data, so no rank forwards more than one tree's traffic.
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
+use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{merge_parallel, Buffer, Op, Region, Schedule, ScheduleBuilder, Step, Transfer};
+use crate::ir::{merge_parallel, Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
 use crate::ring::copy;
 
@@ -148,7 +149,7 @@ pub fn tree(
     chunks: usize,
     elem_bytes: u64,
     algorithm: &str,
-) -> Result<Schedule, ScheduleError> {
+) -> Result<CompactSchedule, ScheduleError> {
     let n = spec.ranks;
     let all = 0..spec.count;
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
@@ -195,5 +196,5 @@ pub fn tree(
         }
         _ => return Err(unsupported()),
     }
-    Ok(b.build())
+    Ok(b.build_compact())
 }

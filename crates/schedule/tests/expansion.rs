@@ -6,7 +6,8 @@
 
 use std::fmt::Write as _;
 
-use railyard_schedule::{generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank};
+use railyard_schedule::compact::same_traffic;
+use railyard_schedule::{generate, generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions, Rank, Step};
 
 const RECORD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/schedules.txt");
 
@@ -88,4 +89,60 @@ fn every_schedule_expands_to_the_recorded_transfers() {
         assert_eq!(is, was, "line {}: a schedule changed", line + 1);
     }
     assert_eq!(now.lines().count(), recorded.lines().count());
+}
+
+/// A rank's part made from the compact form is the whole schedule's transfers that the
+/// rank sends or receives (and its in-network and local steps), round for round; and a
+/// round a source says repeats its predecessor's traffic does.
+#[test]
+fn parts_and_repeats_agree_with_the_expansion() {
+    let mut repeats = 0;
+    for algorithm in Algorithm::ALL {
+        for c in Collective::ALL.into_iter().filter(|&c| algorithm.supports(c)) {
+            for p in (1..=9).chain([16, 33]) {
+                for count in [1, 2 * p as u64 + 3, 8 * p as u64] {
+                    for o in options(algorithm, p) {
+                        let Ok(compact) = generate_compact(algorithm, &spec(c, p, count), &o, 4) else { continue };
+                        let whole = compact.expand();
+                        let at = format!("{algorithm} {c:?} p={p} count={count} {o:?}");
+                        for rank in 0..p {
+                            let part = compact.for_rank(rank);
+                            assert_eq!(part.rounds.len(), whole.rounds.len(), "{at}");
+                            for (mine, all) in part.rounds.iter().zip(&whole.rounds) {
+                                let sent: Vec<_> =
+                                    all.transfers.iter().filter(|t| t.from == rank || t.to == rank).collect();
+                                assert_eq!(mine.transfers.iter().collect::<Vec<_>>(), sent, "{at} rank {rank}");
+                                let joined: Vec<_> =
+                                    all.in_network.iter().filter(|n| n.ranks.contains(&rank)).collect();
+                                assert_eq!(mine.in_network.iter().collect::<Vec<_>>(), joined, "{at} rank {rank}");
+                                let own: Vec<_> = all.local.iter().filter(|l| l.rank == rank).collect();
+                                assert_eq!(mine.local.iter().collect::<Vec<_>>(), own, "{at} rank {rank}");
+                                assert_eq!((mine.phase, mine.step), (all.phase, all.step));
+                            }
+                        }
+                        let step = |i: usize| {
+                            let r = &whole.rounds[i];
+                            Step {
+                                transfers: r.transfers.clone(),
+                                in_network: r.in_network.clone(),
+                                local: r.local.clone(),
+                            }
+                        };
+                        let mut index = 0;
+                        for phase in &compact.phases {
+                            for k in 0..phase.rounds.rounds() {
+                                if k > 0 && phase.rounds.repeats_previous(k) {
+                                    assert!(same_traffic(&step(index - 1), &step(index)), "{at}: round {index}");
+                                    repeats += 1;
+                                }
+                                index += 1;
+                            }
+                        }
+                        assert_eq!(index, whole.rounds.len());
+                    }
+                }
+            }
+        }
+    }
+    assert!(repeats > 1000, "only {repeats} repeated rounds seen");
 }

@@ -1,0 +1,325 @@
+//! The compact schedule: what the generators build and what the model and the runtime
+//! read. Each phase holds its rounds as a [`RoundSource`] — a plain list of steps, or a
+//! rule that makes round k on demand (a ring stage from its orders and blocks) — so a
+//! ring over P ranks is held in O(P), not as its 2P(P−1) transfers. A source also says
+//! which rounds move exactly the traffic of the round before (a ring's rounds do when
+//! its blocks are equal), so the model costs such a run once.
+//!
+//! [`CompactSchedule::expand`] gives the transfer-by-transfer [`Schedule`] the checker,
+//! the step graph and people read; [`CompactSchedule::for_rank`] gives one rank's part
+//! without making any other rank's transfers (what the runtime holds). Both mean the
+//! same as the IR documents in `ir.rs`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::collective::{CollectiveSpec, Rank};
+use crate::forward::forward_reads;
+use crate::ir::{LocalOp, Op, Phase, Round, Schedule, Step, Transfer};
+
+/// The rounds of one phase.
+pub trait RoundSource: fmt::Debug + Send + Sync {
+    /// How many rounds; every one carries something.
+    fn rounds(&self) -> usize;
+    /// Round `k` (0-based): everything in it, or with `Some(rank)` only the transfers
+    /// `rank` sends or receives, the in-network steps it joins and its own local steps
+    /// (in the same relative order as in the whole round).
+    fn step(&self, k: usize, rank: Option<Rank>) -> Step;
+    /// Whether round `k` (k ≥ 1) moves exactly the traffic of round k − 1 (see
+    /// [`same_traffic`]): only the regions differ. `false` is always a safe answer.
+    fn repeats_previous(&self, _k: usize) -> bool {
+        false
+    }
+    /// Items held in memory (transfers, ranks of in-network steps, local steps, or
+    /// positions and blocks of a rule), for limits and benchmarks.
+    fn held(&self) -> usize;
+    /// Round `k` as held, where the source holds it (so a reader need not copy it).
+    fn held_step(&self, _k: usize) -> Option<&Step> {
+        None
+    }
+}
+
+/// Whether two rounds move the same traffic: the same (from, to, length, op, channel,
+/// shard) transfers in the same order, and no in-network or local steps in either. Two
+/// such rounds cost the same on any topology and weigh the same on every host.
+pub fn same_traffic(a: &Step, b: &Step) -> bool {
+    let plain = |s: &Step| s.in_network.is_empty() && s.local.is_empty();
+    plain(a)
+        && plain(b)
+        && a.transfers.len() == b.transfers.len()
+        && a.transfers.iter().zip(&b.transfers).all(|(x, y)| {
+            (x.from, x.to, x.read.len, x.op, x.channel, x.shard) == (y.from, y.to, y.read.len, y.op, y.channel, y.shard)
+        })
+}
+
+/// Rounds held as a list of steps.
+#[derive(Debug, Clone, Default)]
+pub struct ListedRounds(pub Vec<Step>);
+
+impl RoundSource for ListedRounds {
+    fn rounds(&self) -> usize {
+        self.0.len()
+    }
+
+    fn step(&self, k: usize, rank: Option<Rank>) -> Step {
+        let step = &self.0[k];
+        match rank {
+            None => step.clone(),
+            Some(rank) => Step {
+                transfers: step.transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
+                in_network: step.in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
+                local: step.local.iter().filter(|l| l.rank == rank).cloned().collect(),
+            },
+        }
+    }
+
+    fn held_step(&self, k: usize) -> Option<&Step> {
+        self.0.get(k)
+    }
+
+    fn held(&self) -> usize {
+        self.0
+            .iter()
+            .map(|s| s.transfers.len() + s.in_network.iter().map(|n| n.ranks.len()).sum::<usize>() + s.local.len())
+            .sum()
+    }
+}
+
+/// Sources run one after the other in one phase (a ring all-reduce's reduce-scatter
+/// rounds, then its all-gather rounds).
+#[derive(Debug, Default)]
+pub struct SequenceRounds(pub Vec<Box<dyn RoundSource>>);
+
+impl SequenceRounds {
+    /// The part holding round `k`, and `k` inside it.
+    fn locate(&self, mut k: usize) -> (&dyn RoundSource, usize) {
+        for part in &self.0 {
+            if k < part.rounds() {
+                return (part.as_ref(), k);
+            }
+            k -= part.rounds();
+        }
+        panic!("round {k} past the end of a sequence of rounds")
+    }
+}
+
+impl RoundSource for SequenceRounds {
+    fn rounds(&self) -> usize {
+        self.0.iter().map(|p| p.rounds()).sum()
+    }
+
+    fn step(&self, k: usize, rank: Option<Rank>) -> Step {
+        let (part, k) = self.locate(k);
+        part.step(k, rank)
+    }
+
+    fn repeats_previous(&self, k: usize) -> bool {
+        let (part, k) = self.locate(k);
+        k > 0 && part.repeats_previous(k)
+    }
+
+    fn held(&self) -> usize {
+        self.0.iter().map(|p| p.held()).sum()
+    }
+}
+
+/// A named stage and its rounds.
+#[derive(Debug)]
+pub struct CompactPhase {
+    pub name: String,
+    pub rounds: Box<dyn RoundSource>,
+}
+
+/// A schedule whose rounds are held by their phases' sources; see the module documentation.
+#[derive(Debug)]
+pub struct CompactSchedule {
+    pub spec: CollectiveSpec,
+    pub algorithm: String,
+    pub elem_bytes: u64,
+    /// Scratch elements each rank needs.
+    pub scratch_len: Vec<u64>,
+    pub phases: Vec<CompactPhase>,
+    pub prologue: Vec<LocalOp>,
+    pub epilogue: Vec<LocalOp>,
+    /// Whether round 0's sends of bytes the prologue copied out of the input read the
+    /// input instead (`forward.rs`; every generated schedule does).
+    pub forward_first_round: bool,
+}
+
+/// Work a schedule puts on the busiest host, beside its link time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostWork {
+    /// Elements the busiest rank copies locally (prologue, between rounds, epilogue).
+    pub copied_elements_max: u64,
+    /// Elements the busiest rank reduces (received with `Op::Reduce`, or by a local op).
+    pub reduced_elements_max: u64,
+    /// Transfers the busiest rank sends or receives.
+    pub messages_max: u64,
+}
+
+impl CompactSchedule {
+    pub fn rounds(&self) -> usize {
+        self.phases.iter().map(|p| p.rounds.rounds()).sum()
+    }
+
+    /// Phases with their round counts, as in the expanded schedule.
+    pub fn phase_list(&self) -> Vec<Phase> {
+        self.phases.iter().map(|p| Phase { name: p.name.clone(), rounds: p.rounds.rounds() }).collect()
+    }
+
+    /// Round `k` of phase `phase` (whole, or `rank`'s part); `first` says whether it is
+    /// the schedule's round 0.
+    pub fn round(&self, phase: usize, k: usize, rank: Option<Rank>, first: bool) -> Round {
+        let mut s = self.phases[phase].rounds.step(k, rank);
+        if first && self.forward_first_round {
+            forward_reads(&self.prologue, &mut s.transfers);
+        }
+        Round { phase, step: k + 1, transfers: s.transfers, in_network: s.in_network, local: s.local }
+    }
+
+    /// Round `k` of phase `phase`, whole: borrowed where its source holds it (the model
+    /// reads every round once; copying a listed one would only churn memory).
+    pub fn whole_round(&self, phase: usize, k: usize, first: bool) -> Cow<'_, Step> {
+        let source = &self.phases[phase].rounds;
+        match source.held_step(k) {
+            Some(step) if !(first && self.forward_first_round) => Cow::Borrowed(step),
+            _ => {
+                let mut s = source.step(k, None);
+                if first && self.forward_first_round {
+                    forward_reads(&self.prologue, &mut s.transfers);
+                }
+                Cow::Owned(s)
+            }
+        }
+    }
+
+    /// Every round in order, each made when it is reached.
+    pub fn iter_rounds(&self, rank: Option<Rank>) -> impl Iterator<Item = Round> + '_ {
+        let mut first = true;
+        self.phases.iter().enumerate().flat_map(move |(p, phase)| (0..phase.rounds.rounds()).map(move |k| (p, k))).map(
+            move |(p, k)| {
+                let round = self.round(p, k, rank, first);
+                first = false;
+                round
+            },
+        )
+    }
+
+    /// The round in words: "reduce-scatter step 3 of 15".
+    pub fn round_label(&self, phase: usize, k: usize) -> String {
+        let p = &self.phases[phase];
+        format!("{} step {} of {}", p.name, k + 1, p.rounds.rounds())
+    }
+
+    /// The transfer-by-transfer schedule.
+    pub fn expand(&self) -> Schedule {
+        self.made(None)
+    }
+
+    /// `rank`'s part: the same rounds (so round numbers and labels agree on every rank),
+    /// each holding only the transfers `rank` sends or receives, the in-network steps it
+    /// joins and its own local steps. Made round by round from the sources, so a ring's
+    /// part costs O(P) to make and to hold.
+    pub fn for_rank(&self, rank: Rank) -> Schedule {
+        self.made(Some(rank))
+    }
+
+    fn made(&self, rank: Option<Rank>) -> Schedule {
+        let mine = |l: &&LocalOp| rank.is_none_or(|r| l.rank == r);
+        Schedule {
+            spec: self.spec.clone(),
+            algorithm: self.algorithm.clone(),
+            elem_bytes: self.elem_bytes,
+            scratch_len: self.scratch_len.clone(),
+            phases: self.phase_list(),
+            prologue: self.prologue.iter().filter(mine).cloned().collect(),
+            rounds: self.iter_rounds(rank).collect(),
+            epilogue: self.epilogue.iter().filter(mine).cloned().collect(),
+        }
+    }
+
+    /// Items held: prologue, epilogue and what every phase's source holds.
+    pub fn held(&self) -> usize {
+        self.prologue.len() + self.epilogue.len() + self.phases.iter().map(|p| p.rounds.held()).sum::<usize>()
+    }
+
+    /// The busiest rank's local copies, reductions and messages. A run of rounds that
+    /// repeat their predecessor's traffic is counted from its first round, times its length.
+    pub fn host_work(&self) -> HostWork {
+        let p = self.spec.ranks;
+        let (mut copied, mut reduced, mut messages) = (vec![0u64; p], vec![0u64; p], vec![0u64; p]);
+        let local = |l: &LocalOp, copied: &mut [u64], reduced: &mut [u64]| {
+            let per_rank = if l.op == Op::Copy { copied } else { reduced };
+            if let Some(n) = per_rank.get_mut(l.rank) {
+                *n += l.write.len;
+            }
+        };
+        for l in self.prologue.iter().chain(&self.epilogue) {
+            local(l, &mut copied, &mut reduced);
+        }
+        // The last made round's transfers, and how many rounds they stand for.
+        let mut last: Vec<Transfer> = Vec::new();
+        let mut times = 0u64;
+        let flush = |last: &[Transfer], times: u64, reduced: &mut [u64], messages: &mut [u64]| {
+            for t in last {
+                for r in [t.from, t.to] {
+                    if let Some(n) = messages.get_mut(r) {
+                        *n += times;
+                    }
+                }
+                if t.op == Op::Reduce {
+                    if let Some(n) = reduced.get_mut(t.to) {
+                        *n += t.write.len * times;
+                    }
+                }
+            }
+        };
+        for (ph, phase) in self.phases.iter().enumerate() {
+            for k in 0..phase.rounds.rounds() {
+                if k > 0 && phase.rounds.repeats_previous(k) && times > 0 {
+                    times += 1;
+                    continue;
+                }
+                flush(&last, times, &mut reduced, &mut messages);
+                let round = self.round(ph, k, None, false);
+                for l in &round.local {
+                    local(l, &mut copied, &mut reduced);
+                }
+                last = round.transfers;
+                times = 1;
+            }
+        }
+        flush(&last, times, &mut reduced, &mut messages);
+        let max = |v: Vec<u64>| v.into_iter().max().unwrap_or(0);
+        HostWork { copied_elements_max: max(copied), reduced_elements_max: max(reduced), messages_max: max(messages) }
+    }
+}
+
+impl From<Schedule> for CompactSchedule {
+    /// A schedule held transfer by transfer, as a compact one (each phase a list).
+    fn from(s: Schedule) -> Self {
+        let mut rounds = s.rounds.into_iter().peekable();
+        let phases = s
+            .phases
+            .iter()
+            .enumerate()
+            .map(|(index, phase)| {
+                let mut steps = Vec::new();
+                while let Some(r) = rounds.next_if(|r| r.phase == index) {
+                    steps.push(Step { transfers: r.transfers, in_network: r.in_network, local: r.local });
+                }
+                CompactPhase { name: phase.name.clone(), rounds: Box::new(ListedRounds(steps)) }
+            })
+            .collect();
+        CompactSchedule {
+            spec: s.spec,
+            algorithm: s.algorithm,
+            elem_bytes: s.elem_bytes,
+            scratch_len: s.scratch_len,
+            phases,
+            prologue: s.prologue,
+            epilogue: s.epilogue,
+            forward_first_round: false,
+        }
+    }
+}
