@@ -7,10 +7,12 @@
 //! indices would mix elements). Reading an element nothing has written is an error.
 //! After the epilogue every output element must hold exactly the value the collective
 //! promises, and every input must be unchanged (out-of-place calls must not clobber it).
+//! Then `deadlock.rs` proves the schedule finishes with no message buffered in a channel.
 
 use fixedbitset::FixedBitSet;
 
 use crate::collective::{Contributors, Rank};
+use crate::deadlock::{check_deadlock, Programs};
 use crate::error::CheckError;
 use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, Schedule};
 use crate::step_graph::{StepGraph, StepId};
@@ -283,6 +285,10 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
         state.local("epilogue", op)?;
     }
     check_postcondition(schedule, &state)?;
+    // And that it cannot deadlock, even with no buffering, whether a rank posts a round's
+    // transfers together (the runtime) or one at a time in step order.
+    check_deadlock(schedule, &Programs::rounds(schedule), 0)?;
+    check_deadlock(schedule, &Programs::one_by_one(schedule), 0)?;
     Ok(CheckReport { rounds: schedule.rounds.len(), transfers, elements_sent: schedule.elements_sent() })
 }
 

@@ -1,0 +1,499 @@
+//! Deadlock freedom: whether every rank of a schedule finishes when each channel holds a
+//! bounded number of messages in flight.
+//!
+//! Each rank runs a *program*: a sequence of posts, each a set of operations (send or
+//! receive of one transfer, joining one in-network step) that the rank starts together
+//! and must all finish before its next post. The runtime posts a round's operations
+//! together ([`Programs::rounds`]); a blocking transport would post them one at a time
+//! ([`Programs::one_by_one`]). A channel (from, to, channel) delivers in FIFO order: the
+//! k-th receive the receiver posts on it takes the k-th message the sender sends on it,
+//! so both must list the channel's transfers in the same order (checked first). A
+//! channel holds at most `slots` messages sent and not yet received; with 0 slots a send
+//! finishes only when its receive does (rendezvous: a message too large for the buffer).
+//!
+//! The check executes this abstractly. Every rule only ever enables more (a posted
+//! message stays posted, a freed slot stays free), so one execution finishes exactly
+//! when every execution does; if it stops short, every blocked rank waits on another
+//! blocked rank and following the waits yields a cycle, which the error names.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::collective::Rank;
+use crate::error::CheckError;
+use crate::ir::Schedule;
+
+/// One operation of a rank's program: the transfer or in-network step is named by its
+/// round and its place in that round's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Send { round: usize, index: usize },
+    Receive { round: usize, index: usize },
+    InNetwork { round: usize, index: usize },
+}
+
+/// Every rank's program: `posts[rank]` is its posts in order, each a list of operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Programs {
+    pub posts: Vec<Vec<Vec<Operation>>>,
+}
+
+impl Programs {
+    /// What the runtime does: each rank posts all its operations of a round together
+    /// (in step order) and finishes them before the next round.
+    pub fn rounds(schedule: &Schedule) -> Self {
+        let mut posts = vec![Vec::new(); schedule.spec.ranks];
+        for (round, r) in schedule.rounds.iter().enumerate() {
+            let mut this: Vec<Vec<Operation>> = vec![Vec::new(); schedule.spec.ranks];
+            for (index, t) in r.transfers.iter().enumerate() {
+                if t.from == t.to {
+                    continue;
+                }
+                if let Some(ops) = this.get_mut(t.from) {
+                    ops.push(Operation::Send { round, index });
+                }
+                if let Some(ops) = this.get_mut(t.to) {
+                    ops.push(Operation::Receive { round, index });
+                }
+            }
+            for (index, n) in r.in_network.iter().enumerate() {
+                for &rank in &n.ranks {
+                    if let Some(ops) = this.get_mut(rank) {
+                        ops.push(Operation::InNetwork { round, index });
+                    }
+                }
+            }
+            for (rank, ops) in this.into_iter().enumerate() {
+                if !ops.is_empty() {
+                    posts[rank].push(ops);
+                }
+            }
+        }
+        Programs { posts }
+    }
+
+    /// A blocking transport: one operation at a time, in step order (round, then place).
+    pub fn one_by_one(schedule: &Schedule) -> Self {
+        let rounds = Programs::rounds(schedule);
+        Programs {
+            posts: rounds.posts.into_iter().map(|p| p.into_iter().flatten().map(|o| vec![o]).collect()).collect(),
+        }
+    }
+}
+
+/// What the check saw, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadlockReport {
+    pub posts: usize,
+    pub operations: usize,
+    pub channels: usize,
+}
+
+fn fail(message: String) -> CheckError {
+    CheckError { at: "deadlock check".to_string(), message }
+}
+
+/// A channel's messages: the transfers (round, index) in the sender's order.
+struct Channel {
+    from: Rank,
+    to: Rank,
+    channel: u32,
+    messages: Vec<(usize, usize)>,
+    sends_posted: usize,
+    received: usize,
+}
+
+/// Where each operation sits, resolved once.
+#[derive(Clone, Copy)]
+enum Resolved {
+    Send { channel: usize, seq: usize },
+    Receive { channel: usize, seq: usize },
+    InNetwork { step: usize },
+}
+
+/// Check that every rank finishes `programs` on `schedule` with `slots` messages per channel.
+pub fn check_deadlock(schedule: &Schedule, programs: &Programs, slots: usize) -> Result<DeadlockReport, CheckError> {
+    let ranks = schedule.spec.ranks;
+    if programs.posts.len() != ranks {
+        return Err(fail(format!("{} programs for {ranks} ranks", programs.posts.len())));
+    }
+    let label = |round: usize, index: usize| -> String {
+        schedule.rounds.get(round).and_then(|r| r.transfers.get(index)).map_or_else(
+            || format!("round {round} transfer {index} (no such transfer)"),
+            |t| schedule.transfer_label(round, t),
+        )
+    };
+    // Channels, and each transfer's place on its channel in the sender's and the
+    // receiver's order; the two orders must agree (FIFO).
+    let mut channel_of: HashMap<(Rank, Rank, u32), usize> = HashMap::new();
+    let mut channels: Vec<Channel> = Vec::new();
+    let mut received_order: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut in_network: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut joined: Vec<Vec<Rank>> = Vec::new();
+    let mut resolved: Vec<Vec<Vec<Resolved>>> = Vec::with_capacity(ranks);
+    for (rank, posts) in programs.posts.iter().enumerate() {
+        let mut rank_posts = Vec::with_capacity(posts.len());
+        for post in posts {
+            let mut ops = Vec::with_capacity(post.len());
+            for &op in post {
+                let (round, index) = match op {
+                    Operation::Send { round, index }
+                    | Operation::Receive { round, index }
+                    | Operation::InNetwork { round, index } => (round, index),
+                };
+                let r = schedule.rounds.get(round).ok_or_else(|| fail(format!("rank {rank}: no round {round}")))?;
+                let resolved = match op {
+                    Operation::Send { .. } | Operation::Receive { .. } => {
+                        let t = r
+                            .transfers
+                            .get(index)
+                            .ok_or_else(|| fail(format!("rank {rank}: {}", label(round, index))))?;
+                        let sends = matches!(op, Operation::Send { .. });
+                        if (sends && t.from != rank) || (!sends && t.to != rank) {
+                            return Err(fail(format!("rank {rank} is not an end of {}", label(round, index))));
+                        }
+                        let key = (t.from, t.to, t.channel);
+                        let c = *channel_of.entry(key).or_insert_with(|| {
+                            channels.push(Channel {
+                                from: t.from,
+                                to: t.to,
+                                channel: t.channel,
+                                messages: Vec::new(),
+                                sends_posted: 0,
+                                received: 0,
+                            });
+                            received_order.push(Vec::new());
+                            channels.len() - 1
+                        });
+                        if sends {
+                            channels[c].messages.push((round, index));
+                            Resolved::Send { channel: c, seq: channels[c].messages.len() - 1 }
+                        } else {
+                            received_order[c].push((round, index));
+                            Resolved::Receive { channel: c, seq: received_order[c].len() - 1 }
+                        }
+                    }
+                    Operation::InNetwork { .. } => {
+                        let n = r
+                            .in_network
+                            .get(index)
+                            .ok_or_else(|| fail(format!("rank {rank}: no in-network step {index} in round {round}")))?;
+                        if !n.ranks.contains(&rank) {
+                            return Err(fail(format!(
+                                "rank {rank} does not join in-network step {index} of round {round}"
+                            )));
+                        }
+                        let step = *in_network.entry((round, index)).or_insert_with(|| {
+                            joined.push(Vec::new());
+                            joined.len() - 1
+                        });
+                        Resolved::InNetwork { step }
+                    }
+                };
+                ops.push(resolved);
+            }
+            rank_posts.push(ops);
+        }
+        resolved.push(rank_posts);
+    }
+    for (c, ch) in channels.iter().enumerate() {
+        let got = &received_order[c];
+        if let Some(k) = (0..ch.messages.len().max(got.len())).find(|&k| ch.messages.get(k) != got.get(k)) {
+            let name = |m: Option<&(usize, usize)>| m.map_or("nothing".to_string(), |&(r, i)| label(r, i));
+            return Err(fail(format!(
+                "channel {} from rank {} to rank {} is FIFO, but message {k} is {} in the sender's order and {} \
+                 in the receiver's",
+                ch.channel,
+                ch.from,
+                ch.to,
+                name(ch.messages.get(k)),
+                name(got.get(k))
+            )));
+        }
+    }
+    let in_network_steps: Vec<(usize, usize)> = {
+        let mut v = vec![(0, 0); joined.len()];
+        for (&key, &step) in &in_network {
+            v[step] = key;
+        }
+        v
+    };
+    let participants = |step: usize| {
+        let (round, index) = in_network_steps[step];
+        schedule.rounds[round].in_network[index].ranks.len()
+    };
+
+    // The execution: each rank's current post, its operations' done flags.
+    let mut post = vec![0usize; ranks];
+    let mut done: Vec<Vec<bool>> = (0..ranks).map(|r| vec![false; resolved[r].first().map_or(0, Vec::len)]).collect();
+    let mut queue: Vec<Rank> = Vec::new();
+    let mut queued = vec![false; ranks];
+    let wake = |rank: Rank, queue: &mut Vec<Rank>, queued: &mut Vec<bool>| {
+        if !std::mem::replace(&mut queued[rank], true) {
+            queue.push(rank);
+        }
+    };
+    // Entering a post makes its sends visible and its in-network joins counted.
+    let enter = |rank: Rank,
+                 ops: &[Resolved],
+                 channels: &mut Vec<Channel>,
+                 joined: &mut Vec<Vec<Rank>>,
+                 queue: &mut Vec<Rank>,
+                 queued: &mut Vec<bool>| {
+        for op in ops {
+            match *op {
+                Resolved::Send { channel, seq } => {
+                    channels[channel].sends_posted = channels[channel].sends_posted.max(seq + 1);
+                    let to = channels[channel].to;
+                    wake(to, queue, queued);
+                }
+                Resolved::Receive { channel, .. } => {
+                    let from = channels[channel].from;
+                    wake(from, queue, queued);
+                }
+                Resolved::InNetwork { step } => {
+                    joined[step].push(rank);
+                    let (round, index) = in_network_steps[step];
+                    for &q in &schedule.rounds[round].in_network[index].ranks {
+                        wake(q, queue, queued);
+                    }
+                }
+            }
+        }
+    };
+    for (rank, posts) in resolved.iter().enumerate() {
+        if let Some(first) = posts.first() {
+            enter(rank, first, &mut channels, &mut joined, &mut queue, &mut queued);
+        }
+        wake(rank, &mut queue, &mut queued);
+    }
+    while let Some(rank) = queue.pop() {
+        queued[rank] = false;
+        while let Some(ops) = resolved[rank].get(post[rank]) {
+            let mut progress = true;
+            while progress {
+                progress = false;
+                for (i, op) in ops.iter().enumerate() {
+                    if done[rank][i] {
+                        continue;
+                    }
+                    let finished = match *op {
+                        Resolved::Send { channel, seq } => {
+                            let ch = &channels[channel];
+                            ch.received > seq || seq < ch.received + slots
+                        }
+                        Resolved::Receive { channel, seq } => {
+                            let ch = &mut channels[channel];
+                            let ready = ch.sends_posted > seq && ch.received == seq;
+                            if ready {
+                                ch.received += 1;
+                                let from = ch.from;
+                                wake(from, &mut queue, &mut queued);
+                            }
+                            ready
+                        }
+                        Resolved::InNetwork { step } => joined[step].len() == participants(step),
+                    };
+                    if finished {
+                        done[rank][i] = true;
+                        progress = true;
+                    }
+                }
+            }
+            if done[rank].iter().all(|&d| d) {
+                post[rank] += 1;
+                let next = resolved[rank].get(post[rank]).map_or(0, Vec::len);
+                done[rank] = vec![false; next];
+                if let Some(ops) = resolved[rank].get(post[rank]) {
+                    enter(rank, ops, &mut channels, &mut joined, &mut queue, &mut queued);
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    let blocked = |r: Rank| post[r] < resolved[r].len();
+    let Some(start) = (0..ranks).find(|&r| blocked(r)) else {
+        return Ok(DeadlockReport {
+            posts: resolved.iter().map(Vec::len).sum(),
+            operations: resolved.iter().flatten().map(Vec::len).sum(),
+            channels: channels.len(),
+        });
+    };
+    // Follow the waits from a blocked rank until one repeats: that is the cycle. A
+    // blocked rank's wait is on one of its pending operations whose other end is blocked
+    // too (there is one: an operation waiting only on a finished rank would have finished).
+    let wait_on = |r: Rank, op: Resolved| -> (Rank, String) {
+        match op {
+            Resolved::Receive { channel, seq } => {
+                let ch = &channels[channel];
+                let (round, index) = ch.messages[seq.min(ch.messages.len().saturating_sub(1))];
+                (ch.from, format!("rank {r} waits to receive {} on channel {}", label(round, index), ch.channel))
+            }
+            Resolved::Send { channel, seq } => {
+                let ch = &channels[channel];
+                let (round, index) = ch.messages[seq];
+                let why = if slots == 0 { "no buffering".to_string() } else { format!("all {slots} slots full") };
+                (ch.to, format!("rank {r} waits for rank {} to take {} ({why})", ch.to, label(round, index)))
+            }
+            Resolved::InNetwork { step } => {
+                let (round, index) = in_network_steps[step];
+                let missing = schedule.rounds[round].in_network[index]
+                    .ranks
+                    .iter()
+                    .copied()
+                    .find(|q| !joined[step].contains(q))
+                    .unwrap_or(r);
+                let at = schedule.round_label(round);
+                (missing, format!("rank {r} waits for rank {missing} to join the in-network step of {at}"))
+            }
+        }
+    };
+    let wait_of = |r: Rank| -> (Rank, String) {
+        let pending = resolved[r][post[r]].iter().zip(&done[r]).filter(|(_, &d)| !d).map(|(&op, _)| wait_on(r, op));
+        let mut first = None;
+        for (next, how) in pending {
+            if blocked(next) && next != r {
+                return (next, how);
+            }
+            first.get_or_insert((next, how));
+        }
+        first.unwrap_or((r, format!("rank {r} waits on itself")))
+    };
+    let mut seen: Vec<Option<usize>> = vec![None; ranks];
+    let mut path: Vec<(Rank, String)> = Vec::new();
+    let mut r = start;
+    let cycle_start = loop {
+        if let Some(at) = seen[r] {
+            break at;
+        }
+        if !blocked(r) {
+            let (last, how) = path.pop().unwrap_or((r, String::new()));
+            return Err(fail(format!("{how}, but rank {r} has finished (rank {last} can never go on)")));
+        }
+        seen[r] = Some(path.len());
+        let (next, how) = wait_of(r);
+        path.push((r, how));
+        r = next;
+    };
+    let mut message = format!("deadlock with {slots} message slot(s) per channel: ");
+    for (i, (_, how)) in path[cycle_start..].iter().enumerate() {
+        if i > 0 {
+            message.push_str(", ");
+        }
+        let _ = write!(message, "{how}");
+    }
+    let _ = write!(message, " — a cycle of {} ranks", path.len() - cycle_start);
+    Err(fail(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};
+
+    fn ring(p: usize) -> Schedule {
+        generate(
+            Algorithm::Ring,
+            &CollectiveSpec::new(Collective::AllReduce, p, 64 * p as u64),
+            &GenOptions::default(),
+            4,
+        )
+        .unwrap()
+    }
+
+    /// Each rank does its operations of a round one at a time, sends first (`true`, the
+    /// naive "send to the next, then receive from the previous") or receives first.
+    fn reordered(s: &Schedule, sends_first: bool) -> Programs {
+        let mut programs = Programs::rounds(s);
+        for posts in &mut programs.posts {
+            *posts = posts
+                .iter()
+                .flat_map(|ops| {
+                    let mut ops = ops.clone();
+                    ops.sort_by_key(|o| matches!(o, Operation::Send { .. }) != sends_first);
+                    ops.into_iter().map(|o| vec![o])
+                })
+                .collect();
+        }
+        programs
+    }
+
+    #[test]
+    fn a_reordered_ring_deadlocks_and_the_cycle_is_named() {
+        for p in 2..=9 {
+            let s = ring(p);
+            // Sends first: with no buffering every send waits for a receive that its
+            // receiver posts only after its own send.
+            let err = check_deadlock(&s, &reordered(&s, true), 0).unwrap_err().to_string();
+            assert!(err.contains(&format!("a cycle of {p} ranks")), "{err}");
+            for r in 0..p {
+                let next = (r + 1) % p;
+                let wait = format!("rank {r} waits for rank {next} to take reduce-scatter step 1 of {}: rank {r} -> rank {next} (no buffering)", p - 1);
+                assert!(err.contains(&wait), "{err}");
+            }
+            // One slot per channel lets every send finish first, so the same programs finish.
+            let report = check_deadlock(&s, &reordered(&s, true), 1).unwrap();
+            assert_eq!(report.operations, 2 * p * 2 * (p - 1));
+            // Receives first deadlock however much is buffered: nobody sends.
+            let err = check_deadlock(&s, &reordered(&s, false), 64).unwrap_err().to_string();
+            assert!(
+                err.contains("waits to receive reduce-scatter step 1")
+                    && err.contains(&format!("a cycle of {p} ranks")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_runtimes_posting_and_step_order_finish_without_buffering() {
+        let s = ring(5);
+        assert_eq!(check_deadlock(&s, &Programs::rounds(&s), 0).unwrap().posts, 5 * 8);
+        assert_eq!(check_deadlock(&s, &Programs::one_by_one(&s), 0).unwrap().posts, 5 * 8 * 2);
+    }
+
+    #[test]
+    fn receives_out_of_channel_order_break_fifo() {
+        // Two messages on one channel in one round (a hierarchical reduce-scatter block
+        // of two ranges); the receiver takes them in the opposite order.
+        let spec = CollectiveSpec::new(Collective::ReduceScatter, 4, 64);
+        let options = GenOptions { groups: vec![vec![0, 1], vec![2, 3]], ..GenOptions::default() };
+        let s = generate(Algorithm::Hierarchical, &spec, &options, 4).unwrap();
+        let mut programs = Programs::rounds(&s);
+        let receiver = s.rounds[0].transfers[0].to;
+        for ops in &mut programs.posts[receiver] {
+            ops.reverse();
+        }
+        let err = check_deadlock(&s, &programs, 1).unwrap_err().to_string();
+        assert!(err.contains("is FIFO, but message 0"), "{err}");
+    }
+
+    #[test]
+    fn an_in_network_step_waits_for_every_participant() {
+        let spec = CollectiveSpec::new(Collective::AllReduce, 4, 64);
+        let options = GenOptions { groups: vec![vec![0, 1], vec![2, 3]], ..GenOptions::default() };
+        let s = generate(Algorithm::InNetwork, &spec, &options, 4).unwrap();
+        check_deadlock(&s, &Programs::one_by_one(&s), 0).unwrap();
+        // Two in-network steps of ranks 0 and 1, joined in opposite orders.
+        let mut b = crate::ScheduleBuilder::new(CollectiveSpec::new(Collective::AllReduce, 2, 8), "hand-made", 4);
+        let half = |r: std::ops::Range<u64>| crate::Region::new(crate::Buffer::Output, r);
+        let step = |r: std::ops::Range<u64>| crate::InNetwork {
+            ranks: vec![0, 1],
+            read: half(r.clone()),
+            write: half(r),
+            shard: None,
+        };
+        b.phase(
+            "in-network",
+            vec![crate::Step { transfers: Vec::new(), in_network: vec![step(0..4), step(4..8)], local: Vec::new() }],
+        );
+        let s = b.build();
+        let (first, second) =
+            (Operation::InNetwork { round: 0, index: 0 }, Operation::InNetwork { round: 0, index: 1 });
+        let programs = Programs { posts: vec![vec![vec![first], vec![second]], vec![vec![second], vec![first]]] };
+        let err = check_deadlock(&s, &programs, 4).unwrap_err().to_string();
+        assert!(err.contains("rank 0 waits for rank 1 to join the in-network step of in-network step 1 of 1"), "{err}");
+        assert!(err.contains("a cycle of 2 ranks"), "{err}");
+    }
+}
