@@ -4,33 +4,14 @@
 //! dtype x each op, on sizes 0, 1, P+1 and 37 elements. Integer results must be exact
 //! (with wrapping, as NCCL's), float results within 1e-2 relative (f16 / bf16 rounding).
 
-use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
 use half::{bf16, f16};
 use railyard_runtime::{CommError, Communicator, Config, RedOp, UniqueId};
 use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype};
 
-fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
-/// Run `f` on `p` ranks (threads), each with its own communicator.
-pub fn with_ranks<R: Send + 'static>(
-    p: usize,
-    config: Config,
-    f: impl Fn(Result<Communicator, CommError>) -> R + Send + Sync + Clone + 'static,
-) -> Vec<R> {
-    let id = UniqueId::new(free_addr()).unwrap();
-    let handles: Vec<_> = (0..p)
-        .map(|r| {
-            let (id, config, f) = (id.clone(), config.clone(), f.clone());
-            std::thread::spawn(move || f(Communicator::init(&id, r, p, config)))
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().expect("rank thread")).collect()
-}
+mod common;
+use common::{free_addr, with_ranks};
 
 fn value(r: usize, i: usize) -> i64 {
     ((r * 7 + i * 3) % 3) as i64 + 1
@@ -341,37 +322,6 @@ fn async_handles_point_to_point_and_rooted_calls() {
     for (sum, max) in results {
         assert_eq!((sum, max), (3.0, 2.0));
     }
-}
-
-#[test]
-fn same_host_ranks_use_shared_memory_and_tcp_when_told() {
-    for shm in [true, false] {
-        let config = Config { shm, ..Config::default() };
-        let results = with_ranks(3, config, |comm| {
-            let mut comm = comm.unwrap();
-            let mut x = vec![1.0f64; 100_000];
-            comm.all_reduce_in_place(&mut x, RedOp::Sum).unwrap();
-            assert!(x.iter().all(|&v| v == 3.0));
-            comm.transports().to_vec()
-        });
-        for (rank, t) in results.iter().enumerate() {
-            for (peer, &kind) in t.iter().enumerate() {
-                let want = if peer == rank {
-                    "self"
-                } else if shm {
-                    "shm"
-                } else {
-                    "tcp"
-                };
-                assert_eq!(kind, want, "rank {rank} peer {peer}");
-            }
-        }
-    }
-    // No ring files are left behind.
-    let left = std::fs::read_dir("/dev/shm")
-        .map(|d| d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("railyard-")).count())
-        .unwrap_or(0);
-    assert_eq!(left, 0);
 }
 
 /// Large messages through every path of the progress engine: shared memory with
