@@ -32,6 +32,7 @@ pub mod remote_read;
 pub mod report;
 pub mod ring_search;
 pub mod selection;
+mod server_pairs;
 pub mod slots;
 pub mod spray;
 

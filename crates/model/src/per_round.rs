@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::ModelError;
 use crate::in_network::InNetworkCache;
+use crate::server_pairs::ServerPairBytes;
 
 /// Two resources whose times differ by less than this (relative) are a tie; the
 /// first in resource order is named, so reports are deterministic.
@@ -156,7 +157,7 @@ pub fn cost_with(
     let alpha = topology.round_startup_secs;
     let servers = ServerIndex::new(topology, placement);
     // Bytes by (source server, destination server); named only at the end.
-    let mut totals = Tally::default();
+    let mut totals = Totals::new(servers.names.len());
     let mut in_network_cache = InNetworkCache::default();
     let mut per_round = Vec::with_capacity(schedule.rounds());
     let mut bottlenecks: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
@@ -320,7 +321,7 @@ pub fn cost_with(
         }
     }
     totals.add(&round_tally, times, &touched, &round_bytes, &mut total_bytes);
-    let Tally { cross, spine, cross_in_network, spine_in_network } = totals;
+    let Totals { cross, spine, cross_in_network, spine_in_network } = totals;
 
     let stages = schedule
         .phase_list()
@@ -440,9 +441,9 @@ impl<'t> ServerIndex<'t> {
     }
 
     /// Named per-direction totals; `in_network` is filed under "in-network".
-    fn name_pairs(&self, pairs: FxHashMap<(u32, u32), f64>, in_network: Option<f64>) -> BTreeMap<String, f64> {
+    fn name_pairs(&self, pairs: ServerPairBytes, in_network: Option<f64>) -> BTreeMap<String, f64> {
         let mut named = BTreeMap::new();
-        for ((a, b), bytes) in pairs {
+        for ((a, b), bytes) in pairs.into_pairs() {
             *named.entry(format!("{}->{}", self.names[a as usize], self.names[b as usize])).or_insert(0.0) += bytes;
         }
         if let Some(bytes) = in_network {
@@ -461,8 +462,8 @@ struct LastRound {
     transfers: usize,
 }
 
-/// Bytes between servers and into the spine layer, by (source server, destination
-/// server), and those of in-network steps: of one round, or of the whole schedule.
+/// One round's bytes between servers and into the spine layer, by (source server,
+/// destination server), and those of its in-network steps.
 #[derive(Default)]
 struct Tally {
     cross: FxHashMap<(u32, u32), f64>,
@@ -479,6 +480,25 @@ impl Tally {
         self.cross_in_network = None;
         self.spine_in_network = None;
     }
+}
+
+/// The whole schedule's bytes between servers and into the spine layer.
+struct Totals {
+    cross: ServerPairBytes,
+    spine: ServerPairBytes,
+    cross_in_network: Option<f64>,
+    spine_in_network: Option<f64>,
+}
+
+impl Totals {
+    fn new(servers: usize) -> Self {
+        Totals {
+            cross: ServerPairBytes::new(servers),
+            spine: ServerPairBytes::new(servers),
+            cross_in_network: None,
+            spine_in_network: None,
+        }
+    }
 
     /// Add a round's tally and its resources' bytes, `times` over (the round and the
     /// rounds repeating it). Whole byte counts, so the products are exact.
@@ -488,10 +508,10 @@ impl Tally {
         }
         let times = times as f64;
         for (&pair, &bytes) in &round.cross {
-            *self.cross.entry(pair).or_insert(0.0) += bytes * times;
+            self.cross.add(pair, bytes * times);
         }
         for (&pair, &bytes) in &round.spine {
-            *self.spine.entry(pair).or_insert(0.0) += bytes * times;
+            self.spine.add(pair, bytes * times);
         }
         for (total, bytes) in
             [(&mut self.cross_in_network, round.cross_in_network), (&mut self.spine_in_network, round.spine_in_network)]

@@ -8,6 +8,7 @@
 //! as ECMP hashing and NIC port striping do on average. GPUs never forward.
 
 mod search;
+mod symmetry;
 mod table;
 mod width;
 
@@ -189,6 +190,25 @@ mod tests {
             "mesh:ranks=5",
         ] {
             assert_same_as_reference(&preset(spec).unwrap());
+        }
+    }
+
+    /// Fabrics of identical servers search routes once per class of pairs (the reference
+    /// test above holds the moved routes to the searched ones, link for link); the
+    /// others search every pair.
+    #[test]
+    fn route_classes_are_found_where_servers_are_alike() {
+        for (spec, classes) in [
+            ("hgx-h100x2", true),
+            ("a100-pcie-control", false), // shared PCIe slots (interfaces): not moved
+            ("rail:servers=5,gpus=4,group=2,spines=3", true),
+            ("rail:servers=4,gpus=2,group=2,spines=2,over=2:1", true),
+            ("rail:servers=16,gpus=2,group=2,spines=3", true),
+            ("rail:servers=1", false),
+            ("mesh:ranks=5", false),
+        ] {
+            let t = preset(spec).unwrap();
+            assert_eq!(super::RouteTable::new(&t).uses_route_classes(), classes, "{spec}");
         }
     }
 

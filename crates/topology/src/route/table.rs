@@ -6,6 +6,7 @@
 use rustc_hash::FxHashMap;
 
 use super::search::{Adjacency, Search};
+use super::symmetry::ServerSymmetry;
 use super::width::WidthIndex;
 use super::Route;
 use crate::error::TopologyError;
@@ -16,6 +17,14 @@ struct Entry {
     start: usize,
     len: usize,
     bottleneck_bytes_per_sec: f64,
+    hops: usize,
+}
+
+/// Where a route just found lies: in the arena (start, length), or in the scratch buffer.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    held: Option<(usize, usize)>,
+    width: f64,
     hops: usize,
 }
 
@@ -52,6 +61,10 @@ pub struct RouteTable<'a> {
     index: FxHashMap<(u32, u32), Entry>,
     links: Vec<(LinkId, f64)>,
     scratch: Vec<(LinkId, f64)>,
+    /// Route classes of a fabric of identical servers (`symmetry.rs`).
+    symmetry: Option<ServerSymmetry>,
+    /// A route of a class, moved to the asked ends.
+    moved: Vec<(LinkId, f64)>,
 }
 
 impl<'a> RouteTable<'a> {
@@ -65,7 +78,14 @@ impl<'a> RouteTable<'a> {
             index: FxHashMap::default(),
             links: Vec::new(),
             scratch: Vec::new(),
+            symmetry: ServerSymmetry::find(topology),
+            moved: Vec::new(),
         }
+    }
+
+    /// Whether routes are searched once per class of pairs (see `symmetry.rs`).
+    pub fn uses_route_classes(&self) -> bool {
+        self.symmetry.is_some()
     }
 
     pub fn topology(&self) -> &'a Topology {
@@ -81,35 +101,63 @@ impl<'a> RouteTable<'a> {
         self.index.is_empty()
     }
 
-    /// The route from `src` to `dst`; see the `route` module for the rule.
+    /// The route from `src` to `dst`; see the `route` module for the rule. On a fabric of
+    /// identical servers it is the route of the pair's class, moved onto the pair.
     pub fn get(&mut self, src: DeviceId, dst: DeviceId) -> Result<RouteView<'_>, TopologyError> {
-        let t = self.topology;
         if src == dst {
             return Ok(RouteView { links: &[], bottleneck_bytes_per_sec: f64::INFINITY, hops: 0 });
         }
+        let t = self.topology;
+        let no_route = || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
+        // The pair's class: the swaps that move it, and where they move its ends.
+        let class =
+            self.symmetry.as_ref().and_then(|s| s.transform(src).map(|x| (x, s.device(x, src), s.device(x, dst))));
+        let Some((x, class_src, class_dst)) = class else {
+            let found = self.found(src, dst).ok_or_else(no_route)?;
+            return Ok(RouteView {
+                links: self.links_of(found),
+                bottleneck_bytes_per_sec: found.width,
+                hops: found.hops,
+            });
+        };
+        let found = self.found(class_src, class_dst).ok_or_else(no_route)?;
+        let held = match found.held {
+            Some((start, len)) => &self.links[start..start + len],
+            None => &self.scratch[..],
+        };
+        self.moved.clear();
+        if let Some(symmetry) = &self.symmetry {
+            self.moved.extend(held.iter().map(|&(l, f)| (symmetry.link_back(x, l), f)));
+        }
+        Ok(RouteView { links: &self.moved, bottleneck_bytes_per_sec: found.width, hops: found.hops })
+    }
+
+    /// The links of a route `found` has just returned.
+    fn links_of(&self, found: Found) -> &[(LinkId, f64)] {
+        match found.held {
+            Some((start, len)) => &self.links[start..start + len],
+            None => &self.scratch,
+        }
+    }
+
+    /// The route from `src` to `dst` (distinct), held from an earlier search or searched
+    /// now (and held, up to the limit; else left in `scratch`); `None` if there is none.
+    fn found(&mut self, src: DeviceId, dst: DeviceId) -> Option<Found> {
+        let t = self.topology;
         // Device ids are below the device count, which the width index bounds far below u32::MAX.
         let key = (src as u32, dst as u32);
-        if let Some(&entry) = self.index.get(&key) {
-            return Ok(RouteView {
-                links: &self.links[entry.start..entry.start + entry.len],
-                bottleneck_bytes_per_sec: entry.bottleneck_bytes_per_sec,
-                hops: entry.hops,
-            });
+        if let Some(&e) = self.index.get(&key) {
+            return Some(Found { held: Some((e.start, e.len)), width: e.bottleneck_bytes_per_sec, hops: e.hops });
         }
-        let no_route = || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
-        let width = self.width.width(t, src, dst).ok_or_else(no_route)?;
-        let hops = self.search.links(&self.adjacency, src, dst, width, &mut self.scratch).ok_or_else(no_route)?;
+        let width = self.width.width(t, src, dst)?;
+        let hops = self.search.links(&self.adjacency, src, dst, width, &mut self.scratch)?;
         if self.links.len() + self.scratch.len() > MAX_HELD_ROUTE_LINKS {
-            return Ok(RouteView { links: &self.scratch, bottleneck_bytes_per_sec: width, hops });
+            return Some(Found { held: None, width, hops });
         }
         let entry = Entry { start: self.links.len(), len: self.scratch.len(), bottleneck_bytes_per_sec: width, hops };
         self.links.extend_from_slice(&self.scratch);
         self.index.insert(key, entry);
-        Ok(RouteView {
-            links: &self.links[entry.start..entry.start + entry.len],
-            bottleneck_bytes_per_sec: width,
-            hops,
-        })
+        Some(Found { held: Some((entry.start, entry.len)), width, hops })
     }
 
     /// Whether `dst` can be reached from `src` (the width search alone; nothing is kept).
