@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use railyard_model::clos::{clos_cut, leaf_ports, ClosCut, ClosInput};
-use railyard_model::report::Table;
-use railyard_model::{
+use railyard_netmodels::clos::{clos_cut, leaf_ports, ClosCut, ClosInput};
+use railyard_netmodels::report::Table;
+use railyard_netmodels::{
     concurrency, connection_state, dag, deadlock, ecmp, ep_dispatch, feedback, incast, message, multipath, nic_relay,
     queue, remote_read, slots, spray,
 };
@@ -169,7 +169,7 @@ type Chart<'a, O, I> = &'a dyn Fn(&O, &I) -> String;
 /// Run one scenario model: inputs, the pure function, then JSON or Markdown (and a chart).
 fn scenario<I, O>(
     args: &ScenarioArgs,
-    model: impl Fn(&I) -> Result<O, railyard_model::ModelError>,
+    model: impl Fn(&I) -> Result<O, railyard_netmodels::NetModelError>,
     markdown: impl Fn(&O, &I) -> String,
     chart: Option<Chart<O, I>>,
 ) -> Result<String>

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::args::{
     parse_channels, parse_groups, parse_order, parse_pipeline_chunks, parse_size, Format, Groups, RankList,
 };
-use railyard_model::report::Table;
+use railyard_netmodels::report::Table;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \

@@ -13,7 +13,7 @@ use railyard_topology::{Placement, PlacementPolicy};
 use serde::Serialize;
 
 use crate::args::{parse_bandwidth, Format};
-use railyard_model::report::Table;
+use railyard_netmodels::report::Table;
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {

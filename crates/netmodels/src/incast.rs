@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs, trim_float};
@@ -73,7 +73,7 @@ pub struct IncastOutput {
     pub largest_group_without_pfc: Vec<u64>,
 }
 
-pub fn incast(input: &IncastInput) -> Result<IncastOutput, ModelError> {
+pub fn incast(input: &IncastInput) -> Result<IncastOutput, NetModelError> {
     positive("sender_bytes_per_sec", input.sender_bytes_per_sec)?;
     positive("egress_bytes_per_sec", input.egress_bytes_per_sec)?;
     let hop = 2.0 * input.cable_meters * input.secs_per_meter + input.mtu_bytes / input.egress_bytes_per_sec;

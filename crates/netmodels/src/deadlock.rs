@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::report::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,18 +174,18 @@ fn analyse(g: &WaitGraph) -> GraphResult {
     GraphResult { name: g.name.clone(), edges, deadlocked: !cycles.is_empty(), cycles }
 }
 
-pub fn deadlock(input: &DeadlockInput) -> Result<DeadlockOutput, ModelError> {
+pub fn deadlock(input: &DeadlockInput) -> Result<DeadlockOutput, NetModelError> {
     for (i, g) in input.graphs.iter().enumerate() {
         for (j, a) in g.agents.iter().enumerate() {
             if g.agents[..j].iter().any(|b| b.name == a.name) {
-                return Err(ModelError::BadInput {
+                return Err(NetModelError::BadInput {
                     field: format!("graphs[{i}].agents[{j}].name"),
                     message: format!("\"{}\" appears twice", a.name),
                 });
             }
         }
         if g.agents.len() > 1000 {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: format!("graphs[{i}].agents"),
                 message: "at most 1000 agents".into(),
             });

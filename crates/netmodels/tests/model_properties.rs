@@ -1,9 +1,9 @@
 //! Invariants of the network models on inputs other than the book's.
 
 use proptest::prelude::*;
-use railyard_model::dag::{schedule, Graph, Operation, Policy};
-use railyard_model::ecmp::ecmp_case;
-use railyard_model::queue::{queue, Demand, QueueInput, Scenario};
+use railyard_netmodels::dag::{schedule, Graph, Operation, Policy};
+use railyard_netmodels::ecmp::ecmp_case;
+use railyard_netmodels::queue::{queue, Demand, QueueInput, Scenario};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]

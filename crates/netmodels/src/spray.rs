@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::multipath::packet_count;
 use crate::packets::{deliver, round_robin, Path};
 use crate::quantity::{self, positive};
@@ -53,10 +53,10 @@ pub struct SprayOutput {
     pub peak_reorder_bytes: f64,
 }
 
-pub fn spray(input: &SprayInput) -> Result<SprayOutput, ModelError> {
+pub fn spray(input: &SprayInput) -> Result<SprayOutput, NetModelError> {
     positive("path_bytes_per_sec", input.path_bytes_per_sec)?;
     if input.path_delays_secs.is_empty() {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "path_delays_secs".into(),
             message: "needs at least one path".into(),
         });

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity;
 use crate::report::Table;
 use railyard_topology::units::format_secs;
@@ -185,14 +185,14 @@ pub struct DagOutput {
 }
 
 /// Earliest schedule of one graph under one policy.
-pub fn schedule(graph: &Graph, policy: Policy) -> Result<Schedule, ModelError> {
+pub fn schedule(graph: &Graph, policy: Policy) -> Result<Schedule, NetModelError> {
     let n = graph.operations.len();
     let index = |name: &str, field: String| {
         graph
             .operations
             .iter()
             .position(|o| o.name == name)
-            .ok_or_else(|| ModelError::BadInput { field, message: format!("unknown operation \"{name}\"") })
+            .ok_or_else(|| NetModelError::BadInput { field, message: format!("unknown operation \"{name}\"") })
     };
     let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, (a, b)) in graph.edges.iter().enumerate() {
@@ -230,7 +230,7 @@ pub fn schedule(graph: &Graph, policy: Policy) -> Result<Schedule, ModelError> {
     }
     if order.len() < n {
         let stuck = (0..n).find(|&v| indegree[v] > 0).map(|v| graph.operations[v].name.clone()).unwrap_or_default();
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: format!("graph \"{}\"", graph.name),
             message: format!("has a cycle through \"{stuck}\""),
         });
@@ -308,7 +308,7 @@ fn stale(s: &StaleRead) -> StaleReadResult {
     StaleReadResult { events, stale, corrected_secs: corrected }
 }
 
-pub fn dag(input: &DagInput) -> Result<DagOutput, ModelError> {
+pub fn dag(input: &DagInput) -> Result<DagOutput, NetModelError> {
     let mut schedules = Vec::new();
     for g in &input.graphs {
         for &p in &input.policies {

@@ -1,7 +1,7 @@
 //! The Clos generator (topology) and the Clos closed forms (model) are written
 //! separately; they must agree on every count.
 
-use railyard_model::clos::{clos_cut, leaf_ports, ClosInput};
+use railyard_netmodels::clos::{clos_cut, leaf_ports, ClosInput};
 use railyard_topology::{presets::preset, DeviceKind};
 
 #[test]

@@ -100,11 +100,11 @@ pub fn secs_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> 
 }
 
 /// Positive-value check for inputs where zero would divide or mean nothing.
-pub fn positive(field: &str, value: f64) -> Result<(), crate::ModelError> {
+pub fn positive(field: &str, value: f64) -> Result<(), crate::NetModelError> {
     if value > 0.0 && value.is_finite() {
         Ok(())
     } else {
-        Err(crate::ModelError::BadInput {
+        Err(crate::NetModelError::BadInput {
             field: field.to_string(),
             message: format!("must be greater than zero (got {value})"),
         })

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_secs, trim_float};
@@ -206,7 +206,7 @@ pub struct RemoteReadOutput {
     pub reuse: Vec<ReuseResult>,
 }
 
-pub fn remote_read(input: &RemoteReadInput) -> Result<RemoteReadOutput, ModelError> {
+pub fn remote_read(input: &RemoteReadInput) -> Result<RemoteReadOutput, NetModelError> {
     let l = input.wire_one_way_secs;
     let mut paths = Vec::new();
     for (p, path) in input.paths.iter().enumerate() {
@@ -225,7 +225,7 @@ pub fn remote_read(input: &RemoteReadInput) -> Result<RemoteReadOutput, ModelErr
                     l
                 }
                 _ => {
-                    return Err(ModelError::BadInput {
+                    return Err(NetModelError::BadInput {
                         field,
                         message: "give exactly one of secs, cycles or wire = true".into(),
                     })
@@ -274,7 +274,7 @@ pub fn remote_read(input: &RemoteReadInput) -> Result<RemoteReadOutput, ModelErr
     let mut reuse = Vec::new();
     for (i, &f) in r.access_fractions.iter().enumerate() {
         if !(f > 0.0 && f <= 1.0) {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: format!("reuse.access_fractions[{i}]"),
                 message: "must be in (0, 1]".into(),
             });

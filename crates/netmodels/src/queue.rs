@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes_per_sec, format_secs, trim_float};
@@ -170,19 +170,19 @@ fn simulate(input: &QueueInput, s: &Scenario) -> ScenarioResult {
     }
 }
 
-pub fn queue(input: &QueueInput) -> Result<QueueOutput, ModelError> {
+pub fn queue(input: &QueueInput) -> Result<QueueOutput, NetModelError> {
     positive("egress_bytes_per_sec", input.egress_bytes_per_sec)?;
     positive("horizon_secs", input.horizon_secs)?;
     for (i, d) in input.demands.iter().enumerate() {
         positive(&format!("demands[{i}].period_secs"), d.period_secs)?;
         if d.on_secs > d.period_secs {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: format!("demands[{i}].on_secs"),
                 message: "is longer than the period".into(),
             });
         }
         if input.horizon_secs / d.period_secs > 1e5 {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: "horizon_secs".into(),
                 message: "covers more than 100000 periods".into(),
             });
@@ -190,7 +190,7 @@ pub fn queue(input: &QueueInput) -> Result<QueueOutput, ModelError> {
     }
     for (i, s) in input.scenarios.iter().enumerate() {
         if s.offsets_secs.len() != input.demands.len() {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: format!("scenarios[{i}].offsets_secs"),
                 message: format!("needs one offset per demand ({})", input.demands.len()),
             });

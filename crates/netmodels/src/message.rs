@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_secs, trim_float};
@@ -65,13 +65,16 @@ pub struct MessageOutput {
     pub micro_batches_for_target: u64,
 }
 
-pub fn message(input: &MessageInput) -> Result<MessageOutput, ModelError> {
+pub fn message(input: &MessageInput) -> Result<MessageOutput, NetModelError> {
     positive("bandwidth_bytes_per_sec", input.bandwidth_bytes_per_sec)?;
     if input.pipeline_stages == 0 {
-        return Err(ModelError::BadInput { field: "pipeline_stages".into(), message: "must be at least 1".into() });
+        return Err(NetModelError::BadInput { field: "pipeline_stages".into(), message: "must be at least 1".into() });
     }
     if !(0.0..1.0).contains(&input.target_utilisation) {
-        return Err(ModelError::BadInput { field: "target_utilisation".into(), message: "must be in [0, 1)".into() });
+        return Err(NetModelError::BadInput {
+            field: "target_utilisation".into(),
+            message: "must be in [0, 1)".into(),
+        });
     }
     let crossover_bytes = input.alpha_secs * input.bandwidth_bytes_per_sec;
     let messages = input

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -112,17 +112,17 @@ fn run(input: &SlotsInput, slots: usize) -> SlotsRun {
     }
 }
 
-pub fn slots(input: &SlotsInput) -> Result<SlotsOutput, ModelError> {
+pub fn slots(input: &SlotsInput) -> Result<SlotsOutput, NetModelError> {
     positive("poll_period_secs", input.poll_period_secs)?;
     positive("request_bytes", input.request_bytes)?;
     if input.completions_per_poll == 0 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "completions_per_poll".into(),
             message: "must be at least 1".into(),
         });
     }
     if input.requests > 1_000_000 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "requests".into(),
             message: "at most 1000000 requests are simulated".into(),
         });
@@ -130,7 +130,7 @@ pub fn slots(input: &SlotsInput) -> Result<SlotsOutput, ModelError> {
     let mut runs = Vec::new();
     for (i, &s) in input.slots.iter().enumerate() {
         if s == 0 {
-            return Err(ModelError::BadInput { field: format!("slots[{i}]"), message: "must be at least 1".into() });
+            return Err(NetModelError::BadInput { field: format!("slots[{i}]"), message: "must be at least 1".into() });
         }
         runs.push(run(input, s));
     }

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClosInput {
@@ -57,29 +57,29 @@ pub struct ClosCut {
 }
 
 /// Split k ports by a d:u ratio into (down, up).
-pub fn leaf_ports(ports: usize, ratio: (usize, usize)) -> Result<(usize, usize), ModelError> {
-    railyard_topology::presets::ClosParams::leaf_ports(ports, ratio).ok_or_else(|| ModelError::BadInput {
+pub fn leaf_ports(ports: usize, ratio: (usize, usize)) -> Result<(usize, usize), NetModelError> {
+    railyard_topology::presets::ClosParams::leaf_ports(ports, ratio).ok_or_else(|| NetModelError::BadInput {
         field: "oversubscription".into(),
         message: format!("{}:{} does not split {ports} ports into whole down and up counts", ratio.0, ratio.1),
     })
 }
 
-pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, ModelError> {
+pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, NetModelError> {
     let ClosInput { ports: k, tiers, down: d, up: u, port_bytes_per_sec: bw, job_cards } = *input;
     if k < 2 || k % 2 != 0 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "ports".into(),
             message: format!("{k}: must be even and at least 2"),
         });
     }
     if d + u != k || d == 0 || u == 0 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "oversubscription".into(),
             message: format!("{d} down + {u} up must be {k} ports, both > 0"),
         });
     }
     if !(bw.is_finite() && bw > 0.0) {
-        return Err(ModelError::BadInput { field: "port bandwidth".into(), message: "must be positive".into() });
+        return Err(NetModelError::BadInput { field: "port bandwidth".into(), message: "must be positive".into() });
     }
     let (endpoints, leaves, spines, cores, top_links) = match tiers {
         2 => (k * d, k, u, 0, k * u),
@@ -88,16 +88,16 @@ pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, ModelError> {
             let cores = u * k / 2;
             (leaves * d, leaves, k * u, cores, cores * k)
         }
-        _ => return Err(ModelError::BadInput { field: "tiers".into(), message: format!("{tiers}: 2 or 3") }),
+        _ => return Err(NetModelError::BadInput { field: "tiers".into(), message: format!("{tiers}: 2 or 3") }),
     };
     let bisection = (top_links / 2) as f64 * bw;
     let job = match job_cards {
         None => None,
         Some(0) => {
-            return Err(ModelError::BadInput { field: "job-cards".into(), message: "must be at least 1".into() })
+            return Err(NetModelError::BadInput { field: "job-cards".into(), message: "must be at least 1".into() })
         }
         Some(cards) if cards > endpoints => {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: "job-cards".into(),
                 message: format!("{cards} cards but the fabric has {endpoints} endpoints"),
             })

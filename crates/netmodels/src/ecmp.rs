@@ -11,7 +11,7 @@ use num_rational::BigRational;
 use num_traits::{One, ToPrimitive, Zero};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::report::Table;
 use railyard_topology::units::trim_float;
 
@@ -78,15 +78,15 @@ fn ratio_f64(num: &BigUint, den: &BigUint) -> f64 {
     BigRational::new(num.clone().into(), den.clone().into()).to_f64().unwrap_or(f64::NAN)
 }
 
-pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, ModelError> {
+pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelError> {
     if m == 0 || n == 0 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "cases".into(),
             message: "flows and uplinks must be at least 1".into(),
         });
     }
     if n > 512 || m > 512 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "cases".into(),
             message: "exact counting is limited to 512 flows and 512 uplinks".into(),
         });
@@ -147,9 +147,9 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, ModelError
     })
 }
 
-pub fn ecmp(input: &EcmpInput) -> Result<EcmpOutput, ModelError> {
+pub fn ecmp(input: &EcmpInput) -> Result<EcmpOutput, NetModelError> {
     if !(input.percentile > 0.0 && input.percentile <= 1.0) {
-        return Err(ModelError::BadInput { field: "percentile".into(), message: "must be in (0, 1]".into() });
+        return Err(NetModelError::BadInput { field: "percentile".into(), message: "must be in (0, 1]".into() });
     }
     let cases = input.cases.iter().map(|&(n, m)| ecmp_case(n, m, input.percentile)).collect::<Result<_, _>>()?;
     Ok(EcmpOutput { cases })

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -90,7 +90,7 @@ fn bound(path: f64, slots: f64, issue: f64) -> (f64, &'static str) {
     best
 }
 
-pub fn concurrency(input: &ConcurrencyInput) -> Result<ConcurrencyOutput, ModelError> {
+pub fn concurrency(input: &ConcurrencyInput) -> Result<ConcurrencyOutput, NetModelError> {
     positive("path_bytes_per_sec", input.path_bytes_per_sec)?;
     positive("request_bytes", input.request_bytes)?;
     positive("slot_secs", input.slot_secs)?;

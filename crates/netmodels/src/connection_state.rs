@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity;
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_secs, trim_float};
@@ -120,7 +120,7 @@ fn first_over(cache: f64, f: impl Fn(f64) -> f64) -> u64 {
     hi
 }
 
-pub fn connection_state(input: &ConnectionStateInput) -> Result<ConnectionStateOutput, ModelError> {
+pub fn connection_state(input: &ConnectionStateInput) -> Result<ConnectionStateOutput, NetModelError> {
     let (l, p) = (input.endpoints as f64, input.targets as f64);
     let (e, r, t) = (input.endpoint_bytes, input.relation_bytes, input.transport_bytes);
     let fixed = l * e + l * p * r;
@@ -133,7 +133,7 @@ pub fn connection_state(input: &ConnectionStateInput) -> Result<ConnectionStateO
     let pair = |n: f64| input.qp_bytes * n * n + input.qp_endpoint_bytes * n;
     let shared = |n: f64| input.jetty_endpoint_bytes * n + input.channel_bytes * n;
     if input.qp_bytes + input.qp_endpoint_bytes <= 0.0 || input.jetty_endpoint_bytes + input.channel_bytes <= 0.0 {
-        return Err(ModelError::BadInput { field: "record sizes".into(), message: "must not all be zero".into() });
+        return Err(NetModelError::BadInput { field: "record sizes".into(), message: "must not all be zero".into() });
     }
     let per_pair_overflow = first_over(input.cache_bytes, pair);
     let shared_overflow = first_over(input.cache_bytes, shared);

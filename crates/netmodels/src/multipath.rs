@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::packets::{deliver, round_robin, split, Delivery, Path};
 use crate::quantity::{self, positive};
 use crate::report::Table;
@@ -109,11 +109,11 @@ pub struct MultipathOutput {
     pub scenarios: Vec<MultipathResult>,
 }
 
-pub fn packet_count(message_bytes: f64, packet_bytes: f64) -> Result<usize, ModelError> {
+pub fn packet_count(message_bytes: f64, packet_bytes: f64) -> Result<usize, NetModelError> {
     positive("packet_bytes", packet_bytes)?;
     let n = (message_bytes / packet_bytes).ceil();
     if n > 1e6 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "message_bytes".into(),
             message: "more than 1000000 packets".into(),
         });
@@ -121,12 +121,12 @@ pub fn packet_count(message_bytes: f64, packet_bytes: f64) -> Result<usize, Mode
     Ok(n as usize)
 }
 
-pub fn multipath(input: &MultipathInput) -> Result<MultipathOutput, ModelError> {
+pub fn multipath(input: &MultipathInput) -> Result<MultipathOutput, NetModelError> {
     let n = packet_count(input.message_bytes, input.packet_bytes)?;
     let mut scenarios = Vec::new();
     for (k, s) in input.scenarios.iter().enumerate() {
         if s.paths.is_empty() {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: format!("scenarios[{k}].paths"),
                 message: "needs at least one path".into(),
             });
@@ -139,7 +139,7 @@ pub fn multipath(input: &MultipathInput) -> Result<MultipathOutput, ModelError> 
         let assignment = match &s.split {
             Some(counts) => {
                 if counts.len() != paths.len() || counts.iter().sum::<usize>() != n {
-                    return Err(ModelError::BadInput {
+                    return Err(NetModelError::BadInput {
                         field: format!("scenarios[{k}].split"),
                         message: format!("needs one count per path ({}) adding up to {n} packets", paths.len()),
                     });
@@ -150,7 +150,7 @@ pub fn multipath(input: &MultipathInput) -> Result<MultipathOutput, ModelError> 
         };
         for (l, loss) in s.losses.iter().enumerate() {
             if loss.packet >= n {
-                return Err(ModelError::BadInput {
+                return Err(NetModelError::BadInput {
                     field: format!("scenarios[{k}].losses[{l}].packet"),
                     message: format!("there are {n} packets"),
                 });

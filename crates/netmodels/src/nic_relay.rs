@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -82,7 +82,7 @@ pub struct NicRelayOutput {
     pub messages: Vec<MessageRate>,
 }
 
-pub fn nic_relay(input: &NicRelayInput) -> Result<NicRelayOutput, ModelError> {
+pub fn nic_relay(input: &NicRelayInput) -> Result<NicRelayOutput, NetModelError> {
     positive("direct_bytes_per_sec", input.direct_bytes_per_sec)?;
     positive("issue_interval_secs", input.issue_interval_secs)?;
     let relayed: f64 = input.relay_nics_bytes_per_sec.iter().sum();

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs, trim_float};
@@ -72,15 +72,15 @@ pub struct FeedbackOutput {
     pub drains: Vec<DrainCase>,
 }
 
-pub fn feedback(input: &FeedbackInput) -> Result<FeedbackOutput, ModelError> {
+pub fn feedback(input: &FeedbackInput) -> Result<FeedbackOutput, NetModelError> {
     positive("egress_bytes_per_sec", input.egress_bytes_per_sec)?;
     if input.occupied_bytes > input.buffer_bytes {
-        return Err(ModelError::BadInput { field: "occupied_bytes".into(), message: "exceeds buffer_bytes".into() });
+        return Err(NetModelError::BadInput { field: "occupied_bytes".into(), message: "exceeds buffer_bytes".into() });
     }
     let free = input.buffer_bytes - input.occupied_bytes;
     let excess = input.arrival_bytes_per_sec - input.egress_bytes_per_sec;
     if excess <= 0.0 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "arrival_bytes_per_sec".into(),
             message: "must exceed egress_bytes_per_sec for the queue to grow".into(),
         });

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ModelError;
+use crate::error::NetModelError;
 use crate::quantity::{self, positive};
 use crate::report::Table;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -168,12 +168,15 @@ fn direction(v: &[Vec<f64>], send_bw: f64, layout: &ReceiverLayout, layout_recei
     }
 }
 
-pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, ModelError> {
+pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModelError> {
     if input.senders == 0 || input.receivers == 0 {
-        return Err(ModelError::BadInput { field: "senders/receivers".into(), message: "must be at least 1".into() });
+        return Err(NetModelError::BadInput {
+            field: "senders/receivers".into(),
+            message: "must be at least 1".into(),
+        });
     }
     if input.cross_fraction > 1.0 {
-        return Err(ModelError::BadInput {
+        return Err(NetModelError::BadInput {
             field: "cross_fraction".into(),
             message: "is a fraction, at most 1".into(),
         });
@@ -182,7 +185,7 @@ pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, ModelErr
     let counts: Vec<Vec<f64>> = match &input.routing {
         Some(r) => {
             if r.len() != input.senders || r.iter().any(|row| row.len() != input.receivers) {
-                return Err(ModelError::BadInput {
+                return Err(NetModelError::BadInput {
                     field: "routing".into(),
                     message: format!("must be {} rows of {} counts", input.senders, input.receivers),
                 });
@@ -204,7 +207,7 @@ pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, ModelErr
     let mut layouts = Vec::with_capacity(input.layouts.len());
     for (k, l) in input.layouts.iter().enumerate() {
         if l.nics == 0 {
-            return Err(ModelError::BadInput {
+            return Err(NetModelError::BadInput {
                 field: format!("layouts[{k}].nics"),
                 message: "must be at least 1".into(),
             });
