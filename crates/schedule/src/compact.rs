@@ -91,15 +91,15 @@ impl RoundSource for ListedRounds {
 pub struct SequenceRounds(pub Vec<Box<dyn RoundSource>>);
 
 impl SequenceRounds {
-    /// The part holding round `k`, and `k` inside it.
-    fn locate(&self, mut k: usize) -> (&dyn RoundSource, usize) {
+    /// The part holding round `k`, and `k` inside it (none past the last round).
+    fn locate(&self, mut k: usize) -> Option<(&dyn RoundSource, usize)> {
         for part in &self.0 {
             if k < part.rounds() {
-                return (part.as_ref(), k);
+                return Some((part.as_ref(), k));
             }
             k -= part.rounds();
         }
-        panic!("round {k} past the end of a sequence of rounds")
+        None
     }
 }
 
@@ -109,13 +109,11 @@ impl RoundSource for SequenceRounds {
     }
 
     fn step(&self, k: usize, rank: Option<Rank>) -> Step {
-        let (part, k) = self.locate(k);
-        part.step(k, rank)
+        self.locate(k).map(|(part, k)| part.step(k, rank)).unwrap_or_default()
     }
 
     fn repeats_previous(&self, k: usize) -> bool {
-        let (part, k) = self.locate(k);
-        k > 0 && part.repeats_previous(k)
+        self.locate(k).is_some_and(|(part, k)| k > 0 && part.repeats_previous(k))
     }
 
     fn held(&self) -> usize {
