@@ -24,7 +24,9 @@ use crate::compact::{CompactSchedule, SequenceRounds};
 use crate::error::ScheduleError;
 use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
-use crate::ring::{all_gather_buffers, check_order, copy, reduce_scatter_buffers, single_blocks, Block, RingRounds};
+use crate::ring::{
+    all_gather_buffers, check_order, copy, reduce_scatter_buffers, single_blocks, Block, RingRounds, RingStage,
+};
 
 /// How the shards cross servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +91,8 @@ pub fn hierarchical_all_reduce(
             let (mut rs, mut ag) = (RingRounds::default(), RingRounds::default());
             for (j, (ranks, shard)) in holders.iter().zip(&shards).enumerate() {
                 let blocks = single_blocks(partition_range(shard.clone(), ranks.len()));
-                rs.add(ranks, blocks.clone(), Buffer::Output, Op::Reduce, 1, 0, Some(j as u32));
-                ag.add(ranks, blocks, Buffer::Output, Op::Copy, 0, 0, Some(j as u32));
+                rs.add(ranks, blocks.clone(), RingStage::new(Op::Reduce, Buffer::Output).of_shard(j as u32));
+                ag.add(ranks, blocks, RingStage::new(Op::Copy, Buffer::Output).of_shard(j as u32));
             }
             b.rounds("inter-server all-reduce", SequenceRounds(vec![Box::new(rs), Box::new(ag)]));
         }
@@ -121,17 +123,9 @@ pub fn hierarchical_all_reduce(
 fn per_server(groups: &[Vec<Rank>], blocks: &Arc<[Block]>, buffer: Buffer, op: Op) -> RingRounds {
     let mut rounds = RingRounds::default();
     for g in groups {
-        rounds.add(g, blocks.clone(), buffer, op, lag(op), 0, None);
+        rounds.add(g, blocks.clone(), RingStage::new(op, buffer));
     }
     rounds
-}
-
-/// A ring reduce-scatter sends the block one behind an all-gather's (see `RingRounds`).
-fn lag(op: Op) -> usize {
-    match op {
-        Op::Reduce => 1,
-        Op::Copy => 0,
-    }
 }
 
 /// Hierarchical reduce-scatter, all-gather or all-to-all over `groups`.
@@ -153,7 +147,7 @@ pub fn hierarchical(
         for j in 0..local {
             let ranks: Vec<Rank> = groups.iter().map(|g| g[j]).collect();
             let blocks = single_blocks(ranks.iter().map(|&r| parts[r].clone()).collect());
-            rounds.add(&ranks, blocks, buffer, op, lag(op), 0, Some(j as u32));
+            rounds.add(&ranks, blocks, RingStage::new(op, buffer).of_shard(j as u32));
         }
         rounds
     };

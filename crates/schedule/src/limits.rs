@@ -28,21 +28,27 @@ pub enum Form {
     Compact,
 }
 
+/// What a request asks for besides its algorithm and collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Parallel rings.
+    pub channels: usize,
+    /// Pipelined chunks.
+    pub chunks: usize,
+    /// Ranks of the largest server group.
+    pub group: usize,
+    /// Server groups.
+    pub groups: usize,
+}
+
 /// An upper bound on the items a compact schedule holds: rings hold their positions and
 /// blocks (O(P) per channel); the other generators list their transfers.
-pub fn held_bound(
-    algorithm: Algorithm,
-    spec: &CollectiveSpec,
-    channels: usize,
-    chunks: usize,
-    group: usize,
-    groups: usize,
-) -> u128 {
+pub fn held_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape) -> u128 {
     let p = spec.ranks as u128;
     let ring_held = |factor: u128| factor.saturating_mul(p);
     match algorithm {
         // Prologue, epilogue, and two positions per rank per ring.
-        Algorithm::Ring | Algorithm::InterleavedRing => ring_held(4u128.saturating_mul(channels as u128 + 1)),
+        Algorithm::Ring | Algorithm::InterleavedRing => ring_held(4u128.saturating_mul(shape.channels as u128 + 1)),
         Algorithm::Hierarchical | Algorithm::InNetwork
             if matches!(spec.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather) =>
         {
@@ -51,21 +57,14 @@ pub fn held_bound(
         // Shifts and prologue; an all-to-allv also its block offsets (as many as its counts).
         Algorithm::Pairwise if spec.collective == Collective::AllToAll => ring_held(2),
         Algorithm::Pairwise => ring_held(2).saturating_add(2u128.saturating_mul(p).saturating_mul(p)),
-        _ => transfers_bound(algorithm, spec, channels, chunks, group, groups),
+        _ => transfers_bound(algorithm, spec, shape),
     }
 }
 
-/// An upper bound on the transfers `algorithm` generates for `spec` with `channels`
-/// rings, `chunks` pipelined chunks and server groups of at most `group` ranks in
-/// `groups` groups. A property test holds every generator under it.
-pub fn transfers_bound(
-    algorithm: Algorithm,
-    spec: &CollectiveSpec,
-    channels: usize,
-    chunks: usize,
-    group: usize,
-    groups: usize,
-) -> u128 {
+/// An upper bound on the transfers `algorithm` generates for `spec` of `shape`. A
+/// property test holds every generator under it.
+pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape) -> u128 {
+    let Shape { channels, chunks, group, groups } = shape;
     // Saturating: the bound of an absurd request is "too large", never an overflow.
     let m = |factors: &[u128]| factors.iter().fold(1u128, |a, &b| a.saturating_mul(b));
     let p = spec.ranks as u128;
@@ -119,9 +118,10 @@ pub fn check_limits(
         return Err(too_large("pipeline chunks", chunks as u128, MAX_PIPELINE_CHUNKS as u128, hint));
     }
     let group = groups.iter().map(Vec::len).max().unwrap_or(spec.ranks);
+    let shape = Shape { channels, chunks, group, groups: groups.len().max(1) };
     let bound = match form {
-        Form::Expanded => transfers_bound(algorithm, spec, channels, chunks, group, groups.len().max(1)),
-        Form::Compact => held_bound(algorithm, spec, channels, chunks, group, groups.len().max(1)),
+        Form::Expanded => transfers_bound(algorithm, spec, shape),
+        Form::Compact => held_bound(algorithm, spec, shape),
     };
     if bound > MAX_TRANSFERS {
         let hint = "this schedule holds every transfer (about 80 bytes each, 3-4 GB at the limit with its costs); \
@@ -155,13 +155,14 @@ mod tests {
                                 GenOptions { groups: groups.clone(), order: None, channels, pipeline_chunks: chunks };
                             let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
                             let transfers: usize = s.rounds.iter().map(|r| r.transfers.len()).sum();
-                            let bound = transfers_bound(algorithm, &spec, channels, chunks, 4.min(p), groups.len());
+                            let shape = Shape { channels, chunks, group: 4.min(p), groups: groups.len() };
+                            let bound = transfers_bound(algorithm, &spec, shape);
                             assert!(
                                 transfers as u128 <= bound,
                                 "{algorithm} {collective:?} p={p} count={count}: {transfers} > {bound}"
                             );
                             let held = generate_compact(algorithm, &spec, &options, 4).expect("generates").held();
-                            let bound = held_bound(algorithm, &spec, channels, chunks, 4.min(p), groups.len());
+                            let bound = held_bound(algorithm, &spec, shape);
                             assert!(
                                 held as u128 <= bound,
                                 "{algorithm} {collective:?} p={p} count={count}: holds {held} > {bound}"

@@ -18,10 +18,42 @@ use crate::CompactSchedule;
 /// A block: the element ranges one position of a ring owns (usually one range).
 pub type Block = Vec<Range<u64>>;
 
-/// One ring of a ring stage. Round k: position i sends the block of position i−k−lag to
-/// position i+1 (lag 1 and `Op::Reduce` for a reduce-scatter, after which position i
-/// holds the full reduction of its block; lag 0 and `Op::Copy` for an all-gather, where
-/// position i starts with its block and every position ends with all of them).
+/// What a ring stage does with its blocks: a reduce-scatter (`Op::Reduce`: round k,
+/// position i sends the block of position i−k−1 to position i+1, which reduces it in, so
+/// position i ends with the full reduction of its block) or an all-gather (`Op::Copy`:
+/// position i forwards the block of position i−k, so every position ends with all of
+/// them), on one buffer, with the labels its transfers carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingStage {
+    pub op: Op,
+    pub buffer: Buffer,
+    pub channel: u32,
+    pub shard: Option<u32>,
+}
+
+impl RingStage {
+    pub fn new(op: Op, buffer: Buffer) -> Self {
+        RingStage { op, buffer, channel: 0, shard: None }
+    }
+
+    pub fn on_channel(self, channel: u32) -> Self {
+        RingStage { channel, ..self }
+    }
+
+    pub fn of_shard(self, shard: u32) -> Self {
+        RingStage { shard: Some(shard), ..self }
+    }
+
+    /// How many positions behind its own a position's first send is.
+    fn lag(self) -> usize {
+        match self.op {
+            Op::Reduce => 1,
+            Op::Copy => 0,
+        }
+    }
+}
+
+/// One ring of a ring stage (see [`RingStage`]).
 #[derive(Debug)]
 struct RingLane {
     order: Vec<Rank>,
@@ -29,11 +61,7 @@ struct RingLane {
     positions: Vec<(Rank, usize)>,
     /// Shared between lanes that move the same blocks (the servers of a hierarchical stage).
     blocks: Arc<[Block]>,
-    buffer: Buffer,
-    op: Op,
-    lag: usize,
-    channel: u32,
-    shard: Option<u32>,
+    stage: RingStage,
     /// Every block has the same lengths, so every round moves the same traffic.
     even: bool,
 }
@@ -46,17 +74,17 @@ impl RingLane {
     /// The transfers of slot i (position i to position i+1) in round k.
     fn slot(&self, k: usize, i: usize, out: &mut Vec<Transfer>) {
         let p = self.order.len();
-        let block = &self.blocks[(i + 2 * p - k - self.lag) % p];
+        let block = &self.blocks[(i + 2 * p - k - self.stage.lag()) % p];
         for range in block.iter().filter(|r| r.end > r.start) {
-            let region = Region::new(self.buffer, range.clone());
+            let region = Region::new(self.stage.buffer, range.clone());
             out.push(Transfer {
                 from: self.order[i],
                 to: self.order[(i + 1) % p],
                 read: region,
                 write: region,
-                op: self.op,
-                shard: self.shard,
-                channel: self.channel,
+                op: self.stage.op,
+                shard: self.stage.shard,
+                channel: self.stage.channel,
             });
         }
     }
@@ -73,17 +101,7 @@ pub struct RingRounds {
 impl RingRounds {
     /// Add a ring over `order` moving `blocks` (one per position); a ring with fewer
     /// than two positions or nothing to move adds nothing.
-    #[allow(clippy::too_many_arguments)]
-    pub fn add(
-        &mut self,
-        order: &[Rank],
-        blocks: Arc<[Block]>,
-        buffer: Buffer,
-        op: Op,
-        lag: usize,
-        channel: u32,
-        shard: Option<u32>,
-    ) -> &mut Self {
+    pub fn add(&mut self, order: &[Rank], blocks: Arc<[Block]>, stage: RingStage) -> &mut Self {
         debug_assert_eq!(order.len(), blocks.len());
         let lengths = |b: &Block| b.iter().map(|r| r.end - r.start).filter(|&n| n > 0).collect::<Vec<_>>();
         if order.len() < 2 || blocks.iter().all(|b| lengths(b).is_empty()) {
@@ -97,19 +115,9 @@ impl RingRounds {
             positions,
             even: blocks.iter().all(|b| lengths(b) == first),
             blocks,
-            buffer,
-            op,
-            lag,
-            channel,
-            shard,
+            stage,
         });
         self
-    }
-
-    pub fn reduce_scatter(order: &[Rank], blocks: Arc<[Block]>, buffer: Buffer) -> Self {
-        let mut r = RingRounds::default();
-        r.add(order, blocks, buffer, Op::Reduce, 1, 0, None);
-        r
     }
 }
 
@@ -230,10 +238,10 @@ pub fn ring(
         orders[c].iter().map(|&r| vec![partition_range(parts[r].clone(), channels)[c].clone()]).collect()
     };
     // One ring per channel, each on its own channel.
-    let rings = |buffer: Buffer, op: Op, lag: usize, blocks: &dyn Fn(usize) -> Arc<[Block]>| {
+    let rings = |stage: RingStage, blocks: &dyn Fn(usize) -> Arc<[Block]>| {
         let mut rounds = RingRounds::default();
         for (c, order) in orders.iter().enumerate() {
-            rounds.add(order, blocks(c), buffer, op, lag, c as u32, None);
+            rounds.add(order, blocks(c), stage.on_channel(c as u32));
         }
         rounds
     };
@@ -250,16 +258,16 @@ pub fn ring(
             // Channel c all-reduces its share of the vector, cut into p blocks.
             let shares = partition(spec.count, channels);
             let blocks = |c: usize| single_blocks(partition_range(shares[c].clone(), p));
-            b.rounds("reduce-scatter", rings(Buffer::Output, Op::Reduce, 1, &blocks));
-            b.rounds("all-gather", rings(Buffer::Output, Op::Copy, 0, &blocks));
+            b.rounds("reduce-scatter", rings(RingStage::new(Op::Reduce, Buffer::Output), &blocks));
+            b.rounds("all-gather", rings(RingStage::new(Op::Copy, Buffer::Output), &blocks));
         }
         Collective::ReduceScatter => {
             reduce_scatter_buffers(&mut b, spec.count, &parts);
-            b.rounds("reduce-scatter", rings(Buffer::Scratch, Op::Reduce, 1, &blocks_of));
+            b.rounds("reduce-scatter", rings(RingStage::new(Op::Reduce, Buffer::Scratch), &blocks_of));
         }
         Collective::AllGather => {
             all_gather_buffers(&mut b, &parts);
-            b.rounds("all-gather", rings(Buffer::Output, Op::Copy, 0, &blocks_of));
+            b.rounds("all-gather", rings(RingStage::new(Op::Copy, Buffer::Output), &blocks_of));
         }
         other => {
             return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })

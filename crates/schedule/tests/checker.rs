@@ -1,6 +1,9 @@
 //! Every generator × every collective it supports, under the symbolic checker, for rank
 //! counts 1–33 and 64, sizes the rank count divides and sizes it does not (and zero).
 
+mod common;
+
+use common::{groupings, rank_counts, spec};
 use proptest::prelude::*;
 use railyard_schedule::ring::interleaved_order;
 use railyard_schedule::tree::{binary_tree, complementary_tree};
@@ -8,35 +11,9 @@ use railyard_schedule::{
     check, generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank, Schedule, ScheduleError,
 };
 
-fn rank_counts() -> Vec<usize> {
-    (1..=33).chain([64]).collect()
-}
-
 fn sizes(p: usize) -> Vec<u64> {
     let p = p as u64;
     vec![0, 1, p.saturating_sub(1), 2 * p + 3]
-}
-
-/// Equal contiguous server groups: one per divisor, plus the trivial ones.
-fn groupings(p: usize) -> Vec<Vec<Vec<Rank>>> {
-    (1..=p)
-        .filter(|s| p.is_multiple_of(*s))
-        .map(|servers| {
-            let local = p / servers;
-            (0..servers).map(|s| (s * local..(s + 1) * local).collect()).collect()
-        })
-        .collect()
-}
-
-fn spec(c: Collective, p: usize, count: u64) -> CollectiveSpec {
-    let s = CollectiveSpec::new(c, p, count).with_root(p / 3).with_peer(p - 1);
-    if c == Collective::AllToAllv {
-        // Uneven per-pair sizes, some zero.
-        let counts = (0..p).map(|i| (0..p).map(|j| ((i * 7 + j * 3) as u64 + count) % 5).collect()).collect();
-        s.with_counts(counts)
-    } else {
-        s
-    }
 }
 
 fn assert_checks(s: &Schedule, options: &GenOptions) {

@@ -6,30 +6,16 @@
 
 use std::fmt::Write as _;
 
+mod common;
+
+use common::{groupings, rank_counts, spec};
 use railyard_schedule::compact::same_traffic;
-use railyard_schedule::{generate, generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions, Rank, Step};
+use railyard_schedule::{generate, generate_compact, Algorithm, Collective, GenOptions, Step};
 
 const RECORD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/schedules.txt");
 
-fn rank_counts() -> Vec<usize> {
-    (1..=33).chain([64]).collect()
-}
-
-fn spec(c: Collective, p: usize, count: u64) -> CollectiveSpec {
-    let s = CollectiveSpec::new(c, p, count).with_root(p / 3).with_peer(p - 1);
-    if c == Collective::AllToAllv {
-        let counts = (0..p).map(|i| (0..p).map(|j| ((i * 7 + j * 3) as u64 + count) % 5).collect()).collect();
-        s.with_counts(counts)
-    } else {
-        s
-    }
-}
-
 fn options(algorithm: Algorithm, p: usize) -> Vec<GenOptions> {
-    let groupings = (1..=p).filter(|s| p.is_multiple_of(*s)).map(|servers| {
-        let local = p / servers;
-        (0..servers).map(|s| (s * local..(s + 1) * local).collect::<Vec<Rank>>()).collect::<Vec<_>>()
-    });
+    let groupings = groupings(p).into_iter();
     match algorithm {
         Algorithm::Ring => vec![
             GenOptions::default(),
