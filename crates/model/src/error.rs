@@ -17,10 +17,11 @@ pub enum ModelError {
     #[error("{bytes} bytes is not a whole number of {elem_bytes}-byte elements")]
     SizeNotMultiple { bytes: u64, elem_bytes: u64 },
     #[error(
-        "costing this schedule would make more than {limit} transfers round by round (a huge ring whose blocks \
-         are uneven repeats no round); use a size that splits evenly over the ranks and channels, or fewer ranks"
+        "costing this schedule would make up to {transfers} transfers round by round, more than the limit of \
+         {limit}: its rounds do not repeat (an all-to-all's never do; a ring's do when the size splits evenly \
+         over ranks x channels); use fewer ranks, or for a ring such a size"
     )]
-    TooManyTransfers { limit: u64 },
+    TooManyTransfers { transfers: u128, limit: u64 },
     #[error("{field}: {message}")]
     BadInput { field: String, message: String },
 }

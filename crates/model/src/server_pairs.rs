@@ -5,7 +5,8 @@
 
 use rustc_hash::FxHashMap;
 
-/// Servers up to which the totals are a dense servers × servers table (32 MiB at the limit).
+/// Servers up to which the totals are a dense servers × servers table (32 MiB at the
+/// limit; the model keeps two, bytes between servers and bytes into the spines).
 const DENSE_SERVERS: usize = 2048;
 
 #[derive(Debug)]

@@ -146,7 +146,7 @@ pub fn generate(
     elem_bytes: u64,
 ) -> Result<Schedule, ScheduleError> {
     check_request(algorithm, spec, options, Form::Expanded)?;
-    Ok(generate_compact(algorithm, spec, options, elem_bytes)?.expand())
+    Ok(build(algorithm, spec, options, elem_bytes)?.expand())
 }
 
 /// Generate the compact schedule of `algorithm` for `spec` (see `compact.rs`).
@@ -157,6 +157,16 @@ pub fn generate_compact(
     elem_bytes: u64,
 ) -> Result<CompactSchedule, ScheduleError> {
     check_request(algorithm, spec, options, Form::Compact)?;
+    build(algorithm, spec, options, elem_bytes)
+}
+
+/// Run the generator (the request has passed `check_request`).
+fn build(
+    algorithm: Algorithm,
+    spec: &CollectiveSpec,
+    options: &GenOptions,
+    elem_bytes: u64,
+) -> Result<CompactSchedule, ScheduleError> {
     let name = algorithm.as_str();
     let (channels, chunks) = (options.channels.max(1), options.pipeline_chunks.max(1));
     let default_order: Vec<Rank> = (0..spec.ranks).collect();

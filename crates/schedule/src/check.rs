@@ -12,7 +12,7 @@
 use fixedbitset::FixedBitSet;
 
 use crate::collective::{Contributors, Rank};
-use crate::deadlock::{check_deadlock, Programs};
+use crate::deadlock::{check_deadlock, Fifo, Programs};
 use crate::error::CheckError;
 use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, Schedule};
 use crate::step_graph::{StepGraph, StepId};
@@ -286,9 +286,10 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
     }
     check_postcondition(schedule, &state)?;
     // And that it cannot deadlock, even with no buffering, whether a rank posts a round's
-    // transfers together (the runtime) or one at a time in step order.
-    check_deadlock(schedule, &Programs::rounds(schedule), 0)?;
-    check_deadlock(schedule, &Programs::one_by_one(schedule), 0)?;
+    // transfers together (the runtime) or one at a time in step order, over the runtime's
+    // one ordered stream per peer pair (which orders more than the IR's per channel).
+    check_deadlock(schedule, &Programs::rounds(schedule), 0, Fifo::PeerPair)?;
+    check_deadlock(schedule, &Programs::one_by_one(schedule), 0, Fifo::PeerPair)?;
     Ok(CheckReport { rounds: schedule.rounds.len(), transfers, elements_sent: schedule.elements_sent() })
 }
 

@@ -15,9 +15,10 @@ use std::fmt;
 
 use crate::collective::{CollectiveSpec, Rank};
 use crate::forward::forward_reads;
-use crate::ir::{LocalOp, Op, Phase, Round, Schedule, Step, Transfer};
+use crate::ir::{InNetwork, LocalOp, Op, Phase, Round, Schedule, Step, Transfer};
 
-/// The rounds of one phase.
+/// The rounds of one phase. Round numbers passed in are below `rounds()` (callers
+/// iterate `0..rounds()`).
 pub trait RoundSource: fmt::Debug + Send + Sync {
     /// How many rounds; every one carries something.
     fn rounds(&self) -> usize;
@@ -25,11 +26,14 @@ pub trait RoundSource: fmt::Debug + Send + Sync {
     /// `rank` sends or receives, the in-network steps it joins and its own local steps
     /// (in the same relative order as in the whole round).
     fn step(&self, k: usize, rank: Option<Rank>) -> Step;
-    /// Whether round `k` (k ≥ 1) moves exactly the traffic of round k − 1 (see
-    /// [`same_traffic`]): only the regions differ. `false` is always a safe answer.
+    /// Whether round `k` moves exactly the traffic of round k − 1 (see [`same_traffic`]):
+    /// only the regions differ. Never for round 0; `false` is always a safe answer.
     fn repeats_previous(&self, _k: usize) -> bool {
         false
     }
+    /// An upper bound on the transfers of any one round, so a reader can bound the work
+    /// of making every round before it starts.
+    fn transfers_per_round(&self) -> usize;
     /// Items held in memory (transfers, ranks of in-network steps, local steps, or
     /// positions and blocks of a rule), for limits and benchmarks.
     fn held(&self) -> usize;
@@ -52,6 +56,16 @@ pub fn same_traffic(a: &Step, b: &Step) -> bool {
         })
 }
 
+/// What of a round concerns `rank`: the transfers it sends or receives, the in-network
+/// steps it joins, its own local steps, in their order.
+pub fn part_of(transfers: &[Transfer], in_network: &[InNetwork], local: &[LocalOp], rank: Rank) -> Step {
+    Step {
+        transfers: transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
+        in_network: in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
+        local: local.iter().filter(|l| l.rank == rank).cloned().collect(),
+    }
+}
+
 /// Rounds held as a list of steps.
 #[derive(Debug, Clone, Default)]
 pub struct ListedRounds(pub Vec<Step>);
@@ -65,12 +79,12 @@ impl RoundSource for ListedRounds {
         let step = &self.0[k];
         match rank {
             None => step.clone(),
-            Some(rank) => Step {
-                transfers: step.transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
-                in_network: step.in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
-                local: step.local.iter().filter(|l| l.rank == rank).cloned().collect(),
-            },
+            Some(rank) => part_of(&step.transfers, &step.in_network, &step.local, rank),
         }
+    }
+
+    fn transfers_per_round(&self) -> usize {
+        self.0.iter().map(|s| s.transfers.len()).max().unwrap_or(0)
     }
 
     fn held_step(&self, k: usize) -> Option<&Step> {
@@ -114,6 +128,10 @@ impl RoundSource for SequenceRounds {
 
     fn repeats_previous(&self, k: usize) -> bool {
         self.locate(k).is_some_and(|(part, k)| k > 0 && part.repeats_previous(k))
+    }
+
+    fn transfers_per_round(&self) -> usize {
+        self.0.iter().map(|p| p.transfers_per_round()).max().unwrap_or(0)
     }
 
     fn held(&self) -> usize {
@@ -236,6 +254,19 @@ impl CompactSchedule {
         }
     }
 
+    /// An upper bound on the transfers made by making every round that does not repeat
+    /// its predecessor (what costing the schedule makes), found without making any.
+    pub fn made_transfers_bound(&self) -> u128 {
+        self.phases
+            .iter()
+            .map(|p| {
+                let r = &p.rounds;
+                let made = (0..r.rounds()).filter(|&k| k == 0 || !r.repeats_previous(k)).count();
+                made as u128 * r.transfers_per_round() as u128
+            })
+            .sum()
+    }
+
     /// Items held: prologue, epilogue and what every phase's source holds.
     pub fn held(&self) -> usize {
         self.prologue.len() + self.epilogue.len() + self.phases.iter().map(|p| p.rounds.held()).sum::<usize>()
@@ -255,19 +286,20 @@ impl CompactSchedule {
         for l in self.prologue.iter().chain(&self.epilogue) {
             local(l, &mut copied, &mut reduced);
         }
-        // The last made round's transfers, and how many rounds they stand for.
-        let mut last: Vec<Transfer> = Vec::new();
+        // The last made round's transfers (from, to, op, elements), and how many rounds
+        // they stand for.
+        let mut last: Vec<(Rank, Rank, Op, u64)> = Vec::new();
         let mut times = 0u64;
-        let flush = |last: &[Transfer], times: u64, reduced: &mut [u64], messages: &mut [u64]| {
-            for t in last {
-                for r in [t.from, t.to] {
+        let flush = |last: &[(Rank, Rank, Op, u64)], times: u64, reduced: &mut [u64], messages: &mut [u64]| {
+            for &(from, to, op, len) in last {
+                for r in [from, to] {
                     if let Some(n) = messages.get_mut(r) {
                         *n += times;
                     }
                 }
-                if t.op == Op::Reduce {
-                    if let Some(n) = reduced.get_mut(t.to) {
-                        *n += t.write.len * times;
+                if op == Op::Reduce {
+                    if let Some(n) = reduced.get_mut(to) {
+                        *n += len * times;
                     }
                 }
             }
@@ -279,11 +311,12 @@ impl CompactSchedule {
                     continue;
                 }
                 flush(&last, times, &mut reduced, &mut messages);
-                let round = self.round(ph, k, None, false);
+                let round = self.whole_round(ph, k, false);
                 for l in &round.local {
                     local(l, &mut copied, &mut reduced);
                 }
-                last = round.transfers;
+                last.clear();
+                last.extend(round.transfers.iter().map(|t| (t.from, t.to, t.op, t.write.len)));
                 times = 1;
             }
         }

@@ -5,11 +5,18 @@
 //! receive of one transfer, joining one in-network step) that the rank starts together
 //! and must all finish before its next post. The runtime posts a round's operations
 //! together ([`Programs::rounds`]); a blocking transport would post them one at a time
-//! ([`Programs::one_by_one`]). A channel (from, to, channel) delivers in FIFO order: the
-//! k-th receive the receiver posts on it takes the k-th message the sender sends on it,
-//! so both must list the channel's transfers in the same order (checked first). A
-//! channel holds at most `slots` messages sent and not yet received; with 0 slots a send
-//! finishes only when its receive does (rendezvous: a message too large for the buffer).
+//! ([`Programs::one_by_one`]). A stream delivers in FIFO order — one per (from, to,
+//! channel) as the IR promises, or one per (from, to) as the runtime carries all of a
+//! peer pair's channels ([`Fifo`]): the k-th receive the receiver posts on it takes the
+//! k-th message the sender sends on it, so both must list its transfers in the same order
+//! (checked first). A stream holds at most `slots` messages sent and not yet received;
+//! with 0 slots a send finishes only when its receive does (rendezvous: a message too
+//! large for the buffer).
+//!
+//! For programs in step order (both built-in postings) freedom holds by construction:
+//! the earliest unfinished step always has every rank it needs waiting on it. `check`
+//! runs it anyway, as a guard on how programs are built; what it proves beyond that is
+//! any other program order a transport might use.
 //!
 //! The check executes this abstractly. Every rule only ever enables more (a posted
 //! message stays posted, a freed slot stays free), so one execution finishes exactly
@@ -81,6 +88,15 @@ impl Programs {
     }
 }
 
+/// Which transfers share one FIFO stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fifo {
+    /// One stream per (from, to, channel): the IR's promise.
+    Channel,
+    /// One stream per (from, to): the runtime's single ordered link per peer pair.
+    PeerPair,
+}
+
 /// What the check saw, for reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeadlockReport {
@@ -111,8 +127,14 @@ enum Resolved {
     InNetwork { step: usize },
 }
 
-/// Check that every rank finishes `programs` on `schedule` with `slots` messages per channel.
-pub fn check_deadlock(schedule: &Schedule, programs: &Programs, slots: usize) -> Result<DeadlockReport, CheckError> {
+/// Check that every rank finishes `programs` on `schedule` with `slots` messages per
+/// stream, streams as `fifo` says.
+pub fn check_deadlock(
+    schedule: &Schedule,
+    programs: &Programs,
+    slots: usize,
+    fifo: Fifo,
+) -> Result<DeadlockReport, CheckError> {
     let ranks = schedule.spec.ranks;
     if programs.posts.len() != ranks {
         return Err(fail(format!("{} programs for {ranks} ranks", programs.posts.len())));
@@ -122,6 +144,10 @@ pub fn check_deadlock(schedule: &Schedule, programs: &Programs, slots: usize) ->
             || format!("round {round} transfer {index} (no such transfer)"),
             |t| schedule.transfer_label(round, t),
         )
+    };
+    let stream = |ch: &Channel| match fifo {
+        Fifo::Channel => format!("channel {} from rank {} to rank {}", ch.channel, ch.from, ch.to),
+        Fifo::PeerPair => format!("the stream from rank {} to rank {}", ch.from, ch.to),
     };
     // Channels, and each transfer's place on its channel in the sender's and the
     // receiver's order; the two orders must agree (FIFO).
@@ -152,12 +178,12 @@ pub fn check_deadlock(schedule: &Schedule, programs: &Programs, slots: usize) ->
                         if (sends && t.from != rank) || (!sends && t.to != rank) {
                             return Err(fail(format!("rank {rank} is not an end of {}", label(round, index))));
                         }
-                        let key = (t.from, t.to, t.channel);
+                        let key = (t.from, t.to, if fifo == Fifo::Channel { t.channel } else { 0 });
                         let c = *channel_of.entry(key).or_insert_with(|| {
                             channels.push(Channel {
                                 from: t.from,
                                 to: t.to,
-                                channel: t.channel,
+                                channel: key.2,
                                 messages: Vec::new(),
                                 sends_posted: 0,
                                 received: 0,
@@ -201,11 +227,8 @@ pub fn check_deadlock(schedule: &Schedule, programs: &Programs, slots: usize) ->
         if let Some(k) = (0..ch.messages.len().max(got.len())).find(|&k| ch.messages.get(k) != got.get(k)) {
             let name = |m: Option<&(usize, usize)>| m.map_or("nothing".to_string(), |&(r, i)| label(r, i));
             return Err(fail(format!(
-                "channel {} from rank {} to rank {} is FIFO, but message {k} is {} in the sender's order and {} \
-                 in the receiver's",
-                ch.channel,
-                ch.from,
-                ch.to,
+                "{} is FIFO, but message {k} is {} in the sender's order and {} in the receiver's",
+                stream(ch),
                 name(ch.messages.get(k)),
                 name(got.get(k))
             )));
@@ -329,7 +352,7 @@ pub fn check_deadlock(schedule: &Schedule, programs: &Programs, slots: usize) ->
             Resolved::Receive { channel, seq } => {
                 let ch = &channels[channel];
                 let (round, index) = ch.messages[seq.min(ch.messages.len().saturating_sub(1))];
-                (ch.from, format!("rank {r} waits to receive {} on channel {}", label(round, index), ch.channel))
+                (ch.from, format!("rank {r} waits to receive {} on {}", label(round, index), stream(ch)))
             }
             Resolved::Send { channel, seq } => {
                 let ch = &channels[channel];
@@ -426,7 +449,7 @@ mod tests {
             let s = ring(p);
             // Sends first: with no buffering every send waits for a receive that its
             // receiver posts only after its own send.
-            let err = check_deadlock(&s, &reordered(&s, true), 0).unwrap_err().to_string();
+            let err = check_deadlock(&s, &reordered(&s, true), 0, Fifo::Channel).unwrap_err().to_string();
             assert!(err.contains(&format!("a cycle of {p} ranks")), "{err}");
             for r in 0..p {
                 let next = (r + 1) % p;
@@ -434,10 +457,10 @@ mod tests {
                 assert!(err.contains(&wait), "{err}");
             }
             // One slot per channel lets every send finish first, so the same programs finish.
-            let report = check_deadlock(&s, &reordered(&s, true), 1).unwrap();
+            let report = check_deadlock(&s, &reordered(&s, true), 1, Fifo::Channel).unwrap();
             assert_eq!(report.operations, 2 * p * 2 * (p - 1));
             // Receives first deadlock however much is buffered: nobody sends.
-            let err = check_deadlock(&s, &reordered(&s, false), 64).unwrap_err().to_string();
+            let err = check_deadlock(&s, &reordered(&s, false), 64, Fifo::Channel).unwrap_err().to_string();
             assert!(
                 err.contains("waits to receive reduce-scatter step 1")
                     && err.contains(&format!("a cycle of {p} ranks")),
@@ -449,8 +472,8 @@ mod tests {
     #[test]
     fn the_runtimes_posting_and_step_order_finish_without_buffering() {
         let s = ring(5);
-        assert_eq!(check_deadlock(&s, &Programs::rounds(&s), 0).unwrap().posts, 5 * 8);
-        assert_eq!(check_deadlock(&s, &Programs::one_by_one(&s), 0).unwrap().posts, 5 * 8 * 2);
+        assert_eq!(check_deadlock(&s, &Programs::rounds(&s), 0, Fifo::Channel).unwrap().posts, 5 * 8);
+        assert_eq!(check_deadlock(&s, &Programs::one_by_one(&s), 0, Fifo::Channel).unwrap().posts, 5 * 8 * 2);
     }
 
     #[test]
@@ -465,8 +488,27 @@ mod tests {
         for ops in &mut programs.posts[receiver] {
             ops.reverse();
         }
-        let err = check_deadlock(&s, &programs, 1).unwrap_err().to_string();
+        let err = check_deadlock(&s, &programs, 1, Fifo::Channel).unwrap_err().to_string();
         assert!(err.contains("is FIFO, but message 0"), "{err}");
+    }
+
+    /// Two channels to one peer: the IR orders each alone, the runtime's one stream per
+    /// peer pair orders them together, so a receiver taking them the other way round
+    /// passes the first and breaks the second.
+    #[test]
+    fn one_stream_per_peer_pair_orders_channels_together() {
+        let spec = CollectiveSpec::new(Collective::AllReduce, 2, 64);
+        let s = generate(Algorithm::Ring, &spec, &GenOptions { channels: 2, ..GenOptions::default() }, 4).unwrap();
+        let mut programs = Programs::rounds(&s);
+        for ops in &mut programs.posts[1] {
+            let (mut receives, sends): (Vec<_>, Vec<_>) =
+                ops.iter().partition(|o| matches!(o, Operation::Receive { .. }));
+            receives.reverse();
+            *ops = receives.into_iter().chain(sends).collect();
+        }
+        check_deadlock(&s, &programs, 0, Fifo::Channel).unwrap();
+        let err = check_deadlock(&s, &programs, 0, Fifo::PeerPair).unwrap_err().to_string();
+        assert!(err.contains("the stream from rank 0 to rank 1 is FIFO, but message 0"), "{err}");
     }
 
     #[test]
@@ -474,7 +516,7 @@ mod tests {
         let spec = CollectiveSpec::new(Collective::AllReduce, 4, 64);
         let options = GenOptions { groups: vec![vec![0, 1], vec![2, 3]], ..GenOptions::default() };
         let s = generate(Algorithm::InNetwork, &spec, &options, 4).unwrap();
-        check_deadlock(&s, &Programs::one_by_one(&s), 0).unwrap();
+        check_deadlock(&s, &Programs::one_by_one(&s), 0, Fifo::Channel).unwrap();
         // Two in-network steps of ranks 0 and 1, joined in opposite orders.
         let mut b = crate::ScheduleBuilder::new(CollectiveSpec::new(Collective::AllReduce, 2, 8), "hand-made", 4);
         let half = |r: std::ops::Range<u64>| crate::Region::new(crate::Buffer::Output, r);
@@ -492,7 +534,7 @@ mod tests {
         let (first, second) =
             (Operation::InNetwork { round: 0, index: 0 }, Operation::InNetwork { round: 0, index: 1 });
         let programs = Programs { posts: vec![vec![vec![first], vec![second]], vec![vec![second], vec![first]]] };
-        let err = check_deadlock(&s, &programs, 4).unwrap_err().to_string();
+        let err = check_deadlock(&s, &programs, 4, Fifo::Channel).unwrap_err().to_string();
         assert!(err.contains("rank 0 waits for rank 1 to join the in-network step of in-network step 1 of 1"), "{err}");
         assert!(err.contains("a cycle of 2 ranks"), "{err}");
     }

@@ -180,7 +180,8 @@ impl PairwiseRounds {
         let shifts = (1..n)
             .filter(|&k| match spec.counts {
                 Some(_) => (0..n).any(|s| spec.pair_count(s, (s + k) % n) > 0),
-                // Every block of an all-to-all is sent in every round.
+                // Rank k − 1 sends rank 0 its block, never empty when anything is sent
+                // (rank 0 gets the largest share of the balanced partition).
                 None => spec.count > 0,
             })
             .collect();
@@ -226,6 +227,10 @@ impl RoundSource for PairwiseRounds {
             }
         }
         Step { transfers, in_network: Vec::new(), local: Vec::new() }
+    }
+
+    fn transfers_per_round(&self) -> usize {
+        self.spec.ranks
     }
 
     fn held(&self) -> usize {

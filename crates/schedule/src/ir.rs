@@ -30,7 +30,7 @@
 use serde::Serialize;
 
 use crate::collective::{CollectiveSpec, Rank};
-use crate::compact::{CompactPhase, CompactSchedule, ListedRounds, RoundSource};
+use crate::compact::{part_of, CompactPhase, CompactSchedule, ListedRounds, RoundSource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -191,9 +191,32 @@ impl Schedule {
         format!("{}{shard}: rank {} -> rank {}", self.round_label(round), t.from, t.to)
     }
 
-    /// `rank`'s part (see [`CompactSchedule::for_rank`]).
+    /// `rank`'s part (see [`CompactSchedule::for_rank`]), filtered from this one.
     pub fn for_rank(&self, rank: Rank) -> Schedule {
-        CompactSchedule::from(self.clone()).for_rank(rank)
+        let mine = |l: &&LocalOp| l.rank == rank;
+        Schedule {
+            spec: self.spec.clone(),
+            algorithm: self.algorithm.clone(),
+            elem_bytes: self.elem_bytes,
+            scratch_len: self.scratch_len.clone(),
+            phases: self.phases.clone(),
+            prologue: self.prologue.iter().filter(mine).cloned().collect(),
+            rounds: self
+                .rounds
+                .iter()
+                .map(|r| {
+                    let part = part_of(&r.transfers, &r.in_network, &r.local, rank);
+                    Round {
+                        phase: r.phase,
+                        step: r.step,
+                        transfers: part.transfers,
+                        in_network: part.in_network,
+                        local: part.local,
+                    }
+                })
+                .collect(),
+            epilogue: self.epilogue.iter().filter(mine).cloned().collect(),
+        }
     }
 
     pub fn buffer_len(&self, rank: Rank, buffer: Buffer) -> u64 {

@@ -29,7 +29,7 @@ pub use algorithm::{generate, generate_compact, Algorithm, GenOptions};
 pub use check::{check, check_in_order, CheckReport};
 pub use collective::{Collective, CollectiveSpec, Contributors, InPlace, InPlaceLayout, Rank};
 pub use compact::{CompactSchedule, HostWork, RoundSource};
-pub use deadlock::{check_deadlock, DeadlockReport, Programs};
+pub use deadlock::{check_deadlock, DeadlockReport, Fifo, Programs};
 pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};
 pub use in_place::in_place_hazard;

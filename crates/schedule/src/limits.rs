@@ -124,8 +124,16 @@ pub fn check_limits(
         Form::Compact => held_bound(algorithm, spec, shape),
     };
     if bound > MAX_TRANSFERS {
-        let hint = "this schedule holds every transfer (about 80 bytes each, 3-4 GB at the limit with its costs); \
-                    use fewer ranks (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)";
+        let hint = match form {
+            Form::Expanded => {
+                "this schedule would be held transfer by transfer (about 80 bytes each); use fewer ranks \
+                 (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)"
+            }
+            Form::Compact => {
+                "this algorithm lists its transfers (about 80 bytes each, 3-4 GB at the limit with its costs); \
+                 use fewer ranks (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)"
+            }
+        };
         return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS, hint));
     }
     Ok(())

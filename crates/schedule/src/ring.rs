@@ -147,9 +147,15 @@ impl RoundSource for RingRounds {
 
     fn repeats_previous(&self, k: usize) -> bool {
         // Every lane runs in both rounds and moves blocks of equal lengths.
-        self.lanes.iter().all(|l| l.even && k < l.rounds())
+        k > 0 && self.lanes.iter().all(|l| l.even && k < l.rounds())
     }
 
+    fn transfers_per_round(&self) -> usize {
+        // Each position sends one block a round: at most the most ranges any block has.
+        self.lanes.iter().map(|l| l.order.len() * l.blocks.iter().map(Vec::len).max().unwrap_or(0)).sum()
+    }
+
+    /// Orders and positions (blocks are shared between lanes and not counted).
     fn held(&self) -> usize {
         self.lanes.iter().map(|l| 2 * l.order.len()).sum()
     }

@@ -11,9 +11,12 @@
 //! automorphism of the fabric. Two groups of the same size whose switches are wired alike
 //! (checked link by link) can be swapped too. A route's ends are moved by such swaps into
 //! the first server of the first group, the route found there once, and its links moved
-//! back. Routes depend only on the labelled graph (bandwidths, kinds, who forwards), never
-//! on device numbers, so the moved route is the route. Anything that does not fit leaves
-//! the table searching every pair, as before.
+//! back. A route depends only on the labelled graph (bandwidths, kinds, who forwards), and
+//! its links' order on the order in which a search meets each device's links, which the
+//! swaps are checked to keep at every device they move; so the moved route is the route,
+//! link for link (the tests hold it to the reference search on every preset, and on
+//! fabrics that break the symmetry or the order). Anything that does not fit leaves the
+//! table searching every pair, as before.
 
 use rustc_hash::FxHashMap;
 
@@ -228,6 +231,29 @@ impl ServerSymmetry {
                 links.insert(l, m);
             }
         }
+        // And a moved switch's links keep their order (a search meets a device's links in
+        // the order they are listed, so a route's links come out in the same order).
+        let server_links = self.servers * self.links_per_server;
+        let move_link = |l: LinkId| -> Option<LinkId> {
+            if l < server_links {
+                let s = l / self.links_per_server;
+                let h = self.group_of[s];
+                if h != g && h != 0 {
+                    return Some(l);
+                }
+                let other = self.members[if h == g { 0 } else { g }][self.place[s]];
+                Some(other * self.links_per_server + l % self.links_per_server)
+            } else {
+                links.get(&l).copied()
+            }
+        };
+        for (&d, &e) in &map {
+            for (mine, theirs) in [(t.out_links(d), t.out_links(e)), (t.in_links(d), t.in_links(e))] {
+                if mine.len() != theirs.len() || mine.iter().zip(theirs).any(|(&l, &m)| move_link(l) != Some(m)) {
+                    return None;
+                }
+            }
+        }
         Some(GroupSwap { switches: map, links })
     }
 
@@ -356,6 +382,32 @@ mod tests {
             t.out_links(nic).iter().copied().find(|&l| t.devices[t.links[l].to].kind == DeviceKind::Switch).unwrap();
         t.links[wire].bytes_per_sec /= 2.0;
         assert!(ServerSymmetry::find(&t).is_none());
+        same_routes_as_the_reference(&t);
+    }
+
+    /// Two groups whose leaves list their spine links in opposite orders: swapping the
+    /// groups would list a moved route's links in another order than the search does,
+    /// so the groups are not swapped.
+    #[test]
+    fn groups_whose_links_are_listed_in_another_order_are_not_swapped() {
+        let mut b = crate::TopologyBuilder::new("probe");
+        let leaves = [b.device("leaf0", DeviceKind::Switch, None), b.device("leaf1", DeviceKind::Switch, None)];
+        let spines = [b.device("spine0", DeviceKind::Switch, None), b.device("spine1", DeviceKind::Switch, None)];
+        for (s, name) in ["A", "B", "C", "D"].iter().enumerate() {
+            let gpu = b.device(format!("{name}.gpu"), DeviceKind::Gpu, Some(name));
+            let nic = b.device(format!("{name}.nic"), DeviceKind::Nic, Some(name));
+            b.duplex(gpu, nic, 50e9, 0.0, &[]);
+            b.duplex(nic, leaves[s / 2], 50e9, 0.0, &[]);
+        }
+        for (leaf, order) in [(leaves[0], [0, 1]), (leaves[1], [1, 0])] {
+            for k in order {
+                b.duplex(leaf, spines[k], 50e9, 0.0, &[]);
+            }
+        }
+        let t = b.build().unwrap();
+        let s = ServerSymmetry::find(&t).unwrap();
+        assert_eq!(s.members.len(), 2);
+        assert!(s.swap_with_first.iter().all(Option::is_none));
         same_routes_as_the_reference(&t);
     }
 
