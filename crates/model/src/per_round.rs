@@ -173,6 +173,10 @@ fn cost_rounds(
     if bound > u128::from(MAX_MADE_TRANSFERS) {
         return Err(ModelError::TooManyTransfers { transfers: bound, limit: MAX_MADE_TRANSFERS });
     }
+    let largest = schedule.largest_round_transfers();
+    if largest > MAX_ROUND_TRANSFERS {
+        return Err(ModelError::RoundTooLarge { transfers: largest, limit: MAX_ROUND_TRANSFERS });
+    }
     let n = topology.resource_count();
     let mut round_bytes = vec![0.0f64; n];
     let mut total_bytes = vec![0.0f64; n];
@@ -544,10 +548,15 @@ impl Totals {
 }
 
 /// Transfers the model makes round by round for one schedule (rounds that repeat their
-/// predecessor are not made): 1 Gi, about six minutes on this machine's core. Pairwise
-/// all-to-all (no round repeats) passes it from about 32,768 ranks, a ring whose blocks
-/// are uneven from about 23,000.
-pub const MAX_MADE_TRANSFERS: u64 = 1 << 30;
+/// predecessor are not made): 128 Mi, about half a minute on this machine's core.
+/// Pairwise all-to-all (no round repeats) passes it above 11,585 ranks, a ring whose
+/// blocks are uneven above 8,192.
+pub const MAX_MADE_TRANSFERS: u64 = 1 << 27;
+
+/// Transfers of one round made at once: 16 Mi (1.3 GB). A direct all-to-all over 4,096
+/// ranks fits; a hierarchical all-gather or reduce-scatter over 131,072 GPUs, whose
+/// intra-server rounds carry every server's share, does not.
+pub const MAX_ROUND_TRANSFERS: usize = 1 << 24;
 
 /// Whether two rounds send the same sizes between the same ranks, in the same order, so
 /// they cost the same bit for bit (what the model needs; `compact::same_traffic` also

@@ -267,6 +267,11 @@ impl CompactSchedule {
             .sum()
     }
 
+    /// An upper bound on the transfers of the largest round (what making it allocates).
+    pub fn largest_round_transfers(&self) -> usize {
+        self.phases.iter().map(|p| p.rounds.transfers_per_round()).max().unwrap_or(0)
+    }
+
     /// Items held: prologue, epilogue and what every phase's source holds.
     pub fn held(&self) -> usize {
         self.prologue.len() + self.epilogue.len() + self.phases.iter().map(|p| p.rounds.held()).sum::<usize>()

@@ -47,12 +47,12 @@ pub fn held_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape) -> 
     let p = spec.ranks as u128;
     let ring_held = |factor: u128| factor.saturating_mul(p);
     match algorithm {
-        // Prologue, epilogue, and two positions per rank per ring.
-        Algorithm::Ring | Algorithm::InterleavedRing => ring_held(4u128.saturating_mul(shape.channels as u128 + 1)),
+        // Prologue, epilogue, and three positions per rank per ring (two rings a channel).
+        Algorithm::Ring | Algorithm::InterleavedRing => ring_held(8u128.saturating_mul(shape.channels as u128 + 1)),
         Algorithm::Hierarchical | Algorithm::InNetwork
             if matches!(spec.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather) =>
         {
-            ring_held(16)
+            ring_held(24)
         }
         // Shifts and prologue; an all-to-allv also its block offsets (as many as its counts).
         Algorithm::Pairwise if spec.collective == Collective::AllToAll => ring_held(2),
@@ -124,14 +124,18 @@ pub fn check_limits(
         Form::Compact => held_bound(algorithm, spec, shape),
     };
     if bound > MAX_TRANSFERS {
-        let hint = match form {
-            Form::Expanded => {
-                "this schedule would be held transfer by transfer (about 80 bytes each); use fewer ranks \
-                 (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)"
+        let hint = match (form, algorithm.uses_channels(), algorithm.pipelined()) {
+            (Form::Expanded, _, _) => {
+                "this schedule would be held transfer by transfer (about 80 bytes each); use fewer ranks (--ranks), \
+                 channels (--channels) or pipeline chunks (--pipeline-chunks)"
             }
-            Form::Compact => {
-                "this algorithm lists its transfers (about 80 bytes each, 3-4 GB at the limit with its costs); \
-                 use fewer ranks (--ranks), channels (--channels) or pipeline chunks (--pipeline-chunks)"
+            (Form::Compact, true, _) => "a ring holds its positions once per channel; use fewer channels (--channels)",
+            (Form::Compact, _, true) => {
+                "this algorithm lists its transfers (about 80 bytes each); use fewer pipeline chunks \
+                 (--pipeline-chunks) or ranks (--ranks)"
+            }
+            (Form::Compact, _, _) => {
+                "this algorithm lists its transfers (about 80 bytes each); use fewer ranks (--ranks)"
             }
         };
         return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS, hint));
@@ -189,7 +193,7 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("134217728") && text.contains("33554432"), "{text}");
         let compact = generate_compact(Algorithm::Ring, &spec, &GenOptions::default(), 4).expect("held compactly");
-        assert_eq!(compact.held(), 8192 + 2 * 2 * 8192, "a prologue copy and two rings of positions");
+        assert_eq!(compact.held(), 8192 + 2 * 3 * 8192, "a prologue copy and two rings of positions");
         assert_eq!(compact.rounds(), 2 * 8191);
         let spec = CollectiveSpec::new(Collective::AllReduce, 4096, 1 << 28);
         assert!(check_limits(Algorithm::Ring, &spec, 1, 1, &[], Form::Expanded).is_ok());

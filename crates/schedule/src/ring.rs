@@ -64,6 +64,12 @@ struct RingLane {
     stage: RingStage,
     /// Every block has the same lengths, so every round moves the same traffic.
     even: bool,
+    /// Positions whose block carries something, ascending: a round is made from these, so
+    /// a small message over many ranks costs its few transfers, not a pass over every slot.
+    carrying: Arc<[usize]>,
+    /// Non-empty ranges over all blocks: every round sends each block once, so this many
+    /// transfers.
+    ranges: usize,
 }
 
 impl RingLane {
@@ -74,8 +80,24 @@ impl RingLane {
     /// The transfers of slot i (position i to position i+1) in round k.
     fn slot(&self, k: usize, i: usize, out: &mut Vec<Transfer>) {
         let p = self.order.len();
-        let block = &self.blocks[(i + 2 * p - k - self.stage.lag()) % p];
-        for range in block.iter().filter(|r| r.end > r.start) {
+        self.send(i, (i + 2 * p - k - self.stage.lag()) % p, out);
+    }
+
+    /// Every transfer of round k, in slot order: block b goes out on slot b + k + lag.
+    fn round(&self, k: usize, out: &mut Vec<Transfer>) {
+        let p = self.order.len();
+        let shift = k + self.stage.lag();
+        // Blocks from p − shift on wrap around to the lowest slots.
+        let wrap = self.carrying.partition_point(|&b| b < p - shift);
+        for &b in self.carrying[wrap..].iter().chain(&self.carrying[..wrap]) {
+            self.send((b + shift) % p, b, out);
+        }
+    }
+
+    /// Slot i sending block b.
+    fn send(&self, i: usize, b: usize, out: &mut Vec<Transfer>) {
+        let p = self.order.len();
+        for range in self.blocks[b].iter().filter(|r| r.end > r.start) {
             let region = Region::new(self.stage.buffer, range.clone());
             out.push(Transfer {
                 from: self.order[i],
@@ -96,6 +118,18 @@ impl RingLane {
 #[derive(Debug, Default)]
 pub struct RingRounds {
     lanes: Vec<RingLane>,
+    /// What the last blocks added came to: lanes that share blocks (every server of a
+    /// hierarchical stage) look at them once.
+    last_blocks: Option<BlockFacts>,
+}
+
+/// What a ring's blocks come to, for every lane that moves them.
+#[derive(Debug, Clone)]
+struct BlockFacts {
+    blocks: Arc<[Block]>,
+    even: bool,
+    carrying: Arc<[usize]>,
+    ranges: usize,
 }
 
 impl RingRounds {
@@ -104,19 +138,27 @@ impl RingRounds {
     pub fn add(&mut self, order: &[Rank], blocks: Arc<[Block]>, stage: RingStage) -> &mut Self {
         debug_assert_eq!(order.len(), blocks.len());
         let lengths = |b: &Block| b.iter().map(|r| r.end - r.start).filter(|&n| n > 0).collect::<Vec<_>>();
-        if order.len() < 2 || blocks.iter().all(|b| lengths(b).is_empty()) {
+        let facts = match &self.last_blocks {
+            Some(facts) if Arc::ptr_eq(&facts.blocks, &blocks) => facts.clone(),
+            _ => {
+                let first = blocks.first().map(lengths).unwrap_or_default();
+                let facts = BlockFacts {
+                    even: blocks.iter().all(|b| lengths(b) == first),
+                    carrying: (0..blocks.len()).filter(|&b| !lengths(&blocks[b]).is_empty()).collect(),
+                    ranges: blocks.iter().map(|b| lengths(b).len()).sum(),
+                    blocks: blocks.clone(),
+                };
+                self.last_blocks = Some(facts.clone());
+                facts
+            }
+        };
+        let BlockFacts { even, carrying, ranges, .. } = facts;
+        if order.len() < 2 || carrying.is_empty() {
             return self;
         }
-        let first = lengths(&blocks[0]);
         let mut positions: Vec<(Rank, usize)> = order.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         positions.sort_unstable();
-        self.lanes.push(RingLane {
-            order: order.to_vec(),
-            positions,
-            even: blocks.iter().all(|b| lengths(b) == first),
-            blocks,
-            stage,
-        });
+        self.lanes.push(RingLane { order: order.to_vec(), positions, even, carrying, ranges, blocks, stage });
         self
     }
 }
@@ -131,7 +173,7 @@ impl RoundSource for RingRounds {
         for lane in self.lanes.iter().filter(|l| k < l.rounds()) {
             let p = lane.order.len();
             match rank {
-                None => (0..p).for_each(|i| lane.slot(k, i, &mut transfers)),
+                None => lane.round(k, &mut transfers),
                 Some(rank) => {
                     let Ok(at) = lane.positions.binary_search_by_key(&rank, |&(r, _)| r) else { continue };
                     // The rank receives on slot i−1 and sends on slot i, in slot order.
@@ -151,13 +193,13 @@ impl RoundSource for RingRounds {
     }
 
     fn transfers_per_round(&self) -> usize {
-        // Each position sends one block a round: at most the most ranges any block has.
-        self.lanes.iter().map(|l| l.order.len() * l.blocks.iter().map(Vec::len).max().unwrap_or(0)).sum()
+        self.lanes.iter().map(|l| l.ranges).sum()
     }
 
-    /// Orders and positions (blocks are shared between lanes and not counted).
+    /// Orders, positions and carrying positions (blocks are shared between lanes and not
+    /// counted).
     fn held(&self) -> usize {
-        self.lanes.iter().map(|l| 2 * l.order.len()).sum()
+        self.lanes.iter().map(|l| 2 * l.order.len() + l.carrying.len()).sum()
     }
 }
 

@@ -20,7 +20,11 @@ use railyard_netmodels::report::Table;
     railyard plan --topo a100-pcie-control --algo ring,hierarchical\n  \
     railyard plan --topo a100-pcie-control:local=300GB/s --format json\n  \
     railyard plan --algo ring --order 0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15\n  \
-    railyard plan --algo hierarchical --groups 0-7/9-15,8   # pair rank i with i+9 (seed §7.2.5)")]
+    railyard plan --algo hierarchical --groups 0-7/9-15,8   # pair rank i with i+9 (seed §7.2.5)\n\n\
+Limits (each refusal names its numbers and the option to change): 262,144 ranks; 64 channels;\n\
+4,096 pipeline chunks; schedules holding 32 Mi items (listed transfers, or a ring's positions);\n\
+costing at most 128 Mi transfers made round by round (repeated rounds are costed once) and\n\
+16 Mi in one round.")]
 pub struct PlanArgs {
     /// Topology: a preset (`railyard topo list`), optionally with parameters
     /// (`rail:servers=4`), or a TOML/JSON topology file
