@@ -261,6 +261,16 @@ impl ServerSymmetry {
         (d >= self.first).then(|| (d - self.first) / self.devices_per_server).filter(|&s| s < self.servers)
     }
 
+    /// Devices of one server.
+    pub(super) fn devices_per_server(&self) -> usize {
+        self.devices_per_server
+    }
+
+    /// `d`'s place in server 0, if it is there (where most classes' routes start).
+    pub(super) fn place_in_first_server(&self, d: DeviceId) -> Option<usize> {
+        (self.server_of(d) == Some(0)).then(|| d - self.first)
+    }
+
     /// The swaps that bring `src` into the first server of its group, and group 0 where
     /// its group can be swapped with it; `None` for a device outside every server.
     pub(super) fn transform(&self, src: DeviceId) -> Option<Transform> {

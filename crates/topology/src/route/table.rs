@@ -20,6 +20,12 @@ struct Entry {
     hops: usize,
 }
 
+impl Entry {
+    fn found(self) -> Found {
+        Found { held: Some((self.start, self.len)), width: self.bottleneck_bytes_per_sec, hops: self.hops }
+    }
+}
+
 /// Where a route just found lies: in the arena (start, length), or in the scratch buffer.
 #[derive(Debug, Clone, Copy)]
 struct Found {
@@ -50,6 +56,10 @@ impl RouteView<'_> {
 /// asks for P² routes, which must not all stay in memory.
 pub const MAX_HELD_ROUTE_LINKS: usize = 1 << 24;
 
+/// Cells of the class-route table (4 bytes each: 64 MiB); a fabric whose servers are so
+/// large that the table would pass it keeps class routes in the hash index instead.
+const MAX_CLASS_TABLE: usize = 1 << 24;
+
 /// Every route asked of one topology, computed on first use and kept up to
 /// [`MAX_HELD_ROUTE_LINKS`].
 #[derive(Debug, Clone)]
@@ -65,6 +75,10 @@ pub struct RouteTable<'a> {
     symmetry: Option<ServerSymmetry>,
     /// A route of a class, moved to the asked ends.
     moved: Vec<(LinkId, f64)>,
+    /// Class routes by (place in the first server, destination): an index into
+    /// `class_entries`, `u32::MAX` where none is held yet. Made on the first class route.
+    class_routes: Vec<u32>,
+    class_entries: Vec<Entry>,
 }
 
 impl<'a> RouteTable<'a> {
@@ -80,6 +94,8 @@ impl<'a> RouteTable<'a> {
             scratch: Vec::new(),
             symmetry: ServerSymmetry::find(topology),
             moved: Vec::new(),
+            class_routes: Vec::new(),
+            class_entries: Vec::new(),
         }
     }
 
@@ -94,11 +110,11 @@ impl<'a> RouteTable<'a> {
 
     /// Routes held so far.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.index.len() + self.class_entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len() == 0
     }
 
     /// The route from `src` to `dst`; see the `route` module for the rule. On a fabric of
@@ -120,7 +136,7 @@ impl<'a> RouteTable<'a> {
                 hops: found.hops,
             });
         };
-        let found = self.found(class_src, class_dst).ok_or_else(no_route)?;
+        let found = self.found_in_class(class_src, class_dst).ok_or_else(no_route)?;
         let held = match found.held {
             Some((start, len)) => &self.links[start..start + len],
             None => &self.scratch[..],
@@ -143,21 +159,55 @@ impl<'a> RouteTable<'a> {
     /// The route from `src` to `dst` (distinct), held from an earlier search or searched
     /// now (and held, up to the limit; else left in `scratch`); `None` if there is none.
     fn found(&mut self, src: DeviceId, dst: DeviceId) -> Option<Found> {
-        let t = self.topology;
         // Device ids are below the device count, which the width index bounds far below u32::MAX.
         let key = (src as u32, dst as u32);
         if let Some(&e) = self.index.get(&key) {
-            return Some(Found { held: Some((e.start, e.len)), width: e.bottleneck_bytes_per_sec, hops: e.hops });
+            return Some(e.found());
         }
+        let (found, entry) = self.search(src, dst)?;
+        if let Some(entry) = entry {
+            self.index.insert(key, entry);
+        }
+        Some(found)
+    }
+
+    /// [`Self::found`] for a class's route: its source is in the first server of its class,
+    /// so the route is held in a table indexed by (source's place in that server,
+    /// destination) — one look-up instead of a hash probe per transfer of an all-to-all.
+    fn found_in_class(&mut self, src: DeviceId, dst: DeviceId) -> Option<Found> {
+        let devices = self.topology.devices.len();
+        let width = self.symmetry.as_ref().map_or(0, |s| s.devices_per_server());
+        let place = self.symmetry.as_ref().and_then(|s| s.place_in_first_server(src));
+        let Some(place) = place.filter(|_| width.saturating_mul(devices) <= MAX_CLASS_TABLE) else {
+            return self.found(src, dst);
+        };
+        let slot = place * devices + dst;
+        if self.class_routes.is_empty() {
+            self.class_routes = vec![u32::MAX; width * devices];
+        }
+        if let Some(&id) = self.class_routes.get(slot).filter(|&&id| id != u32::MAX) {
+            return self.class_entries.get(id as usize).map(|e| e.found());
+        }
+        let (found, entry) = self.search(src, dst)?;
+        if let (Some(entry), Some(cell)) = (entry, self.class_routes.get_mut(slot)) {
+            *cell = self.class_entries.len() as u32;
+            self.class_entries.push(entry);
+        }
+        Some(found)
+    }
+
+    /// Search the route from `src` to `dst`, and hold its links in the arena if there is
+    /// room (the entry to index it by), else leave them in `scratch`.
+    fn search(&mut self, src: DeviceId, dst: DeviceId) -> Option<(Found, Option<Entry>)> {
+        let t = self.topology;
         let width = self.width.width(t, src, dst)?;
         let hops = self.search.links(&self.adjacency, src, dst, width, &mut self.scratch)?;
         if self.links.len() + self.scratch.len() > MAX_HELD_ROUTE_LINKS {
-            return Some(Found { held: None, width, hops });
+            return Some((Found { held: None, width, hops }, None));
         }
         let entry = Entry { start: self.links.len(), len: self.scratch.len(), bottleneck_bytes_per_sec: width, hops };
         self.links.extend_from_slice(&self.scratch);
-        self.index.insert(key, entry);
-        Some(Found { held: Some((entry.start, entry.len)), width, hops })
+        Some((entry.found(), Some(entry)))
     }
 
     /// Whether `dst` can be reached from `src` (the width search alone; nothing is kept).
