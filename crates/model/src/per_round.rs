@@ -226,9 +226,9 @@ fn cost_rounds(
     let mut round_tally = Tally::default();
     let mut times = 0u64;
     let mut index = 0usize;
+    let reuse = repeats_policy == Repeats::CostOnce;
     for (phase_index, phase) in schedule.phases.iter().enumerate() {
         for k in 0..phase.rounds.rounds() {
-            let reuse = repeats_policy == Repeats::CostOnce;
             let said_to_repeat = reuse && phase.rounds.repeats_previous(k) && previous.is_some();
             let round = if said_to_repeat { None } else { Some(schedule.whole_round(phase_index, k, index == 0)) };
             let repeats = match (&round, &previous) {

@@ -183,29 +183,22 @@ impl CompactSchedule {
         self.phases.iter().map(|p| Phase { name: p.name.clone(), rounds: p.rounds.rounds() }).collect()
     }
 
-    /// Round `k` of phase `phase` (whole, or `rank`'s part); `first` says whether it is
-    /// the schedule's round 0.
-    pub fn round(&self, phase: usize, k: usize, rank: Option<Rank>, first: bool) -> Round {
+    /// Round `k` of phase `phase` made by its source (whole, or `rank`'s part), its reads
+    /// forwarded if it is the schedule's round 0 (`first`).
+    fn made_step(&self, phase: usize, k: usize, rank: Option<Rank>, first: bool) -> Step {
         let mut s = self.phases[phase].rounds.step(k, rank);
         if first && self.forward_first_round {
             forward_reads(&self.prologue, &mut s.transfers);
         }
-        Round { phase, step: k + 1, transfers: s.transfers, in_network: s.in_network, local: s.local }
+        s
     }
 
     /// Round `k` of phase `phase`, whole: borrowed where its source holds it (the model
     /// reads every round once; copying a listed one would only churn memory).
     pub fn whole_round(&self, phase: usize, k: usize, first: bool) -> Cow<'_, Step> {
-        let source = &self.phases[phase].rounds;
-        match source.held_step(k) {
+        match self.phases[phase].rounds.held_step(k) {
             Some(step) if !(first && self.forward_first_round) => Cow::Borrowed(step),
-            _ => {
-                let mut s = source.step(k, None);
-                if first && self.forward_first_round {
-                    forward_reads(&self.prologue, &mut s.transfers);
-                }
-                Cow::Owned(s)
-            }
+            _ => Cow::Owned(self.made_step(phase, k, None, first)),
         }
     }
 
@@ -214,9 +207,9 @@ impl CompactSchedule {
         let mut first = true;
         self.phases.iter().enumerate().flat_map(move |(p, phase)| (0..phase.rounds.rounds()).map(move |k| (p, k))).map(
             move |(p, k)| {
-                let round = self.round(p, k, rank, first);
+                let s = self.made_step(p, k, rank, first);
                 first = false;
-                round
+                Round { phase: p, step: k + 1, transfers: s.transfers, in_network: s.in_network, local: s.local }
             },
         )
     }
@@ -328,34 +321,5 @@ impl CompactSchedule {
         flush(&last, times, &mut reduced, &mut messages);
         let max = |v: Vec<u64>| v.into_iter().max().unwrap_or(0);
         HostWork { copied_elements_max: max(copied), reduced_elements_max: max(reduced), messages_max: max(messages) }
-    }
-}
-
-impl From<Schedule> for CompactSchedule {
-    /// A schedule held transfer by transfer, as a compact one (each phase a list).
-    fn from(s: Schedule) -> Self {
-        let mut rounds = s.rounds.into_iter().peekable();
-        let phases = s
-            .phases
-            .iter()
-            .enumerate()
-            .map(|(index, phase)| {
-                let mut steps = Vec::new();
-                while let Some(r) = rounds.next_if(|r| r.phase == index) {
-                    steps.push(Step { transfers: r.transfers, in_network: r.in_network, local: r.local });
-                }
-                CompactPhase { name: phase.name.clone(), rounds: Box::new(ListedRounds(steps)) }
-            })
-            .collect();
-        CompactSchedule {
-            spec: s.spec,
-            algorithm: s.algorithm,
-            elem_bytes: s.elem_bytes,
-            scratch_len: s.scratch_len,
-            phases,
-            prologue: s.prologue,
-            epilogue: s.epilogue,
-            forward_first_round: false,
-        }
     }
 }

@@ -49,30 +49,29 @@ impl Programs {
     /// What the runtime does: each rank posts all its operations of a round together
     /// (in step order) and finishes them before the next round.
     pub fn rounds(schedule: &Schedule) -> Self {
-        let mut posts = vec![Vec::new(); schedule.spec.ranks];
+        let ranks = schedule.spec.ranks;
+        let mut posts: Vec<Vec<Vec<Operation>>> = vec![Vec::new(); ranks];
+        // The round each rank's last post is for: a post is opened at a rank's first
+        // operation of a round, so the work is the operations', not rounds x ranks.
+        let mut open = vec![usize::MAX; ranks];
+        let mut add = |rank: Rank, round: usize, op: Operation| {
+            let (Some(posts), Some(open)) = (posts.get_mut(rank), open.get_mut(rank)) else { return };
+            if *open != round {
+                *open = round;
+                posts.push(Vec::new());
+            }
+            if let Some(post) = posts.last_mut() {
+                post.push(op);
+            }
+        };
         for (round, r) in schedule.rounds.iter().enumerate() {
-            let mut this: Vec<Vec<Operation>> = vec![Vec::new(); schedule.spec.ranks];
-            for (index, t) in r.transfers.iter().enumerate() {
-                if t.from == t.to {
-                    continue;
-                }
-                if let Some(ops) = this.get_mut(t.from) {
-                    ops.push(Operation::Send { round, index });
-                }
-                if let Some(ops) = this.get_mut(t.to) {
-                    ops.push(Operation::Receive { round, index });
-                }
+            for (index, t) in r.transfers.iter().enumerate().filter(|(_, t)| t.from != t.to) {
+                add(t.from, round, Operation::Send { round, index });
+                add(t.to, round, Operation::Receive { round, index });
             }
             for (index, n) in r.in_network.iter().enumerate() {
                 for &rank in &n.ranks {
-                    if let Some(ops) = this.get_mut(rank) {
-                        ops.push(Operation::InNetwork { round, index });
-                    }
-                }
-            }
-            for (rank, ops) in this.into_iter().enumerate() {
-                if !ops.is_empty() {
-                    posts[rank].push(ops);
+                    add(rank, round, Operation::InNetwork { round, index });
                 }
             }
         }

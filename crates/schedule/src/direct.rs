@@ -116,52 +116,29 @@ pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result
 /// Every all-to-all block: (source, destination, region in the source's input, region in the destination's output).
 fn blocks(spec: &CollectiveSpec) -> Vec<(Rank, Rank, Region, Region)> {
     let n = spec.ranks;
+    let all = AllToAllBlocks::new(spec);
     (0..n)
         .flat_map(|s| (0..n).map(move |d| (s, d)))
         .map(|(s, d)| {
-            let len = spec.pair_count(s, d);
-            (
-                s,
-                d,
-                Region::new(Buffer::Input, range(spec.send_offset(s, d), len)),
-                Region::new(Buffer::Output, range(spec.recv_offset(s, d), len)),
-            )
+            let (send, recv) = all.block(s, d);
+            (s, d, send, recv)
         })
         .collect()
 }
 
-/// Pairwise-exchange all-to-all(v): P − 1 rounds, rank i sends to i + k at round k.
-pub fn pairwise(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
-    if !matches!(spec.collective, Collective::AllToAll | Collective::AllToAllv) {
-        return Err(ScheduleError::Unsupported {
-            algorithm: algorithm.to_string(),
-            collective: spec.collective.as_str(),
-        });
-    }
-    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
-    let rounds = PairwiseRounds::new(spec);
-    for s in 0..spec.ranks {
-        let (send, recv) = rounds.block(s, s);
-        b.prologue(copy(s, send, recv));
-    }
-    b.rounds("pairwise all-to-all", rounds);
-    Ok(b.build_compact())
-}
-
-/// The rounds of a pairwise exchange, made on demand: O(P) held for an all-to-all (an
-/// all-to-allv's P² block offsets, as its counts).
+/// Where every all-to-all(v) block lies: source s's block for destination d is read from
+/// s's input and lands in d's output. An all-to-all's offsets are closed forms; an
+/// all-to-allv's are prefix sums of its counts, taken once here (as many as its counts)
+/// instead of summed again per block.
 #[derive(Debug)]
-struct PairwiseRounds {
+pub struct AllToAllBlocks {
     spec: CollectiveSpec,
-    /// The shifts k (rank i sends to i + k) whose round moves something.
-    shifts: Vec<usize>,
-    /// All-to-allv only: where each (source, destination) block starts in the source's
-    /// input and in the destination's output, row-major by source.
+    /// All-to-allv only: (send, receive) offsets of every block, row-major by source.
     offsets: Option<(Vec<u64>, Vec<u64>)>,
 }
 
-impl PairwiseRounds {
-    fn new(spec: &CollectiveSpec) -> Self {
+impl AllToAllBlocks {
+    pub fn new(spec: &CollectiveSpec) -> Self {
         let n = spec.ranks;
         let offsets = spec.counts.as_ref().map(|_| {
             let (mut send, mut recv) = (vec![0u64; n * n], vec![0u64; n * n]);
@@ -177,19 +154,11 @@ impl PairwiseRounds {
             }
             (send, recv)
         });
-        let shifts = (1..n)
-            .filter(|&k| match spec.counts {
-                Some(_) => (0..n).any(|s| spec.pair_count(s, (s + k) % n) > 0),
-                // Rank k − 1 sends rank 0 its block, never empty when anything is sent
-                // (rank 0 gets the largest share of the balanced partition).
-                None => spec.count > 0,
-            })
-            .collect();
-        PairwiseRounds { spec: spec.clone(), shifts, offsets }
+        AllToAllBlocks { spec: spec.clone(), offsets }
     }
 
     /// Source `s`'s block for destination `d`: where it is read and where it lands.
-    fn block(&self, s: Rank, d: Rank) -> (Region, Region) {
+    pub fn block(&self, s: Rank, d: Rank) -> (Region, Region) {
         let n = self.spec.ranks;
         let len = self.spec.pair_count(s, d);
         let (send, recv) = match &self.offsets {
@@ -199,9 +168,56 @@ impl PairwiseRounds {
         (Region::new(Buffer::Input, range(send, len)), Region::new(Buffer::Output, range(recv, len)))
     }
 
+    /// Offsets held (for limits).
+    fn held(&self) -> usize {
+        self.offsets.as_ref().map_or(0, |(s, r)| s.len() + r.len())
+    }
+}
+
+/// Pairwise-exchange all-to-all(v): P − 1 rounds, rank i sends to i + k at round k.
+pub fn pairwise(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
+    if !matches!(spec.collective, Collective::AllToAll | Collective::AllToAllv) {
+        return Err(ScheduleError::Unsupported {
+            algorithm: algorithm.to_string(),
+            collective: spec.collective.as_str(),
+        });
+    }
+    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
+    let rounds = PairwiseRounds::new(spec);
+    for s in 0..spec.ranks {
+        let (send, recv) = rounds.blocks.block(s, s);
+        b.prologue(copy(s, send, recv));
+    }
+    b.rounds("pairwise all-to-all", rounds);
+    Ok(b.build_compact())
+}
+
+/// The rounds of a pairwise exchange, made on demand: O(P) held for an all-to-all (an
+/// all-to-allv's P² block offsets, as its counts).
+#[derive(Debug)]
+struct PairwiseRounds {
+    blocks: AllToAllBlocks,
+    /// The shifts k (rank i sends to i + k) whose round moves something.
+    shifts: Vec<usize>,
+}
+
+impl PairwiseRounds {
+    fn new(spec: &CollectiveSpec) -> Self {
+        let n = spec.ranks;
+        let shifts = (1..n)
+            .filter(|&k| match spec.counts {
+                Some(_) => (0..n).any(|s| spec.pair_count(s, (s + k) % n) > 0),
+                // Rank k − 1 sends rank 0 its block, never empty when anything is sent
+                // (rank 0 gets the largest share of the balanced partition).
+                None => spec.count > 0,
+            })
+            .collect();
+        PairwiseRounds { blocks: AllToAllBlocks::new(spec), shifts }
+    }
+
     fn send(&self, s: Rank, k: usize, out: &mut Vec<Transfer>) {
-        let d = (s + k) % self.spec.ranks;
-        let (send, recv) = self.block(s, d);
+        let d = (s + k) % self.blocks.spec.ranks;
+        let (send, recv) = self.blocks.block(s, d);
         if send.len > 0 {
             out.push(t(s, d, send, recv, Op::Copy));
         }
@@ -214,7 +230,7 @@ impl RoundSource for PairwiseRounds {
     }
 
     fn step(&self, round: usize, rank: Option<Rank>) -> Step {
-        let (n, k) = (self.spec.ranks, self.shifts[round]);
+        let (n, k) = (self.blocks.spec.ranks, self.shifts[round]);
         let mut transfers = Vec::new();
         match rank {
             None => (0..n).for_each(|s| self.send(s, k, &mut transfers)),
@@ -230,10 +246,10 @@ impl RoundSource for PairwiseRounds {
     }
 
     fn transfers_per_round(&self) -> usize {
-        self.spec.ranks
+        self.blocks.spec.ranks
     }
 
     fn held(&self) -> usize {
-        self.shifts.len() + self.offsets.as_ref().map_or(0, |(s, r)| s.len() + r.len())
+        self.shifts.len() + self.blocks.held()
     }
 }

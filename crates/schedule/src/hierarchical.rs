@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::{CompactSchedule, SequenceRounds};
+use crate::direct::AllToAllBlocks;
 use crate::error::ScheduleError;
 use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
@@ -178,8 +179,9 @@ fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuild
             .find_map(|(g, ranks)| ranks.iter().position(|&x| x == r).map(|j| (g, j)))
             .unwrap_or((0, 0))
     };
-    let send = |s: Rank, d: Rank| Region::new(Buffer::Input, range(spec.send_offset(s, d), spec.pair_count(s, d)));
-    let recv = |s: Rank, d: Rank| Region::new(Buffer::Output, range(spec.recv_offset(s, d), spec.pair_count(s, d)));
+    let blocks = AllToAllBlocks::new(spec);
+    let send = |s: Rank, d: Rank| blocks.block(s, d).0;
+    let recv = |s: Rank, d: Rank| blocks.block(s, d).1;
     let mut scratch_used = vec![0u64; spec.ranks];
     let (mut intra, mut inter) = (Step::default(), Step::default());
     for s in 0..spec.ranks {

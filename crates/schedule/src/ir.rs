@@ -335,27 +335,6 @@ pub fn merge_parallel(lists: Vec<Vec<Step>>) -> Vec<Step> {
     merged
 }
 
-/// Put every transfer of a step list on `channel`.
-pub fn with_channel(mut steps: Vec<Step>, channel: u32) -> Vec<Step> {
-    for t in steps.iter_mut().flat_map(|s| &mut s.transfers) {
-        t.channel = channel;
-    }
-    steps
-}
-
-/// Label every transfer and in-network step of a step list with a shard.
-pub fn with_shard(mut steps: Vec<Step>, shard: u32) -> Vec<Step> {
-    for s in &mut steps {
-        for t in &mut s.transfers {
-            t.shard = Some(shard);
-        }
-        for n in &mut s.in_network {
-            n.shard = Some(shard);
-        }
-    }
-    steps
-}
-
 #[cfg(test)]
 mod tests {
     use crate::{generate, Algorithm, Collective, CollectiveSpec, GenOptions};

@@ -233,20 +233,8 @@ impl ServerSymmetry {
         }
         // And a moved switch's links keep their order (a search meets a device's links in
         // the order they are listed, so a route's links come out in the same order).
-        let server_links = self.servers * self.links_per_server;
-        let move_link = |l: LinkId| -> Option<LinkId> {
-            if l < server_links {
-                let s = l / self.links_per_server;
-                let h = self.group_of[s];
-                if h != g && h != 0 {
-                    return Some(l);
-                }
-                let other = self.members[if h == g { 0 } else { g }][self.place[s]];
-                Some(other * self.links_per_server + l % self.links_per_server)
-            } else {
-                links.get(&l).copied()
-            }
-        };
+        let move_link =
+            |l: LinkId| self.move_server_link(l, |s| self.across_groups(s, g)).or_else(|| links.get(&l).copied());
         for (&d, &e) in &map {
             for (mine, theirs) in [(t.out_links(d), t.out_links(e)), (t.in_links(d), t.in_links(e))] {
                 if mine.len() != theirs.len() || mine.iter().zip(theirs).any(|(&l, &m)| move_link(l) != Some(m)) {
@@ -285,28 +273,35 @@ impl ServerSymmetry {
         Some(Transform { group, servers: (s1 != first).then_some((s1, first)) })
     }
 
-    fn swap_servers(&self, d: DeviceId, (a, b): (usize, usize)) -> DeviceId {
-        match self.server_of(d) {
-            Some(s) if s == a || s == b => {
-                let other = if s == a { b } else { a };
-                d - s * self.devices_per_server + other * self.devices_per_server
-            }
-            _ => d,
+    /// Where swapping group `g` with group 0 takes server `s`.
+    fn across_groups(&self, s: usize, g: usize) -> usize {
+        match self.group_of[s] {
+            h if h == g => self.members[0][self.place[s]],
+            0 => self.members[g][self.place[s]],
+            _ => s,
         }
     }
 
+    /// A server's device, moved to the same place in server `to(its server)`; `None` for a switch.
+    fn move_server_device(&self, d: DeviceId, to: impl Fn(usize) -> usize) -> Option<DeviceId> {
+        let s = self.server_of(d)?;
+        Some(d - s * self.devices_per_server + to(s) * self.devices_per_server)
+    }
+
+    /// A server's link, moved to the same place in server `to(its server)`; `None` for a
+    /// link between switches.
+    fn move_server_link(&self, l: LinkId, to: impl Fn(usize) -> usize) -> Option<LinkId> {
+        (l < self.servers * self.links_per_server)
+            .then(|| to(l / self.links_per_server) * self.links_per_server + l % self.links_per_server)
+    }
+
+    fn swap_servers(&self, d: DeviceId, pair: (usize, usize)) -> DeviceId {
+        self.move_server_device(d, |s| across_servers(s, pair)).unwrap_or(d)
+    }
+
     fn swap_groups(&self, d: DeviceId, g: usize) -> DeviceId {
-        match self.server_of(d) {
-            Some(s) => {
-                let h = self.group_of[s];
-                if h != g && h != 0 {
-                    return d;
-                }
-                let other = self.members[if h == g { 0 } else { g }][self.place[s]];
-                d - s * self.devices_per_server + other * self.devices_per_server
-            }
-            None => self.swap_with_first[g].as_ref().and_then(|m| m.switches.get(&d).copied()).unwrap_or(d),
-        }
+        self.move_server_device(d, |s| self.across_groups(s, g))
+            .unwrap_or_else(|| self.swap_with_first[g].as_ref().and_then(|m| m.switches.get(&d).copied()).unwrap_or(d))
     }
 
     /// Where the transform takes a device.
@@ -317,30 +312,21 @@ impl ServerSymmetry {
 
     /// Where the inverse of the transform takes a link.
     pub(super) fn link_back(&self, x: Transform, l: LinkId) -> LinkId {
-        let server_links = self.servers * self.links_per_server;
-        let move_server_link = |l: LinkId, s: usize| s * self.links_per_server + l % self.links_per_server;
-        let mut l = l;
-        if let Some((a, b)) = x.servers {
-            if l < server_links {
-                let s = l / self.links_per_server;
-                if s == a || s == b {
-                    l = move_server_link(l, if s == a { b } else { a });
-                }
-            }
-        }
-        if let Some(g) = x.group {
-            if l < server_links {
-                let s = l / self.links_per_server;
-                let h = self.group_of[s];
-                if h == g || h == 0 {
-                    l = move_server_link(l, self.members[if h == g { 0 } else { g }][self.place[s]]);
-                }
-            } else if let Some(m) = self.swap_with_first[g].as_ref().and_then(|m| m.links.get(&l)) {
-                // Links away from the swapped switches stay.
-                l = *m;
-            }
-        }
-        l
+        let l = x.servers.and_then(|pair| self.move_server_link(l, |s| across_servers(s, pair))).unwrap_or(l);
+        let Some(g) = x.group else { return l };
+        self.move_server_link(l, |s| self.across_groups(s, g))
+            // Links between switches move where the swap moves them; the rest stay.
+            .or_else(|| self.swap_with_first[g].as_ref().and_then(|m| m.links.get(&l).copied()))
+            .unwrap_or(l)
+    }
+}
+
+/// Where swapping servers a and b takes server `s`.
+fn across_servers(s: usize, (a, b): (usize, usize)) -> usize {
+    match s {
+        _ if s == a => b,
+        _ if s == b => a,
+        _ => s,
     }
 }
 
