@@ -35,6 +35,8 @@ enum Command {
     /// Analytical network models
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
+    /// Simulate collectives flow by flow on a shared network, beside the per-round model
+    Sim(commands::sim::SimArgs),
     /// Run collectives for real and report like nccl-tests (time, algbw, busbw, #wrong)
     ///
     /// Each size is timed out of place (separate input and output) and in place (one
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => commands::plan::run(&args),
         Command::Topo(cmd) => commands::topo::run(&cmd),
         Command::Model(cmd) => commands::model::run(&cmd),
+        Command::Sim(args) => commands::sim::run(&args),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),

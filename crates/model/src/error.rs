@@ -10,10 +10,6 @@ pub enum ModelError {
     Schedule(#[from] ScheduleError),
     #[error("the schedule has {schedule} ranks but the placement has {placement}")]
     RankMismatch { schedule: usize, placement: usize },
-    #[error(
-        "no switch of this topology can reduce in the network (in_network_reduction = true) and reach {devices:?}"
-    )]
-    NoReductionSwitch { devices: Vec<String> },
     #[error("{bytes} bytes is not a whole number of {elem_bytes}-byte elements (--size must be a multiple of the --dtype size)")]
     SizeNotMultiple { bytes: u64, elem_bytes: u64 },
     #[error(

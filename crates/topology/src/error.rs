@@ -57,6 +57,10 @@ pub enum TopologyError {
     OutOfRange { field: String, value: f64, range: &'static str },
     #[error("the topology has {count} {what}; the limit is {limit}")]
     TooLarge { what: &'static str, count: usize, limit: usize },
+    #[error(
+        "no switch of this topology can reduce in the network (in_network_reduction = true) and reach {devices:?}"
+    )]
+    NoReductionSwitch { devices: Vec<String> },
     #[error("cannot read {path}: {message}")]
     Io { path: String, message: String },
 }

@@ -3,4 +3,5 @@ pub mod launch;
 pub mod model;
 pub mod perf;
 pub mod plan;
+pub mod sim;
 pub mod topo;

@@ -83,7 +83,7 @@ pub struct PlanArgs {
     pub format: Format,
 }
 
-fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algorithm>, bool)> {
+pub(crate) fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algorithm>, bool)> {
     if text == "all" || text == "auto" {
         return Ok((Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect(), false));
     }

@@ -7,6 +7,7 @@
 //! several ports of a NIC) every hop splits its bytes equally over its next hops,
 //! as ECMP hashing and NIC port striping do on average. GPUs never forward.
 
+mod aggregation;
 mod search;
 mod symmetry;
 mod table;
@@ -15,6 +16,7 @@ mod width;
 #[cfg(test)]
 mod reference;
 
+pub use aggregation::{aggregation_switch, in_network_link_streams};
 pub use table::{RouteTable, RouteView};
 
 use crate::error::TopologyError;

@@ -1,0 +1,581 @@
+//! The event loop: flows over resources at max-min fair rates, jobs moving through
+//! their schedules as flows finish.
+//!
+//! Events at one simulated time are taken in a fixed order — flows finishing, then
+//! ranks entering rounds, then transfers starting — and rates are recomputed once
+//! after them, before time moves on. Ties between events of one kind go to the one
+//! queued first, so a run is the same bit for bit every time.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use railyard_schedule::CompactSchedule;
+use railyard_topology::route::in_network_link_streams;
+use railyard_topology::{DeviceId, Placement, Resource, RouteTable, Topology};
+
+use crate::error::SimError;
+use crate::fairness::FairShare;
+use crate::job::{Action, Dependencies, Job, Op, OpKind};
+use crate::paths::{flow_resources, Connection, Paths};
+use crate::report::{JobReport, ResourceUse, SimReport};
+use crate::time::Picos;
+use crate::trace::{Trace, TraceEvent};
+
+/// Transfers started one by one in a run, at most (a repeated round skipped counts once).
+pub const MAX_STARTED_TRANSFERS: u64 = 1 << 27;
+/// Transfers of one round made at once, at most.
+pub const MAX_ROUND_TRANSFERS: usize = 1 << 24;
+/// Rounds one job holds at once (between its slowest and its fastest rank), at most.
+pub const MAX_WINDOW_ROUNDS: usize = 4096;
+/// Jobs in one run, at most.
+pub const MAX_JOBS: usize = 1024;
+
+/// One job: a schedule on placed ranks, started at an offset.
+#[derive(Debug)]
+pub struct JobSpec<'s> {
+    pub name: String,
+    pub schedule: &'s CompactSchedule,
+    pub placement: Placement,
+    pub start_secs: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub dependencies: Dependencies,
+    pub paths: Paths,
+    /// Skip runs of rounds that repeat their predecessor in step (only for a job alone
+    /// on the network; `false` simulates every round flow by flow).
+    pub reuse_repeated_rounds: bool,
+    /// Keep trace events (flows and rounds), up to this many.
+    pub trace_events: Option<usize>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            dependencies: Dependencies::RankOrder,
+            paths: Paths::Split,
+            reuse_repeated_rounds: true,
+            trace_events: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum EventKind {
+    /// A flow's bytes are all delivered (if its version still matches).
+    Finish { flow: u32, version: u32 },
+    /// Every rank of a job enters a round.
+    EnterAll { job: u32, round: usize },
+    /// A transfer (or in-network step) starts.
+    Start { job: u32, round: usize, op: u32 },
+}
+
+impl EventKind {
+    fn order(&self) -> u8 {
+        match self {
+            EventKind::Finish { .. } => 0,
+            EventKind::EnterAll { .. } => 1,
+            EventKind::Start { .. } => 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    at: Picos,
+    order: u8,
+    seq: u64,
+    kind: EventKind,
+}
+
+#[derive(Debug, Default)]
+struct Flow {
+    job: u32,
+    round: usize,
+    op: u32,
+    /// Rank whose trace track shows it.
+    track: u32,
+    bytes: f64,
+    bytes_left: f64,
+    rate: f64,
+    updated: Picos,
+    started: Picos,
+    resources: Vec<(u32, f64)>,
+    version: u32,
+    /// Place in `active` as of the last recompute; u32::MAX once finished (not live).
+    active_at: u32,
+}
+
+struct Engine<'t, 'r> {
+    topology: &'t Topology,
+    routes: RouteTable<'r>,
+    options: SimOptions,
+    capacity: Vec<f64>,
+    events: BinaryHeap<Reverse<Event>>,
+    seq: u64,
+    now: Picos,
+    flows: Vec<Flow>,
+    free: Vec<u32>,
+    active: Vec<u32>,
+    dirty: bool,
+    fair: FairShare,
+    rates: Vec<f64>,
+    resource_bytes: Vec<f64>,
+    stats: Stats,
+    trace: Trace,
+    scratch: Vec<(u32, f64)>,
+    /// The state when every rank had entered the last round looked at (round, time,
+    /// signature), to find a periodic run.
+    signature: Option<(usize, Picos, Vec<u64>)>,
+    signature_scratch: Vec<u64>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Stats {
+    events: u64,
+    flows: u64,
+    rate_updates: u64,
+    started: u64,
+}
+
+/// Simulate `jobs` together on `topology`.
+pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions) -> Result<SimReport, SimError> {
+    if jobs.is_empty() {
+        return Err(SimError::NoJobs);
+    }
+    if jobs.len() > MAX_JOBS {
+        return Err(SimError::TooManyJobs { jobs: jobs.len(), limit: MAX_JOBS });
+    }
+    let alpha = Picos::ceil_secs(topology.round_startup_secs).ok_or(SimError::TimeOverflow)?;
+    // Skipping repeated rounds assumes nothing else shares the network meanwhile.
+    let reuse = options.reuse_repeated_rounds && jobs.len() == 1;
+    let mut states = Vec::with_capacity(jobs.len());
+    for spec in jobs {
+        let s = spec.schedule;
+        if s.spec.ranks != spec.placement.len() {
+            return Err(SimError::RankMismatch {
+                job: spec.name.clone(),
+                schedule: s.spec.ranks,
+                placement: spec.placement.len(),
+            });
+        }
+        spec.placement.validate(topology)?;
+        let largest = s.largest_round_transfers();
+        if largest > MAX_ROUND_TRANSFERS {
+            return Err(SimError::RoundTooLarge {
+                job: spec.name.clone(),
+                transfers: largest,
+                limit: MAX_ROUND_TRANSFERS,
+            });
+        }
+        let bound = s.made_transfers_bound();
+        if bound > u128::from(MAX_STARTED_TRANSFERS) {
+            return Err(SimError::TooManyTransfers {
+                job: spec.name.clone(),
+                transfers: bound,
+                limit: MAX_STARTED_TRANSFERS,
+            });
+        }
+        if !(spec.start_secs.is_finite() && spec.start_secs >= 0.0) {
+            return Err(SimError::BadStart { job: spec.name.clone(), secs: spec.start_secs });
+        }
+        states.push(Job::new(s, options.dependencies, alpha, reuse, MAX_WINDOW_ROUNDS));
+    }
+    let n = topology.resource_count();
+    let mut engine = Engine {
+        topology,
+        routes: RouteTable::new(topology),
+        options: options.clone(),
+        capacity: (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect(),
+        events: BinaryHeap::new(),
+        seq: 0,
+        now: Picos::ZERO,
+        flows: Vec::new(),
+        free: Vec::new(),
+        active: Vec::new(),
+        dirty: false,
+        fair: FairShare::new(n),
+        rates: Vec::new(),
+        resource_bytes: vec![0.0; n],
+        stats: Stats::default(),
+        trace: Trace::new(options.trace_events.unwrap_or(0)),
+        scratch: Vec::new(),
+        signature: None,
+        signature_scratch: Vec::new(),
+    };
+    for (j, spec) in jobs.iter().enumerate() {
+        let at = Picos::ceil_secs(spec.start_secs).ok_or(SimError::TimeOverflow)?;
+        engine.push(at, EventKind::EnterAll { job: j as u32, round: 0 });
+    }
+    engine.run(jobs, &mut states)?;
+    Ok(engine.report(jobs, &states))
+}
+
+impl Engine<'_, '_> {
+    fn push(&mut self, at: Picos, kind: EventKind) {
+        self.seq += 1;
+        self.events.push(Reverse(Event { at, order: kind.order(), seq: self.seq, kind }));
+    }
+
+    fn run(&mut self, jobs: &[JobSpec<'_>], states: &mut [Job<'_>]) -> Result<(), SimError> {
+        let mut actions = Vec::new();
+        // Rounds every rank of a job has entered, looked at once their time step is done.
+        let mut entered: Vec<(u32, usize)> = Vec::new();
+        loop {
+            let next = self.events.peek().map(|Reverse(e)| e.at);
+            if next.is_none_or(|t| t > self.now) {
+                if !entered.is_empty() {
+                    for (job, round) in std::mem::take(&mut entered) {
+                        let state = &mut states[job as usize];
+                        self.maybe_skip(state, job, round, &jobs[job as usize].placement)?;
+                    }
+                    continue;
+                }
+                if self.dirty {
+                    self.recompute()?;
+                    continue;
+                }
+            }
+            let Some(Reverse(event)) = self.events.pop() else { break };
+            self.now = event.at;
+            self.stats.events += 1;
+            let job = match event.kind {
+                EventKind::Finish { flow, version } => {
+                    let f = &self.flows[flow as usize];
+                    if f.version != version || f.active_at == u32::MAX {
+                        continue;
+                    }
+                    let (job, round, op) = (f.job, f.round, f.op);
+                    self.finish(flow);
+                    let state = &mut states[job as usize];
+                    state
+                        .op_finished(round, op, self.now, &mut actions)
+                        .map_err(|rounds| window_error(jobs, job, rounds))?;
+                    job
+                }
+                EventKind::EnterAll { job, round } => {
+                    let state = &mut states[job as usize];
+                    if round == 0 {
+                        state.start(self.now, &mut actions)
+                    } else {
+                        state.enter_all(round, self.now, &mut actions)
+                    }
+                    .map_err(|rounds| window_error(jobs, job, rounds))?;
+                    job
+                }
+                EventKind::Start { job, round, op } => {
+                    let Some(o) = states[job as usize].op(round, op).cloned() else { continue };
+                    self.start(job, round, op, &o, &jobs[job as usize].placement)?;
+                    continue;
+                }
+            };
+            for a in actions.drain(..) {
+                match a {
+                    Action::Start { round, op, at } => self.push(at, EventKind::Start { job, round, op }),
+                    Action::EnterAll { round, at } => self.push(at, EventKind::EnterAll { job, round }),
+                }
+            }
+            let state = &mut states[job as usize];
+            if state.reuse {
+                entered.extend(state.all_in.drain(..).map(|round| (job, round)));
+            } else {
+                state.all_in.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The resources of an op's flow, into `self.scratch`.
+    fn resources_of(&mut self, job: u32, op: &Op, placement: &Placement) -> Result<(), SimError> {
+        match &op.kind {
+            OpKind::Transfer { from, to } => {
+                let connection = Connection { job, from: *from as u32, to: *to as u32, channel: op.channel };
+                let (src, dst) = (placement.devices[*from], placement.devices[*to]);
+                flow_resources(&mut self.routes, self.options.paths, connection, src, dst, &mut self.scratch)
+            }
+            OpKind::InNetwork { ranks } => {
+                let devices: Vec<DeviceId> = ranks.iter().map(|&r| placement.devices[r]).collect();
+                let streams = in_network_link_streams(&mut self.routes, &devices)?;
+                self.scratch.clear();
+                for (link, count) in streams {
+                    let w = count as f64;
+                    let mut add = |resource: Resource| {
+                        let index = self.topology.resource_index(resource) as u32;
+                        match self.scratch.iter_mut().find(|(r, _)| *r == index) {
+                            Some((_, f)) => *f += w,
+                            None => self.scratch.push((index, w)),
+                        }
+                    };
+                    add(Resource::Link(link));
+                    for u in &self.topology.links[link].interfaces {
+                        add(Resource::Interface { interface: u.interface, reverse: u.reverse });
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn start(&mut self, job: u32, round: usize, op_index: u32, op: &Op, placement: &Placement) -> Result<(), SimError> {
+        self.stats.started += 1;
+        self.resources_of(job, op, placement)?;
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.flows.push(Flow { active_at: u32::MAX, ..Flow::default() });
+                (self.flows.len() - 1) as u32
+            }
+        };
+        let now = self.now;
+        let active_at = 0;
+        let f = &mut self.flows[slot as usize];
+        f.job = job;
+        f.round = round;
+        f.op = op_index;
+        f.track = match &op.kind {
+            OpKind::Transfer { from, .. } => *from as u32,
+            OpKind::InNetwork { ranks } => ranks.first().map_or(0, |&r| r as u32),
+        };
+        f.bytes = op.bytes;
+        f.bytes_left = op.bytes;
+        f.rate = 0.0;
+        f.updated = now;
+        f.started = now;
+        f.version = f.version.wrapping_add(1);
+        f.resources.clear();
+        f.resources.extend_from_slice(&self.scratch);
+        f.active_at = active_at;
+        self.active.push(slot);
+        self.stats.flows += 1;
+        if op.bytes <= 0.0 || f.resources.is_empty() {
+            // Nothing to move, or nothing to move it over: done as it starts.
+            let version = f.version;
+            self.push(now, EventKind::Finish { flow: slot, version });
+        } else {
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, slot: u32) {
+        let f = &mut self.flows[slot as usize];
+        for &(e, w) in &f.resources {
+            self.resource_bytes[e as usize] += f.bytes * w;
+        }
+        if self.trace.wants() {
+            let ev = TraceEvent::flow(f.job, f.track, f.round, f.started, self.now, f.bytes);
+            self.trace.push(ev);
+        }
+        // Taken out of `active` (and its slot freed) at the next recompute.
+        f.active_at = u32::MAX;
+        f.version = f.version.wrapping_add(1);
+        self.dirty = true;
+    }
+
+    /// New max-min fair rates for the active flows; flows whose rate changed get a new
+    /// finish time.
+    fn recompute(&mut self) -> Result<(), SimError> {
+        self.dirty = false;
+        self.stats.rate_updates += 1;
+        // Flows in one order whatever order they started or ended in (job, round, op), so
+        // equal states give equal rates bit for bit.
+        let flows = &self.flows;
+        let free = &mut self.free;
+        self.active.retain(|&s| {
+            let live = flows[s as usize].active_at != u32::MAX;
+            if !live {
+                free.push(s);
+            }
+            live
+        });
+        self.active.sort_unstable_by_key(|&s| flow_key(&flows[s as usize]));
+        for (i, &s) in self.active.iter().enumerate() {
+            self.flows[s as usize].active_at = i as u32;
+        }
+        let demands: Vec<&[(u32, f64)]> =
+            self.active.iter().map(|&s| self.flows[s as usize].resources.as_slice()).collect();
+        self.fair.rates(&demands, &self.capacity, &mut self.rates);
+        let now = self.now;
+        for (i, &slot) in self.active.iter().enumerate() {
+            let rate = self.rates[i];
+            let f = &mut self.flows[slot as usize];
+            if rate == f.rate && f.rate > 0.0 {
+                continue;
+            }
+            let elapsed = now.saturating_sub(f.updated).secs();
+            f.bytes_left = (f.bytes_left - f.rate * elapsed).max(0.0);
+            f.updated = now;
+            f.rate = rate;
+            f.version = f.version.wrapping_add(1);
+            let secs = if rate.is_infinite() { 0.0 } else { f.bytes_left / rate };
+            let done = Picos::ceil_secs(secs).ok_or(SimError::TimeOverflow)?;
+            let at = now.0.checked_add(done.0).ok_or(SimError::TimeOverflow)?;
+            self.seq += 1;
+            let kind = EventKind::Finish { flow: slot, version: f.version };
+            self.events.push(Reverse(Event { at: Picos(at), order: kind.order(), seq: self.seq, kind }));
+        }
+        Ok(())
+    }
+
+    /// Every rank of `job` (the only job) has just entered round `k`. If the whole state —
+    /// ranks, flows, pending starts — is the state at the same moment of round k − 1
+    /// moved one period on, and the rounds ahead move the same traffic, nothing can
+    /// tell the rounds apart but the time: the run of repeats advances one period per
+    /// round. Jump over as many as keep every held round inside the run. (Bit for bit:
+    /// the state includes the order events and flows are taken in.)
+    fn maybe_skip(&mut self, state: &mut Job<'_>, job: u32, k: usize, placement: &Placement) -> Result<(), SimError> {
+        let now = self.now;
+        let mut sig = std::mem::take(&mut self.signature_scratch);
+        sig.clear();
+        self.signature(state, k, now, &mut sig);
+        let previous = self.signature.take();
+        let repeat = state.repeats(k);
+        let matched = match &previous {
+            Some((pk, pt, psig)) if repeat && *pk + 1 == k && *psig == sig => Some(now.saturating_sub(*pt)),
+            _ => None,
+        };
+        let rounds = state.run_end(k).saturating_sub(state.last_held() + 1);
+        match matched {
+            Some(period) if rounds >= 1 && period > Picos::ZERO => {
+                let by = Picos(period.0.checked_mul(rounds as u64).ok_or(SimError::TimeOverflow)?);
+                now.0.checked_add(by.0).ok_or(SimError::TimeOverflow)?;
+                // The skipped rounds' bytes: `rounds` times round k's (all its traffic).
+                let ops: Vec<Op> = state.held_ops(k).map(<[Op]>::to_vec).unwrap_or_default();
+                for op in &ops {
+                    self.resources_of(job, op, placement)?;
+                    for &(e, w) in &self.scratch {
+                        self.resource_bytes[e as usize] += op.bytes * w * rounds as f64;
+                    }
+                }
+                self.shift(rounds, by);
+                state.shift(k, rounds, period, by);
+                self.signature_scratch = sig;
+                if let Some((_, _, p)) = previous {
+                    self.signature_scratch = p;
+                }
+            }
+            _ => {
+                self.signature = Some((k, now, sig));
+                if let Some((_, _, p)) = previous {
+                    self.signature_scratch = p;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The state relative to round `k` and time `t` (see [`Engine::maybe_skip`]).
+    fn signature(&self, state: &Job<'_>, k: usize, t: Picos, out: &mut Vec<u64>) {
+        state.rank_signature(k, t, out);
+        out.push(u64::from(self.dirty));
+        let rel = |p: Picos| p.0.wrapping_sub(t.0);
+        let mut live: Vec<&Flow> =
+            self.active.iter().map(|&s| &self.flows[s as usize]).filter(|f| f.active_at != u32::MAX).collect();
+        live.sort_unstable_by_key(|f| flow_key(f));
+        for f in live {
+            out.extend([
+                f.round.wrapping_sub(k) as u64,
+                u64::from(f.op),
+                f.bytes_left.to_bits(),
+                f.rate.to_bits(),
+                rel(f.updated),
+            ]);
+        }
+        out.push(u64::MAX);
+        // Pending events by time, kind and what they are — not by when they were queued,
+        // which nothing depends on (flows are ordered by `flow_key`).
+        let mut pending: Vec<[u64; 4]> = Vec::new();
+        for Reverse(e) in self.events.iter() {
+            match e.kind {
+                EventKind::Finish { flow, version } => {
+                    let f = &self.flows[flow as usize];
+                    if f.version == version && f.active_at != u32::MAX {
+                        pending.push([rel(e.at), 0, f.round.wrapping_sub(k) as u64, u64::from(f.op)]);
+                    }
+                }
+                EventKind::EnterAll { round, .. } => pending.push([rel(e.at), 1, round.wrapping_sub(k) as u64, 0]),
+                EventKind::Start { round, op, .. } => {
+                    pending.push([rel(e.at), 2, round.wrapping_sub(k) as u64, u64::from(op)])
+                }
+            }
+        }
+        pending.sort_unstable();
+        out.extend(pending.into_iter().flatten());
+    }
+
+    /// Move every flow and pending event `rounds` rounds and `by` time on.
+    fn shift(&mut self, rounds: usize, by: Picos) {
+        self.now = self.now.saturating_add(by);
+        for &slot in &self.active {
+            let f = &mut self.flows[slot as usize];
+            f.round += rounds;
+            f.updated = f.updated.saturating_add(by);
+            f.started = f.started.saturating_add(by);
+        }
+        let events = std::mem::take(&mut self.events).into_vec();
+        self.events = events
+            .into_iter()
+            .map(|Reverse(mut e)| {
+                e.at = e.at.saturating_add(by);
+                match &mut e.kind {
+                    EventKind::Start { round, .. } | EventKind::EnterAll { round, .. } => *round += rounds,
+                    EventKind::Finish { .. } => {}
+                }
+                Reverse(e)
+            })
+            .collect();
+    }
+
+    fn report(mut self, jobs: &[JobSpec<'_>], states: &[Job<'_>]) -> SimReport {
+        for (j, state) in states.iter().enumerate() {
+            for (round, span) in state.spans.iter().enumerate() {
+                if let Some(s) = span {
+                    self.trace.round(j as u32, round, s.start, s.end);
+                }
+            }
+        }
+        let makespan = states.iter().filter_map(|s| s.finished).max().unwrap_or(Picos::ZERO);
+        let job_reports: Vec<JobReport> =
+            jobs.iter().zip(states).map(|(spec, state)| JobReport::new(spec, state)).collect();
+        let secs = makespan.secs();
+        let mut resources: Vec<ResourceUse> = (0..self.capacity.len())
+            .filter(|&i| self.resource_bytes[i] > 0.0)
+            .map(|i| {
+                let r = self.topology.resource(i);
+                let bytes = self.resource_bytes[i];
+                ResourceUse {
+                    resource: self.topology.resource_name(r),
+                    kind: self.topology.resource_kind(r).to_string(),
+                    bytes,
+                    bytes_per_sec: self.capacity[i],
+                    utilisation: if secs > 0.0 { bytes / (self.capacity[i] * secs) } else { 0.0 },
+                }
+            })
+            .collect();
+        resources.sort_by(|a, b| b.utilisation.total_cmp(&a.utilisation).then_with(|| a.resource.cmp(&b.resource)));
+        SimReport {
+            topology: self.topology.name.clone(),
+            dependencies: self.options.dependencies,
+            paths: self.options.paths,
+            makespan_secs: secs,
+            jobs: job_reports,
+            events: self.stats.events,
+            flows: self.stats.flows,
+            rate_updates: self.stats.rate_updates,
+            resources,
+            trace_events: self.trace.len(),
+            trace_dropped: self.trace.dropped(),
+            trace: self.trace,
+        }
+    }
+}
+
+/// The order flows are taken in: by job, round and place in the round.
+fn flow_key(f: &Flow) -> (u32, usize, u32) {
+    (f.job, f.round, f.op)
+}
+
+fn window_error(jobs: &[JobSpec<'_>], job: u32, rounds: usize) -> SimError {
+    SimError::WindowTooLarge { job: jobs[job as usize].name.clone(), rounds, limit: MAX_WINDOW_ROUNDS }
+}

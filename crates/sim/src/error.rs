@@ -1,0 +1,33 @@
+use railyard_topology::TopologyError;
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error("job {job}: the schedule has {schedule} ranks but the placement has {placement}")]
+    RankMismatch { job: String, schedule: usize, placement: usize },
+    #[error("the route from \"{from}\" to \"{to}\" does not reach its end")]
+    BrokenRoute { from: String, to: String },
+    #[error("no jobs to simulate")]
+    NoJobs,
+    #[error("{jobs} jobs is more than the limit of {limit}")]
+    TooManyJobs { jobs: usize, limit: usize },
+    #[error(
+        "job {job}: simulating this schedule would start up to {transfers} transfers one by one, more than the \
+         limit of {limit} (runs of rounds that repeat their predecessor in step are simulated once); use fewer \
+         ranks, another algorithm, or a size that splits evenly over ranks x channels"
+    )]
+    TooManyTransfers { job: String, transfers: u128, limit: u64 },
+    #[error("job {job}: one round has up to {transfers} transfers, more than the limit of {limit} made at once")]
+    RoundTooLarge { job: String, transfers: usize, limit: usize },
+    #[error(
+        "job {job}: {rounds} rounds of the schedule are made and not yet finished at once (ranks far apart), \
+         more than the limit of {limit}"
+    )]
+    WindowTooLarge { job: String, rounds: usize, limit: usize },
+    #[error("job {job}: start time {secs} s is not a finite number of seconds >= 0")]
+    BadStart { job: String, secs: f64 },
+    #[error("simulated time passed its range (about 213 days)")]
+    TimeOverflow,
+}

@@ -1,0 +1,30 @@
+//! railyard's flow-level simulator (seed 001 §7.5–§7.6, seed 000 §8.5.5–§8.5.8): the
+//! transfers of one or more schedules as flows over a topology's resources (link
+//! directions and shared interfaces — NVLink, PCIe and NIC ports included), sharing
+//! them max-min fairly, each started when its ranks are ready (`job.rs`) and at the
+//! topology's per-step start-up α.
+//!
+//! Where the per-round model (`railyard-model`) charges each round its slowest
+//! resource behind a barrier, the simulator lets rounds overlap where the schedule
+//! allows and jobs contend. With `Dependencies::Barriers` and one job it reproduces
+//! the model; the difference without barriers is what overlap buys.
+//!
+//! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
+
+pub mod engine;
+pub mod error;
+pub mod fairness;
+pub mod job;
+pub mod paths;
+pub mod report;
+pub mod time;
+pub mod trace;
+
+pub use engine::{
+    simulate, JobSpec, SimOptions, MAX_JOBS, MAX_ROUND_TRANSFERS, MAX_STARTED_TRANSFERS, MAX_WINDOW_ROUNDS,
+};
+pub use error::SimError;
+pub use job::Dependencies;
+pub use paths::Paths;
+pub use report::{JobReport, PhaseReport, ResourceUse, RoundReport, SimReport};
+pub use time::Picos;

@@ -1,0 +1,129 @@
+//! What a run reports: per job its finish and the time of each phase and round; per
+//! resource the bytes it carried and its mean utilisation.
+
+use serde::Serialize;
+
+use crate::engine::JobSpec;
+use crate::job::{Dependencies, Job};
+use crate::paths::Paths;
+use crate::trace::Trace;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoundReport {
+    pub index: usize,
+    pub label: String,
+    pub start_secs: f64,
+    pub end_secs: f64,
+    pub secs: f64,
+    /// Not simulated flow by flow: a repeat of the round before, which ran in step.
+    pub reused: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseReport {
+    pub name: String,
+    pub rounds: usize,
+    pub start_secs: f64,
+    pub end_secs: f64,
+    /// end − start (phases overlap when ranks are in different phases at once).
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobReport {
+    pub name: String,
+    pub algorithm: String,
+    pub collective: String,
+    pub bytes: u64,
+    pub ranks: usize,
+    pub start_secs: f64,
+    pub finish_secs: f64,
+    /// finish − start
+    pub secs: f64,
+    pub rounds: usize,
+    /// Rounds not simulated flow by flow (repeats of a round that ran in step).
+    pub reused_rounds: usize,
+    /// Most rounds held at once (between the slowest and the fastest rank).
+    pub rounds_held_peak: usize,
+    pub phases: Vec<PhaseReport>,
+    pub per_round: Vec<RoundReport>,
+}
+
+impl JobReport {
+    pub(crate) fn new(spec: &JobSpec<'_>, state: &Job<'_>) -> Self {
+        let s = spec.schedule;
+        let start = spec.start_secs;
+        let finish = state.finished.map_or(f64::NAN, |p| p.secs());
+        let per_round: Vec<RoundReport> = state
+            .spans
+            .iter()
+            .enumerate()
+            .map(|(index, span)| {
+                let (a, b, reused) =
+                    span.map_or((f64::NAN, f64::NAN, false), |s| (s.start.secs(), s.end.secs(), s.reused));
+                RoundReport { index, label: state.round_label(index), start_secs: a, end_secs: b, secs: b - a, reused }
+            })
+            .collect();
+        let mut phases = Vec::new();
+        let mut first = 0;
+        for p in &s.phases {
+            let n = p.rounds.rounds();
+            let rounds = &per_round[first..first + n];
+            let start_secs = rounds.iter().map(|r| r.start_secs).fold(f64::INFINITY, f64::min);
+            let end_secs = rounds.iter().map(|r| r.end_secs).fold(f64::NEG_INFINITY, f64::max);
+            phases.push(PhaseReport {
+                name: p.name.clone(),
+                rounds: n,
+                start_secs,
+                end_secs,
+                secs: end_secs - start_secs,
+            });
+            first += n;
+        }
+        JobReport {
+            name: spec.name.clone(),
+            algorithm: s.algorithm.clone(),
+            collective: s.spec.collective.as_str().to_string(),
+            bytes: s.spec.count.saturating_mul(s.elem_bytes),
+            ranks: s.spec.ranks,
+            start_secs: start,
+            finish_secs: finish,
+            secs: finish - start,
+            rounds: state.rounds(),
+            reused_rounds: state.reused_rounds,
+            rounds_held_peak: state.window_peak,
+            phases,
+            per_round,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResourceUse {
+    pub resource: String,
+    pub kind: String,
+    pub bytes: f64,
+    pub bytes_per_sec: f64,
+    /// bytes / (bytes_per_sec × makespan)
+    pub utilisation: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SimReport {
+    pub topology: String,
+    pub dependencies: Dependencies,
+    pub paths: Paths,
+    /// When the last job finished.
+    pub makespan_secs: f64,
+    pub jobs: Vec<JobReport>,
+    /// Events handled, flows started, rate recomputations.
+    pub events: u64,
+    pub flows: u64,
+    pub rate_updates: u64,
+    /// Resources that carried bytes, highest utilisation first.
+    pub resources: Vec<ResourceUse>,
+    pub trace_events: usize,
+    pub trace_dropped: u64,
+    #[serde(skip)]
+    pub trace: Trace,
+}

@@ -1,0 +1,131 @@
+//! With round barriers and one job, the simulator is the per-round model: every round
+//! takes α plus its slowest resource's bytes over bandwidth (seed 001 §7.2.1). Checked
+//! for every generator and collective it implements on the seed's clusters and a Clos.
+//! Without barriers it is never slower.
+
+use railyard_model::cost;
+use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
+use railyard_sim::{simulate, Dependencies, JobSpec, SimOptions};
+use railyard_topology::{presets::preset, Placement, PlacementPolicy};
+
+const TOPOLOGIES: [&str; 4] = ["hgx-h100x2", "a100-pcie-control", "clos:k=4", "rail:servers=4,gpus=2,group=2,spines=2"];
+
+fn run(
+    topo: &str,
+    algorithm: Algorithm,
+    collective: Collective,
+    bytes: u64,
+    dependencies: Dependencies,
+    reuse: bool,
+) -> Option<(f64, f64)> {
+    run_report(topo, algorithm, collective, bytes, dependencies, reuse).map(|(sim, model, _)| (sim, model))
+}
+
+/// Bytes per resource, and the rounds reused.
+type Loads = (Vec<(String, f64)>, usize);
+
+/// The simulated time, the model's, and the resources' bytes with the rounds reused.
+fn run_report(
+    topo: &str,
+    algorithm: Algorithm,
+    collective: Collective,
+    bytes: u64,
+    dependencies: Dependencies,
+    reuse: bool,
+) -> Option<(f64, f64, Loads)> {
+    let t = preset(topo).unwrap();
+    let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+    let spec = CollectiveSpec::new(collective, placement.len(), bytes / 4);
+    let options = GenOptions {
+        groups: placement.ranks_by_server(&t),
+        order: None,
+        channels: 1,
+        pipeline_chunks: if algorithm.pipelined() { 4 } else { 1 },
+    };
+    let schedule = generate_compact(algorithm, &spec, &options, 4).ok()?;
+    let model = cost(&schedule, &t, &placement).ok()?;
+    let job = JobSpec { name: "job".into(), schedule: &schedule, placement, start_secs: 0.0 };
+    let sim_options = SimOptions { dependencies, reuse_repeated_rounds: reuse, ..SimOptions::default() };
+    let report = simulate(&t, &[job], &sim_options).unwrap();
+    let loads = report.resources.iter().map(|r| (r.resource.clone(), r.bytes)).collect();
+    Some((report.jobs[0].secs, model.total_secs, (loads, report.jobs[0].reused_rounds)))
+}
+
+#[test]
+fn with_barriers_the_simulator_is_the_model() {
+    let mut checked = 0;
+    for topo in TOPOLOGIES {
+        for algorithm in Algorithm::ALL {
+            for collective in Collective::ALL {
+                if !algorithm.supports(collective) || collective == Collective::AllToAllv {
+                    continue;
+                }
+                for bytes in [4096u64, 64 << 20] {
+                    let Some((sim, model)) = run(topo, algorithm, collective, bytes, Dependencies::Barriers, true)
+                    else {
+                        continue;
+                    };
+                    let gap = (sim - model).abs() / model;
+                    assert!(gap < 1e-3, "{topo} {algorithm} {collective:?} {bytes}: sim {sim} model {model}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 80, "only {checked} cases ran");
+}
+
+#[test]
+fn without_barriers_never_slower() {
+    for topo in TOPOLOGIES {
+        for algorithm in Algorithm::ALL {
+            for collective in
+                [Collective::AllReduce, Collective::AllGather, Collective::AllToAll, Collective::Broadcast]
+            {
+                if !algorithm.supports(collective) {
+                    continue;
+                }
+                for bytes in [4096u64, 64 << 20] {
+                    let Some((barriers, _)) = run(topo, algorithm, collective, bytes, Dependencies::Barriers, true)
+                    else {
+                        continue;
+                    };
+                    let (free, _) = run(topo, algorithm, collective, bytes, Dependencies::RankOrder, true).unwrap();
+                    assert!(
+                        free <= barriers * (1.0 + 1e-9),
+                        "{topo} {algorithm} {collective:?} {bytes}: rank order {free} > barriers {barriers}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Skipping a run of repeated rounds gives what simulating them one by one gives: the
+/// same finish time bit for bit and the same bytes on every resource.
+#[test]
+fn skipping_repeated_rounds_changes_nothing() {
+    let mut reused = 0;
+    for topo in
+        [TOPOLOGIES.as_slice(), &["rail:servers=16,gpus=4,group=4,spines=2", "rail:servers=24,gpus=2,group=8"]].concat()
+    {
+        for algorithm in [Algorithm::Ring, Algorithm::InterleavedRing, Algorithm::Hierarchical] {
+            for dependencies in [Dependencies::Barriers, Dependencies::RankOrder] {
+                for collective in [Collective::AllReduce, Collective::AllGather] {
+                    let (skipped, _, (loads, n)) =
+                        run_report(topo, algorithm, collective, 64 << 20, dependencies, true).unwrap();
+                    let (each, _, (each_loads, none)) =
+                        run_report(topo, algorithm, collective, 64 << 20, dependencies, false).unwrap();
+                    assert_eq!(skipped, each, "{topo} {algorithm} {dependencies:?}");
+                    assert_eq!(none, 0);
+                    assert_eq!(loads.len(), each_loads.len());
+                    for ((a, x), (b, y)) in loads.iter().zip(&each_loads) {
+                        assert!(a == b && (x - y).abs() <= 1e-9 * y, "{topo} {algorithm}: {a} {x} vs {b} {y}");
+                    }
+                    reused += n;
+                }
+            }
+        }
+    }
+    assert!(reused > 500, "only {reused} rounds were reused: the test would not see a wrong skip");
+}
