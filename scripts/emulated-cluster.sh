@@ -3,7 +3,8 @@
 # a veth pair that tc limits (default 1 Gbit/s and 100 us each way), two ranks per host.
 # It calibrates the transports (railyard calibrate -> a topology file), then runs flat-ring
 # and hierarchical all-reduce for real (railyard perf) and prints measured against the
-# model's prediction (railyard plan on the calibrated topology).
+# model's prediction (railyard plan on the calibrated topology) and the simulator's
+# (railyard sim on the same topology, rank order).
 #
 #   sudo scripts/emulated-cluster.sh                 # needs root and `ip netns`
 #   SIZE=16MiB RATE=2gbit DELAY=50us scripts/emulated-cluster.sh
@@ -75,19 +76,25 @@ for algo in ring hierarchical; do
   measured[$algo]=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1])[0]; assert r["out_of_place"]["wrong"]==0; print(r["out_of_place"]["time_us"]/1e6)' "$json")
 done
 plan=$("$RY" plan --topo "$OUT/emulated.toml" --algo ring,hierarchical --size "$SIZE" --format json)
-python3 - "$plan" "${measured[ring]}" "${measured[hierarchical]}" "$SIZE" <<'PY'
+sim=$("$RY" sim --topo "$OUT/emulated.toml" --algo ring,hierarchical --size "$SIZE" --no-compare --format json)
+python3 - "$plan" "$sim" "${measured[ring]}" "${measured[hierarchical]}" "$SIZE" <<'PY'
 import json, sys
 plan = json.loads(sys.argv[1])
-measured = {"ring": float(sys.argv[2]), "hierarchical": float(sys.argv[3])}
+sim = json.loads(sys.argv[2])
+measured = {"ring": float(sys.argv[3]), "hierarchical": float(sys.argv[4])}
 predicted = {a["name"]: a["total_secs"] for a in plan["algorithms"]}
-print(f"all-reduce of {sys.argv[4]}:\n")
-print("| algorithm | predicted | measured | model error |")
-print("|---|---|---|---|")
+simulated = {r["algorithm"]: r["report"]["jobs"][0]["secs"] for r in sim["runs"]}
+print(f"all-reduce of {sys.argv[5]}:\n")
+print("| algorithm | predicted | simulated | measured | model error | simulator error |")
+print("|---|---|---|---|---|---|")
 for name in ("ring", "hierarchical"):
-    p, m = predicted[name], measured[name]
-    print(f"| {name} | {p*1e3:.2f} ms | {m*1e3:.2f} ms | {(p-m)/m*100:+.1f}% |")
+    p, s, m = predicted[name], simulated[name], measured[name]
+    print(f"| {name} | {p*1e3:.2f} ms | {s*1e3:.2f} ms | {m*1e3:.2f} ms | {(p-m)/m*100:+.1f}% | {(s-m)/m*100:+.1f}% |")
 fast_p = min(predicted, key=predicted.get)
+fast_s = min(simulated, key=simulated.get)
 fast_m = min(measured, key=measured.get)
 print(f"\nThe model predicts {fast_p} is faster; measured, {fast_m} is faster"
       f" ({'agrees' if fast_p == fast_m else 'DISAGREES'}).")
+print(f"The simulator predicts {fast_s} is faster"
+      f" ({'agrees' if fast_s == fast_m else 'DISAGREES'}).")
 PY

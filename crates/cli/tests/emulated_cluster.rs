@@ -25,7 +25,10 @@ fn emulated_cluster_reports_predicted_against_measured() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("| ring |") && stdout.contains("| hierarchical |") && stdout.contains("The model predicts"),
+        stdout.contains("| ring |")
+            && stdout.contains("| hierarchical |")
+            && stdout.contains("The model predicts")
+            && stdout.contains("The simulator predicts"),
         "{stdout}"
     );
 }

@@ -76,3 +76,51 @@ fn bad_input_is_a_clear_error() {
         assert!(err.contains(expect), "{args:?}: {err}");
     }
 }
+
+/// Two jobs on disjoint servers of a rail fabric do not slow each other; two on the
+/// same GPUs share every link and take twice as long.
+#[test]
+fn jobs_share_the_network() {
+    let dir = std::env::temp_dir().join(format!("railyard-sim-jobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = |name: &str, skip: usize| {
+        format!(
+            "[[job]]\nname = \"{name}\"\ncollective = \"allreduce\"\nsize = \"64MiB\"\nalgorithm = \"ring\"\n\
+             skip = {skip}\nranks = 8\n"
+        )
+    };
+    let apart = dir.join("apart.toml");
+    std::fs::write(&apart, job("a", 0) + &job("b", 8)).unwrap();
+    let together = dir.join("together.toml");
+    std::fs::write(&together, job("a", 0) + &job("b", 0)).unwrap();
+    let topo = "rail:servers=2,gpus=8";
+    let out = json(&["sim", "--topo", topo, "--jobs", apart.to_str().unwrap(), "--format", "json"]);
+    for j in out["jobs"].as_array().unwrap() {
+        assert!((j["slowdown"].as_f64().unwrap() - 1.0).abs() < 1e-9, "{j}");
+    }
+    // Together every link carries both rings' bytes: twice the transfer time, the same
+    // 14 start-ups of α = 0.833 us.
+    let out = json(&["sim", "--topo", topo, "--jobs", together.to_str().unwrap(), "--format", "json"]);
+    let alpha = 14.0 * 0.833e-6;
+    for j in out["jobs"].as_array().unwrap() {
+        let (secs, alone) = (j["secs"].as_f64().unwrap(), j["alone_secs"].as_f64().unwrap());
+        let expect = 2.0 * (alone - alpha) + alpha;
+        assert!((secs - expect).abs() < 1e-6 * expect, "{j}");
+    }
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, job("a", 0).replace("ring", "nosuch")).unwrap();
+    let r = railyard(&["sim", "--jobs", bad.to_str().unwrap()]);
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("job 0 (a): algorithm"), "{}", r.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Seed 001 §7.6.1 through the CLI: the last rank ready at 2 ms holds the exchange.
+#[test]
+fn readiness_skew_through_the_cli() {
+    let args = ["sim", "--topo", "mesh:ranks=4,bw=62.91456GB/s,alpha=0s", "--algo", "ring", "--size", "16MiB"];
+    let out = json(&[&args[..], &["--barriers", "--ready", "0,0,0,2ms", "--format", "json"]].concat());
+    let t = out["runs"][0]["report"]["jobs"][0]["finish_secs"].as_f64().unwrap();
+    assert!((t - 2.4e-3).abs() < 1e-9, "{t}");
+    let r = railyard(&[&args[..], &["--ready", "0,1ms"]].concat());
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("2 ready times for 4 ranks"), "{}", r.stderr);
+}

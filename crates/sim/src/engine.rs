@@ -21,12 +21,15 @@ use crate::report::{JobReport, ResourceUse, SimReport};
 use crate::time::Picos;
 use crate::trace::{Trace, TraceEvent};
 
-/// Transfers started one by one in a run, at most (a repeated round skipped counts once).
-pub const MAX_STARTED_TRANSFERS: u64 = 1 << 27;
-/// Transfers of one round made at once, at most.
-pub const MAX_ROUND_TRANSFERS: usize = 1 << 24;
-/// Rounds one job holds at once (between its slowest and its fastest rank), at most.
-pub const MAX_WINDOW_ROUNDS: usize = 4096;
+/// Transfers started one by one in a run, at most (a repeated round skipped counts once):
+/// about a minute at the 2 µs a flow costs on a 2-core machine.
+pub const MAX_STARTED_TRANSFERS: u64 = 1 << 25;
+/// Transfers of one round made at once, at most: a flow in flight holds about 700 bytes
+/// (its resources, its events, its place in the fairness tables), so about 3 GB.
+pub const MAX_ROUND_TRANSFERS: usize = 1 << 22;
+/// Items one job holds in the rounds between its slowest and its fastest rank (each
+/// op's place per rank, one per round), at most.
+pub const MAX_HELD_ITEMS: usize = 1 << 24;
 /// Jobs in one run, at most.
 pub const MAX_JOBS: usize = 1024;
 
@@ -37,6 +40,8 @@ pub struct JobSpec<'s> {
     pub schedule: &'s CompactSchedule,
     pub placement: Placement,
     pub start_secs: f64,
+    /// When each rank is ready, after `start_secs` (empty: all at once).
+    pub ready_secs: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -63,10 +68,14 @@ impl Default for SimOptions {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum EventKind {
-    /// A flow's bytes are all delivered (if its version still matches).
+    /// A flow's bytes have all left the sender (if its version still matches).
     Finish { flow: u32, version: u32 },
-    /// Every rank of a job enters a round.
+    /// An op's last byte has arrived, the path latency after its flow finished.
+    Delivered { job: u32, round: usize, op: u32 },
+    /// Every rank of a job enters a round (round 0 of a job not yet started: the job starts).
     EnterAll { job: u32, round: usize },
+    /// One rank of a job is ready and enters round 0.
+    Ready { job: u32, rank: usize },
     /// A transfer (or in-network step) starts.
     Start { job: u32, round: usize, op: u32 },
 }
@@ -74,8 +83,8 @@ enum EventKind {
 impl EventKind {
     fn order(&self) -> u8 {
         match self {
-            EventKind::Finish { .. } => 0,
-            EventKind::EnterAll { .. } => 1,
+            EventKind::Finish { .. } | EventKind::Delivered { .. } => 0,
+            EventKind::EnterAll { .. } | EventKind::Ready { .. } => 1,
             EventKind::Start { .. } => 2,
         }
     }
@@ -96,6 +105,10 @@ struct Flow {
     op: u32,
     /// Rank whose trace track shows it.
     track: u32,
+    /// From the last byte sent to its arrival.
+    latency: Picos,
+    /// The resource that set its rate last (u32::MAX before the first rates).
+    bottleneck: u32,
     bytes: f64,
     bytes_left: f64,
     rate: f64,
@@ -129,6 +142,10 @@ struct Engine<'t, 'r> {
     /// signature), to find a periodic run.
     signature: Option<(usize, Picos, Vec<u64>)>,
     signature_scratch: Vec<u64>,
+    /// Each job's ranks' readiness after its start.
+    ready: Vec<Vec<Picos>>,
+    /// Per job and round: when its last op so far ended and the resource that held it.
+    round_end: Vec<Vec<Option<(Picos, u32)>>>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -180,7 +197,19 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
         if !(spec.start_secs.is_finite() && spec.start_secs >= 0.0) {
             return Err(SimError::BadStart { job: spec.name.clone(), secs: spec.start_secs });
         }
-        states.push(Job::new(s, options.dependencies, alpha, reuse, MAX_WINDOW_ROUNDS));
+        if !spec.ready_secs.is_empty() && spec.ready_secs.len() != s.spec.ranks {
+            return Err(SimError::ReadyCount {
+                job: spec.name.clone(),
+                given: spec.ready_secs.len(),
+                ranks: s.spec.ranks,
+            });
+        }
+        if let Some(&bad) = spec.ready_secs.iter().find(|&&r| Picos::ceil_secs(r).is_none()) {
+            return Err(SimError::BadReady { job: spec.name.clone(), secs: bad });
+        }
+        let mut job = Job::new(s, options.dependencies, alpha, reuse, MAX_HELD_ITEMS);
+        job.host = Picos::ceil_secs(host_secs(s, topology)).ok_or(SimError::TimeOverflow)?;
+        states.push(job);
     }
     let n = topology.resource_count();
     let mut engine = Engine {
@@ -203,11 +232,16 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
         scratch: Vec::new(),
         signature: None,
         signature_scratch: Vec::new(),
+        ready: Vec::new(),
+        round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
+    let mut ready: Vec<Vec<Picos>> = Vec::with_capacity(jobs.len());
     for (j, spec) in jobs.iter().enumerate() {
         let at = Picos::ceil_secs(spec.start_secs).ok_or(SimError::TimeOverflow)?;
         engine.push(at, EventKind::EnterAll { job: j as u32, round: 0 });
+        ready.push(spec.ready_secs.iter().filter_map(|&r| Picos::ceil_secs(r)).collect());
     }
+    engine.ready = ready;
     engine.run(jobs, &mut states)?;
     Ok(engine.report(jobs, &states))
 }
@@ -246,8 +280,14 @@ impl Engine<'_, '_> {
                     if f.version != version || f.active_at == u32::MAX {
                         continue;
                     }
-                    let (job, round, op) = (f.job, f.round, f.op);
+                    let (job, round, op, latency) = (f.job, f.round, f.op, f.latency);
+                    let bottleneck = f.bottleneck;
                     self.finish(flow);
+                    self.note_end(job, round, bottleneck, latency);
+                    if latency > Picos::ZERO {
+                        self.push(self.now.saturating_add(latency), EventKind::Delivered { job, round, op });
+                        continue;
+                    }
                     let state = &mut states[job as usize];
                     state
                         .op_finished(round, op, self.now, &mut actions)
@@ -256,12 +296,25 @@ impl Engine<'_, '_> {
                 }
                 EventKind::EnterAll { job, round } => {
                     let state = &mut states[job as usize];
-                    if round == 0 {
-                        state.start(self.now, &mut actions)
+                    if round == 0 && !state.started {
+                        state.started = true;
+                        state.start(self.now, &self.ready[job as usize], &mut actions)
                     } else {
                         state.enter_all(round, self.now, &mut actions)
                     }
                     .map_err(|rounds| window_error(jobs, job, rounds))?;
+                    job
+                }
+                EventKind::Delivered { job, round, op } => {
+                    states[job as usize]
+                        .op_finished(round, op, self.now, &mut actions)
+                        .map_err(|rounds| window_error(jobs, job, rounds))?;
+                    job
+                }
+                EventKind::Ready { job, rank } => {
+                    states[job as usize]
+                        .ready(rank, self.now, &mut actions)
+                        .map_err(|rounds| window_error(jobs, job, rounds))?;
                     job
                 }
                 EventKind::Start { job, round, op } => {
@@ -274,6 +327,7 @@ impl Engine<'_, '_> {
                 match a {
                     Action::Start { round, op, at } => self.push(at, EventKind::Start { job, round, op }),
                     Action::EnterAll { round, at } => self.push(at, EventKind::EnterAll { job, round }),
+                    Action::Ready { rank, at } => self.push(at, EventKind::Ready { job, rank }),
                 }
             }
             let state = &mut states[job as usize];
@@ -286,13 +340,26 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// The resources of an op's flow, into `self.scratch`.
-    fn resources_of(&mut self, job: u32, op: &Op, placement: &Placement) -> Result<(), SimError> {
+    /// Op of `round` ends `latency` from now, its rate last set by `bottleneck`: the
+    /// round's end so far if no op of it ended later.
+    fn note_end(&mut self, job: u32, round: usize, bottleneck: u32, latency: Picos) {
+        let at = self.now.saturating_add(latency);
+        if let Some(slot) = self.round_end.get_mut(job as usize).and_then(|r| r.get_mut(round)) {
+            if slot.is_none_or(|(t, _)| at >= t) {
+                *slot = Some((at, bottleneck));
+            }
+        }
+    }
+
+    /// The resources of an op's flow, into `self.scratch`, and its latency.
+    fn resources_of(&mut self, job: u32, op: &Op, placement: &Placement) -> Result<Picos, SimError> {
         match &op.kind {
             OpKind::Transfer { from, to } => {
                 let connection = Connection { job, from: *from as u32, to: *to as u32, channel: op.channel };
                 let (src, dst) = (placement.devices[*from], placement.devices[*to]);
-                flow_resources(&mut self.routes, self.options.paths, connection, src, dst, &mut self.scratch)
+                let secs =
+                    flow_resources(&mut self.routes, self.options.paths, connection, src, dst, &mut self.scratch)?;
+                Picos::ceil_secs(secs).ok_or(SimError::TimeOverflow)
             }
             OpKind::InNetwork { ranks } => {
                 let devices: Vec<DeviceId> = ranks.iter().map(|&r| placement.devices[r]).collect();
@@ -312,14 +379,15 @@ impl Engine<'_, '_> {
                         add(Resource::Interface { interface: u.interface, reverse: u.reverse });
                     }
                 }
-                Ok(())
+                // Latency of the reduction tree is not modelled (the seeds' switches have none).
+                Ok(Picos::ZERO)
             }
         }
     }
 
     fn start(&mut self, job: u32, round: usize, op_index: u32, op: &Op, placement: &Placement) -> Result<(), SimError> {
         self.stats.started += 1;
-        self.resources_of(job, op, placement)?;
+        let latency = self.resources_of(job, op, placement)?;
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -342,6 +410,8 @@ impl Engine<'_, '_> {
         f.rate = 0.0;
         f.updated = now;
         f.started = now;
+        f.latency = latency;
+        f.bottleneck = u32::MAX;
         f.version = f.version.wrapping_add(1);
         f.resources.clear();
         f.resources.extend_from_slice(&self.scratch);
@@ -400,6 +470,7 @@ impl Engine<'_, '_> {
         for (i, &slot) in self.active.iter().enumerate() {
             let rate = self.rates[i];
             let f = &mut self.flows[slot as usize];
+            f.bottleneck = self.fair.bottleneck[i];
             if rate == f.rate && f.rate > 0.0 {
                 continue;
             }
@@ -450,6 +521,17 @@ impl Engine<'_, '_> {
                 }
                 self.shift(rounds, by);
                 state.shift(k, rounds, period, by);
+                if let Some(ends) = self.round_end.get_mut(job as usize) {
+                    for j in (k..=state.last_held()).rev() {
+                        if j + rounds < ends.len() {
+                            ends[j + rounds] = ends[j].map(|(t, r)| (t.saturating_add(by), r));
+                        }
+                    }
+                    let base = ends[k - 1];
+                    for (i, end) in ends[k..k + rounds].iter_mut().enumerate() {
+                        *end = base.map(|(t, r)| (t.saturating_add(Picos(period.0 * (i as u64 + 1))), r));
+                    }
+                }
                 self.signature_scratch = sig;
                 if let Some((_, _, p)) = previous {
                     self.signature_scratch = p;
@@ -495,6 +577,10 @@ impl Engine<'_, '_> {
                     }
                 }
                 EventKind::EnterAll { round, .. } => pending.push([rel(e.at), 1, round.wrapping_sub(k) as u64, 0]),
+                EventKind::Ready { rank, .. } => pending.push([rel(e.at), 3, rank as u64, 0]),
+                EventKind::Delivered { round, op, .. } => {
+                    pending.push([rel(e.at), 4, round.wrapping_sub(k) as u64, u64::from(op)])
+                }
                 EventKind::Start { round, op, .. } => {
                     pending.push([rel(e.at), 2, round.wrapping_sub(k) as u64, u64::from(op)])
                 }
@@ -519,8 +605,10 @@ impl Engine<'_, '_> {
             .map(|Reverse(mut e)| {
                 e.at = e.at.saturating_add(by);
                 match &mut e.kind {
-                    EventKind::Start { round, .. } | EventKind::EnterAll { round, .. } => *round += rounds,
-                    EventKind::Finish { .. } => {}
+                    EventKind::Start { round, .. }
+                    | EventKind::EnterAll { round, .. }
+                    | EventKind::Delivered { round, .. } => *round += rounds,
+                    EventKind::Finish { .. } | EventKind::Ready { .. } => {}
                 }
                 Reverse(e)
             })
@@ -536,8 +624,22 @@ impl Engine<'_, '_> {
             }
         }
         let makespan = states.iter().filter_map(|s| s.finished).max().unwrap_or(Picos::ZERO);
-        let job_reports: Vec<JobReport> =
-            jobs.iter().zip(states).map(|(spec, state)| JobReport::new(spec, state)).collect();
+        let topology = self.topology;
+        let name = |r: u32| {
+            (r != u32::MAX).then(|| {
+                let resource = topology.resource(r as usize);
+                (topology.resource_name(resource), topology.resource_kind(resource).to_string())
+            })
+        };
+        let job_reports: Vec<JobReport> = jobs
+            .iter()
+            .zip(states)
+            .zip(&self.round_end)
+            .map(|((spec, state), ends)| {
+                let ends: Vec<Option<(String, String)>> = ends.iter().map(|e| e.and_then(|(_, r)| name(r))).collect();
+                JobReport::new(spec, state, &ends)
+            })
+            .collect();
         let secs = makespan.secs();
         let mut resources: Vec<ResourceUse> = (0..self.capacity.len())
             .filter(|&i| self.resource_bytes[i] > 0.0)
@@ -571,11 +673,24 @@ impl Engine<'_, '_> {
     }
 }
 
+/// The busiest rank's host work, as the per-round model counts it (`HostCosts`): local
+/// copies and reductions at the host's memory bandwidth plus a fixed overhead per message.
+fn host_secs(schedule: &CompactSchedule, topology: &Topology) -> f64 {
+    let costs = topology.host;
+    if !costs.counted() {
+        return 0.0;
+    }
+    let work = schedule.host_work();
+    let elements = work.copied_elements_max + work.reduced_elements_max;
+    let local = costs.local_bytes_per_sec.map_or(0.0, |bw| elements.saturating_mul(schedule.elem_bytes) as f64 / bw);
+    local + work.messages_max as f64 * costs.message_secs
+}
+
 /// The order flows are taken in: by job, round and place in the round.
 fn flow_key(f: &Flow) -> (u32, usize, u32) {
     (f.job, f.round, f.op)
 }
 
 fn window_error(jobs: &[JobSpec<'_>], job: u32, rounds: usize) -> SimError {
-    SimError::WindowTooLarge { job: jobs[job as usize].name.clone(), rounds, limit: MAX_WINDOW_ROUNDS }
+    SimError::WindowTooLarge { job: jobs[job as usize].name.clone(), rounds, limit: MAX_HELD_ITEMS }
 }

@@ -22,12 +22,17 @@ pub enum SimError {
     #[error("job {job}: one round has up to {transfers} transfers, more than the limit of {limit} made at once")]
     RoundTooLarge { job: String, transfers: usize, limit: usize },
     #[error(
-        "job {job}: {rounds} rounds of the schedule are made and not yet finished at once (ranks far apart), \
-         more than the limit of {limit}"
+        "job {job}: {rounds} rounds are held at once between the slowest and the fastest rank (a rank with no \
+         part in a round passes it at once), more than the limit of {limit} items; use --barriers, which holds \
+         one round"
     )]
     WindowTooLarge { job: String, rounds: usize, limit: usize },
     #[error("job {job}: start time {secs} s is not a finite number of seconds >= 0")]
     BadStart { job: String, secs: f64 },
+    #[error("job {job}: {given} ready times for {ranks} ranks (give one per rank, or none)")]
+    ReadyCount { job: String, given: usize, ranks: usize },
+    #[error("job {job}: ready time {secs} s is not a finite number of seconds >= 0")]
+    BadReady { job: String, secs: f64 },
     #[error("simulated time passed its range (about 213 days)")]
     TimeOverflow,
 }

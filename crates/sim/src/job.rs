@@ -71,9 +71,9 @@ impl Op {
 #[derive(Debug)]
 struct MadeRound {
     ops: Vec<Op>,
-    /// `by_rank[offsets[r]..offsets[r + 1]]`: the ops rank r joins.
-    offsets: Vec<u32>,
-    by_rank: Vec<u32>,
+    /// (rank, op) for every rank an op joins, sorted: O(ops), not O(ranks), per round,
+    /// so a long chain's many small rounds can be held at once.
+    by_rank: Vec<(u32, u32)>,
     /// Ranks of each op that have not reached the round yet.
     waiting: Vec<u32>,
     entered: usize,
@@ -90,6 +90,8 @@ pub(crate) enum Action {
     Start { round: usize, op: u32, at: Picos },
     /// Every rank enters `round` at `at` (a barrier released, or a skipped run ended).
     EnterAll { round: usize, at: Picos },
+    /// One rank enters round 0 at `at` (when it is ready).
+    Ready { rank: Rank, at: Picos },
 }
 
 /// When a round ran: the first rank's entry to the last rank's exit.
@@ -106,6 +108,10 @@ pub(crate) struct Job<'s> {
     pub schedule: &'s CompactSchedule,
     pub dependencies: Dependencies,
     pub alpha: Picos,
+    /// Host work added after the last round, as the per-round model adds it (the busiest
+    /// rank's local copies and reductions and per-message overhead, on topologies that
+    /// declare host costs; none on the seeds' clusters).
+    pub host: Picos,
     /// Whether runs of repeated rounds may be skipped (only a job alone on the network).
     pub reuse: bool,
     ranks: usize,
@@ -124,6 +130,10 @@ pub(crate) struct Job<'s> {
     pub reused_rounds: usize,
     /// The largest number of rounds held at once.
     pub window_peak: usize,
+    /// Items the window holds (see `held_items`), against `window_limit`.
+    held_items: usize,
+    /// Whether the job has started (its first `EnterAll` of round 0 came).
+    pub started: bool,
     /// The round last dropped from the window, kept to compare the next one with.
     previous: Option<(usize, MadeRound)>,
     /// Rounds every rank has entered since the engine last looked.
@@ -151,6 +161,7 @@ impl<'s> Job<'s> {
             schedule,
             dependencies,
             alpha,
+            host: Picos::ZERO,
             reuse,
             ranks,
             phase_start,
@@ -164,6 +175,8 @@ impl<'s> Job<'s> {
             finished: None,
             reused_rounds: 0,
             window_peak: 0,
+            held_items: 0,
+            started: false,
             previous: None,
             all_in: Vec::new(),
             rank_entry: vec![Picos::ZERO; ranks],
@@ -195,11 +208,12 @@ impl<'s> Job<'s> {
 
     fn made(&mut self, round: usize) -> Result<&mut MadeRound, usize> {
         while self.window_first + self.window.len() <= round {
-            if self.window.len() >= self.window_limit {
-                return Err(self.window.len() + 1);
-            }
             let next = self.window_first + self.window.len();
             let made = self.make(next);
+            if self.held_items() + made.by_rank.len() + 1 > self.window_limit {
+                return Err(self.window.len() + 1);
+            }
+            self.held_items += made.by_rank.len() + 1;
             self.window.push_back(made);
             self.window_peak = self.window_peak.max(self.window.len());
         }
@@ -207,15 +221,42 @@ impl<'s> Job<'s> {
         Ok(&mut self.window[i])
     }
 
+    /// Items held by the window: every op's place by rank, and one per round.
+    fn held_items(&self) -> usize {
+        self.held_items
+    }
+
     fn make(&self, round: usize) -> MadeRound {
         let (p, k) = self.locate(round);
         let step = self.schedule.whole_round(p, k, round == 0);
-        made_round(&step, self.schedule.elem_bytes, self.ranks)
+        made_round(&step, self.schedule.elem_bytes)
     }
 
-    /// Start the job at `at`: every rank enters round 0.
-    pub fn start(&mut self, at: Picos, actions: &mut Vec<Action>) -> Result<(), usize> {
-        self.enter_all(0, at, actions)
+    /// Start the job at `at`, each rank `ready[rank]` later (all at `at` when `ready` is
+    /// empty): rank order lets each rank enter round 0 when it is ready; barriers start
+    /// round 0 when the last one is (seed 001 §7.6.1: the exchange starts at the latest
+    /// readiness).
+    pub fn start(&mut self, at: Picos, ready: &[Picos], actions: &mut Vec<Action>) -> Result<(), usize> {
+        if ready.is_empty() || ready.iter().all(|&r| r == Picos::ZERO) {
+            return self.enter_all(0, at, actions);
+        }
+        match self.dependencies {
+            Dependencies::Barriers => {
+                let last = ready.iter().copied().max().unwrap_or(Picos::ZERO);
+                actions.push(Action::EnterAll { round: 0, at: at.saturating_add(last) });
+            }
+            Dependencies::RankOrder => {
+                for (rank, &r) in ready.iter().enumerate() {
+                    actions.push(Action::Ready { rank, at: at.saturating_add(r) });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rank order: `rank` is ready and enters round 0.
+    pub fn ready(&mut self, rank: Rank, at: Picos, actions: &mut Vec<Action>) -> Result<(), usize> {
+        self.enter(rank, 0, at, actions)
     }
 
     /// Every rank enters `round` at `at`.
@@ -236,7 +277,7 @@ impl<'s> Job<'s> {
     fn barrier_enter(&mut self, round: usize, at: Picos, actions: &mut Vec<Action>) -> Result<(), usize> {
         self.drop_before(round);
         if round == self.rounds() {
-            self.finished = Some(at);
+            self.finished = Some(at.saturating_add(self.host));
             return Ok(());
         }
         let alpha = self.alpha;
@@ -246,7 +287,10 @@ impl<'s> Job<'s> {
         mr.first_entry = at;
         mr.last_entry = at;
         let ops = mr.ops.len();
-        let counts: Vec<u32> = (0..ranks).map(|r| mr.offsets[r + 1] - mr.offsets[r]).collect();
+        let mut counts = vec![0u32; ranks];
+        for &(r, _) in &mr.by_rank {
+            counts[r as usize] += 1;
+        }
         self.spans[round] = Some(RoundSpan { start: at, end: at, reused: false });
         self.all_in.push(round);
         for op in 0..ops as u32 {
@@ -276,7 +320,7 @@ impl<'s> Job<'s> {
             if round == self.rounds() {
                 self.ranks_done += 1;
                 if self.ranks_done == self.ranks {
-                    self.finished = Some(at);
+                    self.finished = Some(at.saturating_add(self.host));
                 }
                 return Ok(());
             }
@@ -289,9 +333,10 @@ impl<'s> Job<'s> {
             }
             mr.entered += 1;
             mr.last_entry = at;
-            let (lo, hi) = (mr.offsets[rank] as usize, mr.offsets[rank + 1] as usize);
+            let lo = mr.by_rank.partition_point(|&(r, _)| (r as usize) < rank);
+            let hi = lo + mr.by_rank[lo..].partition_point(|&(r, _)| r as usize == rank);
             for i in lo..hi {
-                let op = mr.by_rank[i];
+                let op = mr.by_rank[i].1;
                 let w = &mut mr.waiting[op as usize];
                 *w -= 1;
                 if *w == 0 {
@@ -331,6 +376,7 @@ impl<'s> Job<'s> {
 
     fn pop_front(&mut self) {
         if let Some(front) = self.window.pop_front() {
+            self.held_items -= front.by_rank.len() + 1;
             self.previous = Some((self.window_first, front));
             self.window_first += 1;
         }
@@ -465,7 +511,7 @@ impl<'s> Job<'s> {
 }
 
 /// Index a round's transfers and in-network steps by rank.
-fn made_round(step: &Step, elem_bytes: u64, ranks: usize) -> MadeRound {
+fn made_round(step: &Step, elem_bytes: u64) -> MadeRound {
     let elem = elem_bytes as f64;
     let mut ops: Vec<Op> = step
         .transfers
@@ -481,30 +527,19 @@ fn made_round(step: &Step, elem_bytes: u64, ranks: usize) -> MadeRound {
         channel: 0,
         kind: OpKind::InNetwork { ranks: s.ranks.clone() },
     }));
-    let mut offsets = vec![0u32; ranks + 1];
     let mut waiting = Vec::with_capacity(ops.len());
-    for o in &ops {
+    let mut by_rank: Vec<(u32, u32)> = Vec::with_capacity(ops.len() * 2);
+    for (i, o) in ops.iter().enumerate() {
         let mut n = 0;
         for r in o.ranks() {
-            offsets[r + 1] += 1;
+            by_rank.push((r as u32, i as u32));
             n += 1;
         }
         waiting.push(n);
     }
-    for r in 0..ranks {
-        offsets[r + 1] += offsets[r];
-    }
-    let mut fill: Vec<u32> = offsets[..ranks].to_vec();
-    let mut by_rank = vec![0u32; offsets[ranks] as usize];
-    for (i, o) in ops.iter().enumerate() {
-        for r in o.ranks() {
-            by_rank[fill[r] as usize] = i as u32;
-            fill[r] += 1;
-        }
-    }
+    by_rank.sort_unstable();
     MadeRound {
         ops,
-        offsets,
         by_rank,
         waiting,
         entered: 0,

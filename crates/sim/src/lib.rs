@@ -15,16 +15,16 @@ pub mod engine;
 pub mod error;
 pub mod fairness;
 pub mod job;
+pub mod jobs_file;
 pub mod paths;
 pub mod report;
 pub mod time;
 pub mod trace;
 
-pub use engine::{
-    simulate, JobSpec, SimOptions, MAX_JOBS, MAX_ROUND_TRANSFERS, MAX_STARTED_TRANSFERS, MAX_WINDOW_ROUNDS,
-};
+pub use engine::{simulate, JobSpec, SimOptions, MAX_HELD_ITEMS, MAX_JOBS, MAX_ROUND_TRANSFERS, MAX_STARTED_TRANSFERS};
 pub use error::SimError;
 pub use job::Dependencies;
+pub use jobs_file::{parse_jobs, JobsFileError, PlannedJob};
 pub use paths::Paths;
-pub use report::{JobReport, PhaseReport, ResourceUse, RoundReport, SimReport};
+pub use report::{CriticalResource, JobReport, PhaseReport, ResourceUse, RoundReport, SimReport};
 pub use time::Picos;

@@ -63,7 +63,9 @@ fn add_link(topology: &Topology, link: LinkId, fraction: f64, out: &mut Vec<(u32
     }
 }
 
-/// The resources of a transfer from `src` to `dst`, written to `out` (cleared first).
+/// The resources of a transfer from `src` to `dst`, written to `out` (cleared first),
+/// and the latency of its last byte: the slowest of the paths it uses, summing each
+/// path's link latencies (the model leaves latency out; the seeds' presets have none).
 pub fn flow_resources(
     routes: &mut RouteTable,
     paths: Paths,
@@ -71,7 +73,7 @@ pub fn flow_resources(
     src: DeviceId,
     dst: DeviceId,
     out: &mut Vec<(u32, f64)>,
-) -> Result<(), SimError> {
+) -> Result<f64, SimError> {
     out.clear();
     let topology = routes.topology();
     let route = routes.get(src, dst)?;
@@ -80,6 +82,39 @@ pub fn flow_resources(
             for &(link, fraction) in route.links {
                 add_link(topology, link, fraction, out);
             }
+            if route.links.iter().all(|&(l, _)| topology.links[l].latency_secs == 0.0) {
+                return Ok(0.0);
+            }
+            // The slowest path through the route's links (they form a DAG from src).
+            let mut slowest: Vec<(usize, f64)> = vec![(dst, 0.0)];
+            let mut order: Vec<usize> = vec![src];
+            let mut i = 0;
+            while i < order.len() {
+                let at = order[i];
+                i += 1;
+                for &(l, _) in route.links {
+                    let to = topology.links[l].to;
+                    if topology.links[l].from == at && !order.contains(&to) {
+                        order.push(to);
+                    }
+                }
+            }
+            for &at in order.iter().rev() {
+                if at == dst {
+                    continue;
+                }
+                let worst = route
+                    .links
+                    .iter()
+                    .filter(|&&(l, _)| topology.links[l].from == at)
+                    .filter_map(|&(l, _)| {
+                        let to = topology.links[l].to;
+                        slowest.iter().find(|(d, _)| *d == to).map(|&(_, s)| s + topology.links[l].latency_secs)
+                    })
+                    .fold(0.0f64, f64::max);
+                slowest.push((at, worst));
+            }
+            Ok(slowest.iter().find(|(d, _)| *d == src).map_or(0.0, |&(_, s)| s))
         }
         Paths::Ecmp { seed } => {
             let key = mix(seed
@@ -88,6 +123,7 @@ pub fn flow_resources(
             // Walk the route's links from the source, one next hop at every split.
             let mut at = src;
             let mut hop = 0u64;
+            let mut latency = 0.0;
             while at != dst {
                 let next: Vec<LinkId> =
                     route.links.iter().map(|&(l, _)| l).filter(|&l| topology.links[l].from == at).collect();
@@ -99,12 +135,13 @@ pub fn flow_resources(
                 }
                 let pick = next[(mix(key ^ hop) % next.len() as u64) as usize];
                 add_link(topology, pick, 1.0, out);
+                latency += topology.links[pick].latency_secs;
                 at = topology.links[pick].to;
                 hop += 1;
             }
+            Ok(latency)
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

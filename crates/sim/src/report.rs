@@ -17,6 +17,18 @@ pub struct RoundReport {
     pub secs: f64,
     /// Not simulated flow by flow: a repeat of the round before, which ran in step.
     pub reused: bool,
+    /// The resource that set the rate of the round's last transfer to end.
+    pub ended_by: Option<String>,
+}
+
+/// A resource the finish hangs on: the rounds whose last transfer it held back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CriticalResource {
+    pub resource: String,
+    pub kind: String,
+    pub rounds: usize,
+    /// Time of those rounds.
+    pub secs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,11 +58,13 @@ pub struct JobReport {
     /// Most rounds held at once (between the slowest and the fastest rank).
     pub rounds_held_peak: usize,
     pub phases: Vec<PhaseReport>,
+    /// Resources that held back the last transfer of rounds, by the time of those rounds.
+    pub critical: Vec<CriticalResource>,
     pub per_round: Vec<RoundReport>,
 }
 
 impl JobReport {
-    pub(crate) fn new(spec: &JobSpec<'_>, state: &Job<'_>) -> Self {
+    pub(crate) fn new(spec: &JobSpec<'_>, state: &Job<'_>, ended_by: &[Option<(String, String)>]) -> Self {
         let s = spec.schedule;
         let start = spec.start_secs;
         let finish = state.finished.map_or(f64::NAN, |p| p.secs());
@@ -61,9 +75,32 @@ impl JobReport {
             .map(|(index, span)| {
                 let (a, b, reused) =
                     span.map_or((f64::NAN, f64::NAN, false), |s| (s.start.secs(), s.end.secs(), s.reused));
-                RoundReport { index, label: state.round_label(index), start_secs: a, end_secs: b, secs: b - a, reused }
+                RoundReport {
+                    index,
+                    label: state.round_label(index),
+                    start_secs: a,
+                    end_secs: b,
+                    secs: b - a,
+                    reused,
+                    ended_by: ended_by.get(index).cloned().flatten().map(|(n, _)| n),
+                }
             })
             .collect();
+        let mut by_resource: std::collections::BTreeMap<&str, CriticalResource> = std::collections::BTreeMap::new();
+        for (r, e) in per_round.iter().zip(ended_by) {
+            let Some((resource, kind)) = e else { continue };
+            let c = by_resource.entry(resource.as_str()).or_insert_with(|| CriticalResource {
+                resource: resource.clone(),
+                kind: kind.clone(),
+                rounds: 0,
+                secs: 0.0,
+            });
+            c.rounds += 1;
+            c.secs += r.secs;
+        }
+        let mut critical: Vec<CriticalResource> = by_resource.into_values().collect();
+        critical.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
+        critical.truncate(16);
         let mut phases = Vec::new();
         let mut first = 0;
         for p in &s.phases {
@@ -93,6 +130,7 @@ impl JobReport {
             reused_rounds: state.reused_rounds,
             rounds_held_peak: state.window_peak,
             phases,
+            critical,
             per_round,
         }
     }

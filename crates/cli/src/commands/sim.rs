@@ -28,14 +28,17 @@ const MAX_TRACE_EVENTS: usize = 2_000_000;
     railyard sim --topo hgx-h100x2 --algo ring --ecmp 7\n\n\
 How transfers start: by default a rank starts round k's transfers once it and the ranks it\n\
 exchanges with have finished their part of round k-1 (rank order; rounds overlap where ranks\n\
-are ready at different times). --barriers waits for every rank, as the per-round model does;\n\
-then the simulator equals the model. Both, and the model, are shown unless --no-compare.\n\n\
+are ready at different times; it is not always faster: early starters can take bandwidth\n\
+from the transfers the finish waits for). --barriers waits for every rank, as the per-round\n\
+model does; with routes split over their paths (the default) the simulator then equals the\n\
+model. Both rules, and the model, are shown unless --no-compare.\n\n\
 Links are shared max-min fairly among the flows crossing them; a route with several\n\
 equal-cost paths splits its bytes over them (the model's rule, per-packet spraying) unless\n\
 --ecmp SEED puts each connection on one hashed path.\n\n\
-Limits: 128 Mi transfers started one by one (runs of repeated rounds that run in step are\n\
-simulated once); 16 Mi transfers in one round; 4,096 rounds held between the slowest and the\n\
-fastest rank; 2 Mi trace events (the rest are counted as dropped).")]
+Limits: 32 Mi transfers started one by one (a run of repeated rounds is simulated once when\n\
+its state repeats exactly; --every-round simulates each, which can take minutes); 4 Mi\n\
+transfers in one round; 16 Mi items held between the slowest and the fastest rank; 2 Mi\n\
+trace events (the rest are counted as dropped).")]
 pub struct SimArgs {
     /// Topology: a preset (`railyard topo list`), optionally with parameters, or a TOML/JSON file
     #[arg(long, default_value = "hgx-h100x2")]
@@ -52,7 +55,7 @@ pub struct SimArgs {
     /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective)
     #[arg(long, default_value = "all")]
     pub algo: String,
-    /// Root rank of rooted collectives
+    /// Root rank of rooted collectives (sendrecv: the sender; the receiver is the last rank)
     #[arg(long, default_value_t = 0)]
     pub root: usize,
     /// Parallel rings (channels) for the ring algorithms (1-64)
@@ -82,9 +85,18 @@ pub struct SimArgs {
     /// Simulate every round flow by flow, even repeats of a round that ran in step
     #[arg(long)]
     pub every_round: bool,
-    /// Write a Chrome/Perfetto trace (JSON) of the run of the first algorithm to this file
+    /// Write a Chrome/Perfetto trace (JSON) of the run (the first algorithm's) to this file
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Each rank's readiness, comma-separated times (e.g. 0,0,0,2ms): rank order lets a
+    /// rank start when it is ready; barriers start when the last one is (seed 001 §7.6.1)
+    #[arg(long, value_name = "TIMES", value_parser = parse_times)]
+    pub ready: Option<Times>,
+    /// Several jobs sharing the network, from a TOML file ([[job]] entries with collective,
+    /// size, algorithm, placement, skip, ranks, start, period, count, ready; see
+    /// crates/sim/src/jobs_file.rs); --collective, --size, --algo and --ready are then unused
+    #[arg(long, value_name = "FILE")]
+    pub jobs: Option<PathBuf>,
     /// Print every round instead of the phases
     #[arg(long)]
     pub all_rounds: bool,
@@ -100,6 +112,9 @@ struct Run {
     model_secs: Option<f64>,
     /// The other start rule's time (absent with --no-compare).
     other_secs: Option<f64>,
+    /// Why the model or the other rule has no time, where it could not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
     /// Wall-clock seconds the simulation took (not part of the simulated result).
     wall_secs: f64,
     report: SimReport,
@@ -117,9 +132,34 @@ struct Output {
     skipped: Vec<(String, String)>,
 }
 
+/// Per-rank times (a newtype, so clap takes the list as one value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Times(pub Vec<f64>);
+
+fn parse_times(text: &str) -> Result<Times, String> {
+    let list: Result<Vec<f64>, String> =
+        text.split(',').map(|t| railyard_topology::units::parse_secs(t.trim()).map_err(|e| e.to_string())).collect();
+    let list = list?;
+    if list.len() > railyard_schedule::limits::MAX_RANKS {
+        return Err(format!(
+            "{} times, more than the {} ranks allowed",
+            list.len(),
+            railyard_schedule::limits::MAX_RANKS
+        ));
+    }
+    Ok(Times(list))
+}
+
 pub fn run(args: &SimArgs) -> Result<String> {
     let topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
-    let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
+    if let Some(path) = &args.jobs {
+        return run_jobs(args, &topology, path);
+    }
+    let placement = Placement::new(&topology, &args.placement, args.ranks)?;
+    if let Some(path) = &args.trace {
+        // Found unwritable now, not after the simulation.
+        std::fs::File::create(path).with_context(|| format!("cannot write the trace to {}", path.display()))?;
+    }
     let (list, strict) = algorithms(&args.algo, args.collective)?;
     let elem_bytes = args.dtype.size_bytes();
     if !args.size.is_multiple_of(elem_bytes) {
@@ -157,7 +197,8 @@ pub fn run(args: &SimArgs) -> Result<String> {
         let sim_options =
             SimOptions { dependencies, paths, reuse_repeated_rounds: !args.every_round, trace_events: trace };
         let started = Instant::now();
-        let report = match simulate_one(&topology, &schedule, &placement, &sim_options, algorithm) {
+        let ready = args.ready.as_ref().map_or_else(Vec::new, |t| t.0.clone());
+        let report = match simulate_one(&topology, &schedule, &placement, &sim_options, algorithm, &ready) {
             Ok(r) => r,
             Err(e) if !strict => {
                 skipped.push((algorithm.to_string(), format!("{e:#}")));
@@ -166,20 +207,27 @@ pub fn run(args: &SimArgs) -> Result<String> {
             Err(e) => return Err(e),
         };
         let wall_secs = started.elapsed().as_secs_f64();
+        let mut notes = Vec::new();
         let (model_secs, other_secs) = if args.no_compare {
             (None, None)
         } else {
-            let model = cost(&schedule, &topology, &placement).map(|b| b.total_secs).ok();
+            let model = cost(&schedule, &topology, &placement)
+                .map(|b| b.total_secs)
+                .map_err(|e| notes.push(format!("model: {e}")))
+                .ok();
             let other_options = SimOptions { dependencies: other, trace_events: None, ..sim_options.clone() };
-            let other_run = simulate_one(&topology, &schedule, &placement, &other_options, algorithm)?;
-            (model, Some(other_run.jobs[0].secs))
+            let other_run = simulate_one(&topology, &schedule, &placement, &other_options, algorithm, &ready)
+                .map(|r| r.jobs[0].secs)
+                .map_err(|e| notes.push(format!("{}: {e:#}", rule(other))))
+                .ok();
+            (model, other_run)
         };
         if let (Some(path), true) = (&args.trace, runs.is_empty()) {
             let label = |_: u32, r: usize| round_label(&schedule, r);
             let json = report.trace.to_json(&[algorithm.to_string()], &label);
             std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
         }
-        runs.push(Run { algorithm: algorithm.to_string(), model_secs, other_secs, wall_secs, report });
+        runs.push(Run { algorithm: algorithm.to_string(), model_secs, other_secs, notes, wall_secs, report });
     }
     if runs.is_empty() {
         bail!(
@@ -209,8 +257,15 @@ fn simulate_one(
     placement: &Placement,
     options: &SimOptions,
     algorithm: Algorithm,
+    ready: &[f64],
 ) -> Result<SimReport> {
-    let job = JobSpec { name: algorithm.to_string(), schedule, placement: placement.clone(), start_secs: 0.0 };
+    let job = JobSpec {
+        name: algorithm.to_string(),
+        schedule,
+        placement: placement.clone(),
+        start_secs: 0.0,
+        ready_secs: ready.to_vec(),
+    };
     simulate(topology, &[job], options).with_context(|| format!("simulating {algorithm}"))
 }
 
@@ -268,7 +323,7 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
             format_secs(job.secs),
             r.other_secs.map_or("-".into(), format_secs),
             r.model_secs.map_or("-".into(), format_secs),
-            r.model_secs.map_or("-".into(), |m| format!("{:.3}", job.secs / m)),
+            r.model_secs.filter(|&m| m > 0.0).map_or("-".into(), |m| format!("{:.3}", job.secs / m)),
             busiest,
             r.report.flows.to_string(),
             format!("{} of {}", job.reused_rounds, job.rounds),
@@ -280,13 +335,14 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
         let job = &fastest.report.jobs[0];
         s += &format!("\n## {} (fastest simulated)\n\n", fastest.algorithm);
         if args.all_rounds {
-            let mut t = Table::new(["round", "start", "end", "time", "reused"]);
+            let mut t = Table::new(["round", "start", "end", "time", "ended by", "reused"]);
             for r in &job.per_round {
                 t.row([
                     r.label.clone(),
                     format_secs(r.start_secs),
                     format_secs(r.end_secs),
                     format_secs(r.secs),
+                    r.ended_by.clone().unwrap_or_default(),
                     if r.reused { "yes".into() } else { String::new() },
                 ]);
             }
@@ -301,6 +357,14 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
                     format_secs(p.end_secs),
                     format_secs(p.secs),
                 ]);
+            }
+            s += &t.render();
+        }
+        if !job.critical.is_empty() {
+            s += "\nWhat the finish hangs on (the resource that set the rate of each round's last transfer):\n\n";
+            let mut t = Table::new(["resource", "kind", "rounds", "time of those rounds"]);
+            for c in job.critical.iter().take(6) {
+                t.row([c.resource.clone(), c.kind.clone(), c.rounds.to_string(), format_secs(c.secs)]);
             }
             s += &t.render();
         }
@@ -320,6 +384,11 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
     for (a, e) in &out.skipped {
         s += &format!("\nskipped {a}: {e}\n");
     }
+    for r in &out.runs {
+        for n in &r.notes {
+            s += &format!("\n{}: no {n}\n", r.algorithm);
+        }
+    }
     if let (Some(path), Some(first)) = (&args.trace, out.runs.first()) {
         s += &format!(
             "\nTrace of {} written to {} ({} events{}); open it in https://ui.perfetto.dev.\n",
@@ -334,4 +403,153 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
         );
     }
     s
+}
+
+#[derive(Debug, Serialize)]
+struct JobRun {
+    name: String,
+    algorithm: String,
+    collective: String,
+    bytes: u64,
+    ranks: usize,
+    start_secs: f64,
+    finish_secs: f64,
+    secs: f64,
+    /// The same job alone on the network (its first run).
+    alone_secs: f64,
+    /// secs / alone_secs
+    slowdown: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct JobsOutput {
+    topology: String,
+    dependencies: Dependencies,
+    makespan_secs: f64,
+    jobs: Vec<JobRun>,
+    wall_secs: f64,
+    report: SimReport,
+}
+
+/// `--jobs FILE`: every run of every job together, each beside itself alone.
+fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Result<String> {
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if meta.len() > railyard_sim::jobs_file::MAX_FILE_BYTES as u64 {
+        bail!(
+            "{} is {} bytes, more than the limit of {}",
+            path.display(),
+            meta.len(),
+            railyard_sim::jobs_file::MAX_FILE_BYTES
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let planned = railyard_sim::parse_jobs(&text, topology).with_context(|| path.display().to_string())?;
+    let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
+    let paths = match args.ecmp {
+        Some(seed) => Paths::Ecmp { seed },
+        None => Paths::Split,
+    };
+    let trace = args.trace.is_some().then_some(MAX_TRACE_EVENTS);
+    let options = SimOptions { dependencies, paths, reuse_repeated_rounds: !args.every_round, trace_events: trace };
+    let mut specs = Vec::new();
+    let mut of_spec = Vec::new();
+    for (j, p) in planned.iter().enumerate() {
+        for (i, &start) in p.starts_secs.iter().enumerate() {
+            let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
+            specs.push(JobSpec {
+                name,
+                schedule: &p.schedule,
+                placement: p.placement.clone(),
+                start_secs: start,
+                ready_secs: p.ready_secs.clone(),
+            });
+            of_spec.push(j);
+        }
+    }
+    let mut alone = Vec::with_capacity(planned.len());
+    for p in &planned {
+        let job = JobSpec {
+            name: p.name.clone(),
+            schedule: &p.schedule,
+            placement: p.placement.clone(),
+            start_secs: 0.0,
+            ready_secs: p.ready_secs.clone(),
+        };
+        let r = simulate(topology, &[job], &SimOptions { trace_events: None, ..options.clone() })
+            .with_context(|| format!("simulating {} alone", p.name))?;
+        alone.push(r.jobs[0].secs);
+    }
+    let started = Instant::now();
+    let report = simulate(topology, &specs, &options).context("simulating the jobs together")?;
+    let wall_secs = started.elapsed().as_secs_f64();
+    if let Some(path) = &args.trace {
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let label = |j: u32, r: usize| round_label(specs[j as usize].schedule, r);
+        std::fs::write(path, report.trace.to_json(&names, &label))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let jobs: Vec<JobRun> = report
+        .jobs
+        .iter()
+        .zip(&of_spec)
+        .map(|(j, &p)| JobRun {
+            name: j.name.clone(),
+            algorithm: j.algorithm.clone(),
+            collective: j.collective.clone(),
+            bytes: j.bytes,
+            ranks: j.ranks,
+            start_secs: j.start_secs,
+            finish_secs: j.finish_secs,
+            secs: j.secs,
+            alone_secs: alone[p],
+            slowdown: j.secs / alone[p],
+        })
+        .collect();
+    let out = JobsOutput {
+        topology: topology.name.clone(),
+        dependencies,
+        makespan_secs: report.makespan_secs,
+        jobs,
+        wall_secs,
+        report,
+    };
+    if args.format == Format::Json {
+        return Ok(serde_json::to_string_pretty(&out)? + "\n");
+    }
+    let mut s = format!(
+        "# {} jobs sharing {}\n\nTransfers start by {}; links shared max-min fairly; paths: {}. All done at {}.\n\n",
+        out.jobs.len(),
+        out.topology,
+        rule(dependencies),
+        paths.describe(),
+        format_secs(out.makespan_secs)
+    );
+    let mut t = Table::new(["job", "collective", "algorithm", "ranks", "start", "finish", "time", "alone", "slowdown"]);
+    for j in &out.jobs {
+        t.row([
+            j.name.clone(),
+            format!("{} of {}", j.collective, format_bytes(j.bytes as f64)),
+            j.algorithm.clone(),
+            j.ranks.to_string(),
+            format_secs(j.start_secs),
+            format_secs(j.finish_secs),
+            format_secs(j.secs),
+            format_secs(j.alone_secs),
+            format!("{:.2}x", j.slowdown),
+        ]);
+    }
+    s += &t.render();
+    s += "\nBusiest resources (bytes carried over bandwidth x simulated time):\n\n";
+    let mut t = Table::new(["resource", "kind", "bytes", "bandwidth", "utilisation"]);
+    for u in out.report.resources.iter().take(8) {
+        t.row([
+            u.resource.clone(),
+            u.kind.clone(),
+            format_bytes(u.bytes),
+            format_bytes_per_sec(u.bytes_per_sec),
+            format!("{:.1}%", u.utilisation * 100.0),
+        ]);
+    }
+    s += &t.render();
+    Ok(s)
 }

@@ -1,0 +1,235 @@
+//! The jobs file: several collectives sharing one network, each on its own ranks, from
+//! its own start, optionally repeated every period (seed 001 §7.5.1's periodic jobs).
+//!
+//! ```toml
+//! [[job]]
+//! name = "dp"               # optional (default "job N")
+//! collective = "allreduce"
+//! size = "1GiB"
+//! algorithm = "ring"
+//! dtype = "f32"             # optional
+//! placement = "contiguous"  # optional: contiguous, interleaved, rail-aligned, list:DEV,...
+//! skip = 0                  # optional: GPUs of the placement order left to other jobs first
+//! ranks = 8                 # optional (default: every GPU left after `skip`)
+//! start = "0ms"             # optional
+//! period = "20ms"           # optional, with count: start + i * period for i < count
+//! count = 3                 # optional (default 1)
+//! ready = ["0ms", "2ms"]    # optional: each rank's readiness after the start
+//! channels = 1              # optional: parallel rings
+//! pipeline_chunks = 1       # optional: chain and trees
+//! root = 0                  # optional: rooted collectives
+//! ```
+
+use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions};
+use railyard_topology::units::{parse_bytes, parse_secs};
+use railyard_topology::{Placement, PlacementPolicy, Topology};
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::engine::MAX_JOBS;
+
+/// A jobs file larger than this is refused before it is parsed.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum JobsFileError {
+    #[error("jobs file: {0}")]
+    Parse(String),
+    #[error("jobs file is {bytes} bytes, more than the limit of {limit}")]
+    TooLarge { bytes: usize, limit: usize },
+    #[error("jobs file lists no [[job]]")]
+    Empty,
+    #[error("job {index} ({name}): {field}: {message}")]
+    Field { index: usize, name: String, field: &'static str, message: String },
+    #[error("the jobs file makes {instances} job runs (counts included), more than the limit of {limit}")]
+    TooManyRuns { instances: usize, limit: usize },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    job: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    name: Option<String>,
+    collective: String,
+    size: String,
+    algorithm: String,
+    dtype: Option<String>,
+    placement: Option<String>,
+    #[serde(default)]
+    skip: usize,
+    ranks: Option<usize>,
+    start: Option<String>,
+    period: Option<String>,
+    count: Option<usize>,
+    ready: Option<Vec<String>>,
+    channels: Option<usize>,
+    pipeline_chunks: Option<usize>,
+    #[serde(default)]
+    root: usize,
+}
+
+/// One job of the file, generated: its schedule, ranks and start times.
+#[derive(Debug)]
+pub struct PlannedJob {
+    pub name: String,
+    pub schedule: CompactSchedule,
+    pub placement: Placement,
+    /// Start of every run (one per `count`).
+    pub starts_secs: Vec<f64>,
+    pub ready_secs: Vec<f64>,
+}
+
+/// Read and generate every job of a jobs file's text on `topology`.
+pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, JobsFileError> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(JobsFileError::TooLarge { bytes: text.len(), limit: MAX_FILE_BYTES });
+    }
+    let file: File = toml::from_str(text).map_err(|e| JobsFileError::Parse(e.to_string()))?;
+    if file.job.is_empty() {
+        return Err(JobsFileError::Empty);
+    }
+    let mut runs = 0usize;
+    let mut jobs = Vec::with_capacity(file.job.len());
+    for (index, entry) in file.job.into_iter().enumerate() {
+        let name = entry.name.clone().unwrap_or_else(|| format!("job {index}"));
+        let field =
+            |field: &'static str, message: String| JobsFileError::Field { index, name: name.clone(), field, message };
+        let collective: Collective = entry.collective.parse().map_err(|e: String| field("collective", e))?;
+        let algorithm: Algorithm = entry.algorithm.parse().map_err(|e: String| field("algorithm", e))?;
+        let dtype: Dtype = match &entry.dtype {
+            Some(d) => d.parse().map_err(|e: String| field("dtype", e))?,
+            None => Dtype::F32,
+        };
+        let bytes = parse_bytes(&entry.size).map_err(|e| field("size", e.to_string()))?;
+        let elem_bytes = dtype.size_bytes();
+        if !bytes.is_multiple_of(elem_bytes) {
+            return Err(field("size", format!("{bytes} bytes is not a whole number of {elem_bytes}-byte elements")));
+        }
+        let policy: PlacementPolicy = match &entry.placement {
+            Some(p) => p.parse().map_err(|e: String| field("placement", e))?,
+            None => PlacementPolicy::Contiguous,
+        };
+        let all = Placement::new(topology, &policy, None).map_err(|e| field("placement", e.to_string()))?;
+        let left = all
+            .len()
+            .checked_sub(entry.skip)
+            .ok_or_else(|| field("skip", format!("skips {} GPUs of a placement of {}", entry.skip, all.len())))?;
+        let ranks = entry.ranks.unwrap_or(left);
+        if ranks == 0 || ranks > left {
+            return Err(field(
+                "ranks",
+                format!("{ranks} ranks, but {left} GPUs are left after skipping {}", entry.skip),
+            ));
+        }
+        let placement = Placement { devices: all.devices[entry.skip..entry.skip + ranks].to_vec() };
+        let start = parse_time(entry.start.as_deref(), "start", &field)?;
+        let count = entry.count.unwrap_or(1);
+        if count == 0 {
+            return Err(field("count", "must be at least 1".into()));
+        }
+        runs = runs.saturating_add(count);
+        if runs > MAX_JOBS {
+            return Err(JobsFileError::TooManyRuns { instances: runs, limit: MAX_JOBS });
+        }
+        let period = match (&entry.period, count) {
+            (Some(p), _) => parse_time(Some(p), "period", &field)?,
+            (None, 1) => 0.0,
+            (None, _) => return Err(field("period", format!("count = {count} needs a period"))),
+        };
+        let ready_secs = match &entry.ready {
+            None => Vec::new(),
+            Some(list) if list.len() != ranks => {
+                return Err(field("ready", format!("{} times for {ranks} ranks (one per rank)", list.len())))
+            }
+            Some(list) => list.iter().map(|t| parse_time(Some(t), "ready", &field)).collect::<Result<_, _>>()?,
+        };
+        let spec = CollectiveSpec::new(collective, ranks, bytes / elem_bytes).with_root(entry.root);
+        let options = GenOptions {
+            groups: placement.ranks_by_server(topology),
+            order: None,
+            channels: entry.channels.unwrap_or(1),
+            pipeline_chunks: entry.pipeline_chunks.unwrap_or(1),
+        };
+        let schedule =
+            generate_compact(algorithm, &spec, &options, elem_bytes).map_err(|e| field("algorithm", e.to_string()))?;
+        let starts_secs = (0..count).map(|i| start + period * i as f64).collect();
+        jobs.push(PlannedJob { name, schedule, placement, starts_secs, ready_secs });
+    }
+    Ok(jobs)
+}
+
+fn parse_time(
+    text: Option<&str>,
+    name: &'static str,
+    field: &dyn Fn(&'static str, String) -> JobsFileError,
+) -> Result<f64, JobsFileError> {
+    match text {
+        None => Ok(0.0),
+        Some(t) => match parse_secs(t) {
+            Ok(s) if s.is_finite() => Ok(s),
+            Ok(s) => Err(field(name, format!("{s} is not a finite time"))),
+            Err(e) => Err(field(name, e.to_string())),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_topology::presets::preset;
+
+    #[test]
+    fn a_file_of_two_jobs_on_separate_ranks() {
+        let t = preset("hgx-h100x2").unwrap();
+        let jobs = parse_jobs(
+            r#"
+            [[job]]
+            name = "a"
+            collective = "allreduce"
+            size = "64MiB"
+            algorithm = "ring"
+            ranks = 8
+            period = "10ms"
+            count = 3
+
+            [[job]]
+            collective = "allgather"
+            size = "1MiB"
+            algorithm = "direct"
+            skip = 8
+            start = "1ms"
+            ready = ["0ms", "0ms", "0ms", "0ms", "0ms", "0ms", "0ms", "2ms"]
+            "#,
+            &t,
+        )
+        .unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].starts_secs, vec![0.0, 0.01, 0.02]);
+        assert_eq!(jobs[1].name, "job 1");
+        assert_eq!(jobs[1].placement.devices[0], t.device_id("B.gpu0").unwrap());
+        assert_eq!(jobs[1].ready_secs[7], 2e-3);
+    }
+
+    #[test]
+    fn errors_name_the_job_and_the_field() {
+        let t = preset("hgx-h100x2").unwrap();
+        for (text, expect) in [
+            ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"nope\"", "job 0 (job 0): algorithm"),
+            ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nstart = \"-1ms\"", "start"),
+            ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nranks = 17", "ranks"),
+            ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\ncount = 2", "period"),
+            ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nbogus = 1", "unknown field"),
+            ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nready = [\"1ms\"]", "ready"),
+            ("", "no [[job]]"),
+        ] {
+            let err = parse_jobs(text, &t).unwrap_err().to_string();
+            assert!(err.contains(expect), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The seeds' cases the simulator must reproduce: readiness skew (seed 001 §7.6.1),
+//! incast at one switch port, and ECMP collisions against the exact model (§7.5.3).
+
+use railyard_schedule::{generate_compact, Algorithm, GenOptions};
+use railyard_schedule::{Buffer, Collective, CollectiveSpec, Op, Region, ScheduleBuilder, Step, Transfer};
+use railyard_sim::{simulate, Dependencies, JobSpec, Paths, SimOptions};
+use railyard_topology::{presets::preset, DeviceKind, Placement, PlacementPolicy, Topology, TopologyBuilder};
+
+fn all_reduce_secs(topo: &str, ready: &[f64], dependencies: Dependencies) -> f64 {
+    let t = preset(topo).unwrap();
+    let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+    let spec = CollectiveSpec::new(Collective::AllReduce, placement.len(), (16 << 20) / 4);
+    let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
+    let schedule = generate_compact(Algorithm::Ring, &spec, &options, 4).unwrap();
+    let job = JobSpec { name: "x".into(), schedule: &schedule, placement, start_secs: 0.0, ready_secs: ready.to_vec() };
+    let options = SimOptions { dependencies, ..SimOptions::default() };
+    simulate(&t, &[job], &options).unwrap().jobs[0].finish_secs
+}
+
+/// Seed 001 §7.6.1: four participants ready at 0, 0, 0 and 2 ms exchange for 0.4 ms once
+/// all are there: done at 2.4 ms; halving the exchange gives 2.2 ms; all ready at 0, 0.4 ms.
+#[test]
+fn readiness_skew_delays_the_exchange_to_the_last_ready() {
+    // A ring all-reduce of 16 MiB over 4 ranks moves 6 x 4 MiB per link: 0.4 ms at
+    // 62.91456 GB/s, 0.2 ms at twice that.
+    let slow = "mesh:ranks=4,bw=62.91456GB/s,alpha=0s";
+    let fast = "mesh:ranks=4,bw=125.82912GB/s,alpha=0s";
+    let skew = [0.0, 0.0, 0.0, 2e-3];
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(all_reduce_secs(slow, &[], Dependencies::Barriers), 0.4e-3));
+    assert!(close(all_reduce_secs(slow, &skew, Dependencies::Barriers), 2.4e-3));
+    assert!(close(all_reduce_secs(fast, &skew, Dependencies::Barriers), 2.2e-3));
+    // Rank order lets the three ready ranks start without the fourth; the ring still
+    // needs it, so the finish cannot come before it is ready, nor after 2.4 ms.
+    let free = all_reduce_secs(slow, &skew, Dependencies::RankOrder);
+    assert!(free > 2e-3 && free <= 2.4e-3 + 1e-9, "{free}");
+}
+
+/// n hosts on one leaf send to n hosts on another through m spines (one uplink each).
+fn two_leaves(n: usize, m: usize, bytes_per_sec: f64) -> Topology {
+    let mut b = TopologyBuilder::new("two-leaves");
+    let (l1, l2) = (b.device("leaf1", DeviceKind::Switch, None), b.device("leaf2", DeviceKind::Switch, None));
+    let mut gpus = Vec::new();
+    for side in [l1, l2] {
+        for i in 0..n {
+            let g = b.device(format!("h{side}.{i}"), DeviceKind::Gpu, Some(&format!("s{side}.{i}")));
+            b.duplex(g, side, bytes_per_sec, 0.0, &[]);
+            gpus.push(g);
+        }
+    }
+    for j in 0..m {
+        let s = b.device(format!("spine{j}"), DeviceKind::Switch, None);
+        b.duplex(l1, s, bytes_per_sec, 0.0, &[]);
+        b.duplex(l2, s, bytes_per_sec, 0.0, &[]);
+    }
+    b.default_ranks(gpus);
+    b.build().unwrap()
+}
+
+/// One round in which rank i sends `bytes` to rank `to(i)`, for every i in `from`.
+fn one_round(ranks: usize, pairs: &[(usize, usize)], bytes: u64) -> railyard_schedule::CompactSchedule {
+    let spec = CollectiveSpec::new(Collective::AllToAll, ranks, bytes * ranks as u64);
+    let mut b = ScheduleBuilder::new(spec, "flows", 1);
+    let transfers = pairs
+        .iter()
+        .map(|&(from, to)| Transfer {
+            from,
+            to,
+            read: Region::new(Buffer::Input, 0..bytes),
+            write: Region::new(Buffer::Output, 0..bytes),
+            op: Op::Copy,
+            shard: None,
+            channel: 0,
+        })
+        .collect();
+    b.phase("flows", vec![Step { transfers, ..Step::default() }]);
+    b.build_compact()
+}
+
+fn secs_of(t: &Topology, schedule: &railyard_schedule::CompactSchedule, paths: Paths) -> f64 {
+    let placement = Placement::new(t, &PlacementPolicy::Contiguous, None).unwrap();
+    let job = JobSpec { name: "x".into(), schedule, placement, start_secs: 0.0, ready_secs: Vec::new() };
+    simulate(t, &[job], &SimOptions { paths, ..SimOptions::default() }).unwrap().jobs[0].secs
+}
+
+/// Seed 001 §7.5.3: n flows hashed onto m uplinks; the slowest finishes when the
+/// busiest uplink has drained, so the mean finish over many seeds, in single-flow
+/// times, is the mean busiest-uplink load — the exact model's expectation (within 2%).
+#[test]
+fn ecmp_collisions_match_the_exact_model() {
+    let bw = 50e9;
+    let bytes = 1 << 20;
+    let one = bytes as f64 / bw;
+    for (n, m) in [(8, 32), (32, 32)] {
+        let t = two_leaves(n, m, bw);
+        let pairs: Vec<(usize, usize)> = (0..n).map(|i| (i, n + i)).collect();
+        let schedule = one_round(2 * n, &pairs, bytes);
+        let seeds = 1500;
+        let mean =
+            (0..seeds).map(|seed| secs_of(&t, &schedule, Paths::Ecmp { seed }) / one).sum::<f64>() / seeds as f64;
+        let exact = railyard_netmodels::ecmp::ecmp_case(n as u32, m as u32, 0.99).unwrap().expected_max;
+        assert!((mean - exact).abs() / exact < 0.02, "({n}, {m}): simulated {mean}, exact {exact}");
+        // Split over every spine, nothing collides: one flow's time.
+        let split = secs_of(&t, &schedule, Paths::Split) / one;
+        assert!((split - 1.0).abs() < 1e-6, "{split}");
+    }
+}
+
+/// Seed 001 §7.5 (incast): an all-to-all of N hosts on one switch delivers N − 1
+/// messages through every receiving port, one after another in effect — N − 1 single-
+/// message serialisations, not one (what a simulator that prices each message as if it
+/// had the port alone gets).
+#[test]
+fn all_to_all_through_one_switch_serialises_at_the_receiving_port() {
+    let n = 8;
+    let bw = 50e9;
+    let mut b = TopologyBuilder::new("star");
+    let sw = b.device("switch", DeviceKind::Switch, None);
+    let gpus: Vec<_> = (0..n)
+        .map(|i| {
+            let g = b.device(format!("h{i}"), DeviceKind::Gpu, Some(&format!("s{i}")));
+            b.duplex(g, sw, bw, 0.0, &[]);
+            g
+        })
+        .collect();
+    b.default_ranks(gpus);
+    let t = b.build().unwrap();
+    let bytes = 4 << 20;
+    let pairs: Vec<(usize, usize)> =
+        (0..n).flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j))).collect();
+    let secs = secs_of(&t, &one_round(n, &pairs, bytes), Paths::Split);
+    let single = bytes as f64 / bw;
+    assert!((secs / single - (n - 1) as f64).abs() < 1e-6, "{} single-message times", secs / single);
+}
+
+/// Seed 001 §7.5.3: 8 MiB sprayed over eight 50 GB/s paths of 1–8 µs delay finishes in
+/// per-path serialisation plus the slowest delay, near 29 µs; on one path, about 168 µs.
+#[test]
+fn spraying_over_eight_paths_against_one() {
+    let mut b = TopologyBuilder::new("eight-paths");
+    let a = b.device("a", DeviceKind::Gpu, Some("A"));
+    let z = b.device("z", DeviceKind::Gpu, Some("Z"));
+    for j in 0..8 {
+        let s = b.device(format!("path{j}"), DeviceKind::Switch, None);
+        b.duplex(a, s, 50e9, (j + 1) as f64 * 1e-6, &[]);
+        b.duplex(s, z, 50e9, 0.0, &[]);
+    }
+    b.default_ranks(vec![a, z]);
+    let t = b.build().unwrap();
+    let schedule = one_round(2, &[(0, 1)], 8 << 20);
+    let sprayed = secs_of(&t, &schedule, Paths::Split);
+    let per_path = (8 << 20) as f64 / 8.0 / 50e9;
+    assert!((sprayed - (per_path + 8e-6)).abs() < 1e-9, "{sprayed}");
+    assert!((sprayed - 29e-6).abs() < 0.1e-6, "{sprayed}");
+    for seed in 0..4 {
+        let one = secs_of(&t, &schedule, Paths::Ecmp { seed });
+        assert!(one > 168e-6 && one < 176e-6, "{one}");
+    }
+}
