@@ -83,6 +83,7 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
                 },
                 channels: request.channels.max(1),
                 pipeline_chunks: chunks,
+                ..GenOptions::default()
             };
             let result = generate_compact(algorithm, &spec, &options, request.elem_bytes)
                 .map_err(ModelError::from)

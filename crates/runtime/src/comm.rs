@@ -415,7 +415,16 @@ impl Communicator {
         if let (Some(chunk), true) = (self.config.chunk_bytes, algorithm.pipelined()) {
             pipeline_chunks = (spec.count * elem as u64).div_ceil(chunk).clamp(1, 1024) as usize;
         }
-        let options = GenOptions { channels: self.config.channels, pipeline_chunks, groups, order: None };
+        // Only chain and trees are cut into chunks here (the hierarchical pipeline is the
+        // simulator's and the planner's to try).
+        let pipeline_chunks = if algorithm.pipelined() { pipeline_chunks } else { 1 };
+        let options = GenOptions {
+            channels: self.config.channels,
+            pipeline_chunks,
+            groups,
+            order: None,
+            ..GenOptions::default()
+        };
         let key = (algorithm, spec.clone(), options, elem as u64);
         let prepared = match self.schedules.get(&key) {
             Some(p) => Arc::clone(p),

@@ -133,8 +133,10 @@ pub struct GenOptions {
     pub order: Option<Vec<Rank>>,
     /// Parallel rings, each carrying 1/k of every chunk (default 1).
     pub channels: usize,
-    /// Pipelined chunks for chain and trees (default 1).
+    /// Pipelined chunks for chain and trees, and for the hierarchical all-reduces (default 1).
     pub pipeline_chunks: usize,
+    /// How a hierarchical all-reduce crosses servers (default: a ring).
+    pub inter_stage: InterStage,
 }
 
 /// Generate the schedule of `algorithm` for `spec`, transfer by transfer (for the
@@ -185,10 +187,10 @@ fn build(
         Algorithm::Pairwise => pairwise(spec, elem_bytes, name),
         Algorithm::Direct => direct(spec, elem_bytes, name),
         Algorithm::Hierarchical if spec.collective == Collective::AllReduce => {
-            hierarchical_all_reduce(spec, groups, InterStage::Ring, elem_bytes, name)
+            hierarchical_all_reduce(spec, groups, options.inter_stage, chunks, elem_bytes, name)
         }
         Algorithm::Hierarchical => hierarchical(spec, groups, elem_bytes, name),
-        Algorithm::InNetwork => hierarchical_all_reduce(spec, groups, InterStage::InNetwork, elem_bytes, name),
+        Algorithm::InNetwork => hierarchical_all_reduce(spec, groups, InterStage::InNetwork, chunks, elem_bytes, name),
     }?;
     schedule.forward_first_round = true;
     Ok(schedule)

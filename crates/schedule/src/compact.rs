@@ -70,6 +70,46 @@ pub fn part_of(transfers: &[Transfer], in_network: &[InNetwork], local: &[LocalO
 #[derive(Debug, Clone, Default)]
 pub struct ListedRounds(pub Vec<Step>);
 
+impl ListedRounds {
+    /// `steps` without zero-length transfers and then without empty steps (a source
+    /// carries neither).
+    pub fn of(steps: Vec<Step>) -> Self {
+        ListedRounds(
+            steps
+                .into_iter()
+                .map(|mut s| {
+                    s.transfers.retain(|t| t.read.len > 0);
+                    s.in_network.retain(|n| n.read.len > 0);
+                    s.local.retain(|l| l.read.len > 0);
+                    s
+                })
+                .filter(|s| !s.is_empty())
+                .collect(),
+        )
+    }
+}
+
+impl RoundSource for Box<dyn RoundSource> {
+    fn rounds(&self) -> usize {
+        (**self).rounds()
+    }
+    fn step(&self, k: usize, rank: Option<Rank>) -> Step {
+        (**self).step(k, rank)
+    }
+    fn repeats_previous(&self, k: usize) -> bool {
+        (**self).repeats_previous(k)
+    }
+    fn transfers_per_round(&self) -> usize {
+        (**self).transfers_per_round()
+    }
+    fn held(&self) -> usize {
+        (**self).held()
+    }
+    fn held_step(&self, k: usize) -> Option<&Step> {
+        (**self).held_step(k)
+    }
+}
+
 impl RoundSource for ListedRounds {
     fn rounds(&self) -> usize {
         self.0.len()
@@ -136,6 +176,59 @@ impl RoundSource for SequenceRounds {
 
     fn held(&self) -> usize {
         self.0.iter().map(|p| p.held()).sum()
+    }
+}
+
+/// Sources that run side by side: round k is round k − start of every source whose
+/// rounds cover k, in the order listed (a pipeline slot: one chunk's intra-server stage
+/// beside the previous chunk's inter-server stage).
+#[derive(Debug)]
+pub struct ParallelRounds(pub Vec<(usize, Box<dyn RoundSource>)>);
+
+impl ParallelRounds {
+    fn active(&self, k: usize) -> impl Iterator<Item = (usize, &dyn RoundSource)> + '_ {
+        self.0
+            .iter()
+            .filter(move |(start, s)| k >= *start && k < start + s.rounds())
+            .map(move |(start, s)| (k - start, &**s))
+    }
+}
+
+impl RoundSource for ParallelRounds {
+    fn rounds(&self) -> usize {
+        self.0.iter().map(|(start, s)| start + s.rounds()).max().unwrap_or(0)
+    }
+
+    fn step(&self, k: usize, rank: Option<Rank>) -> Step {
+        let mut out = Step::default();
+        for (kk, s) in self.active(k) {
+            let part = s.step(kk, rank);
+            out.transfers.extend(part.transfers);
+            out.in_network.extend(part.in_network);
+            out.local.extend(part.local);
+        }
+        out
+    }
+
+    /// When the same sources are active in both rounds and each repeats itself.
+    fn repeats_previous(&self, k: usize) -> bool {
+        k > 0
+            && self.0.iter().all(|(start, s)| {
+                let covers = |r: usize| r >= *start && r < start + s.rounds();
+                match (covers(k - 1), covers(k)) {
+                    (false, false) => true,
+                    (true, true) => s.repeats_previous(k - start),
+                    _ => false,
+                }
+            })
+    }
+
+    fn transfers_per_round(&self) -> usize {
+        self.0.iter().map(|(_, s)| s.transfers_per_round()).sum()
+    }
+
+    fn held(&self) -> usize {
+        self.0.iter().map(|(_, s)| s.held()).sum()
     }
 }
 

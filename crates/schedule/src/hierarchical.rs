@@ -20,22 +20,48 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
-use crate::compact::{CompactSchedule, SequenceRounds};
+use crate::compact::{CompactSchedule, ListedRounds, ParallelRounds, RoundSource, SequenceRounds};
 use crate::direct::AllToAllBlocks;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{merge_parallel, Buffer, InNetwork, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
 use crate::partition::{partition, partition_range};
+use crate::rhd::{doubling_steps, halving_steps};
 use crate::ring::{
     all_gather_buffers, check_order, copy, reduce_scatter_buffers, single_blocks, Block, RingRounds, RingStage,
 };
 
 /// How the shards cross servers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum InterStage {
     /// A ring all-reduce over the S ranks holding a shard: 2(S−1) rounds.
+    #[default]
     Ring,
+    /// Recursive halving-doubling over the S ranks holding a shard (seed 000 §8.2.3):
+    /// 2·log2 S rounds (+2 folding the ranks past a power of two), for thousands of servers.
+    Rhd,
     /// One in-network reduction: each rank sends its shard once and receives the result once.
     InNetwork,
+}
+
+impl InterStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterStage::Ring => "ring",
+            InterStage::Rhd => "rhd",
+            InterStage::InNetwork => "in-network",
+        }
+    }
+}
+
+impl std::str::FromStr for InterStage {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "ring" => Ok(InterStage::Ring),
+            "rhd" => Ok(InterStage::Rhd),
+            other => Err(format!("unknown inter-server stage \"{other}\" (expected ring or rhd)")),
+        }
+    }
 }
 
 /// Check that `groups` are equal-sized and together list every rank once.
@@ -56,11 +82,17 @@ pub fn check_groups(groups: &[Vec<Rank>], ranks: usize) -> Result<(), ScheduleEr
     check_order(&flat, ranks).map_err(|e| ScheduleError::BadGroups { message: e.to_string() })
 }
 
-/// Hierarchical all-reduce over `groups` (one group per server, equal sizes).
+/// Hierarchical all-reduce over `groups` (one group per server, equal sizes), the
+/// message cut into `chunks` pipelined chunks. With one chunk the three stages run one
+/// after another. With more, chunk c's intra-server reduce-scatter runs beside chunk
+/// c − 1's inter-server stage and chunk c − 2's intra-server all-gather, round for
+/// round (pipeline slot c), as NCCL's tree and NVLS-tree pipelines overlap their
+/// intra- and inter-node stages: the time approaches the slower stage's, not the sum.
 pub fn hierarchical_all_reduce(
     spec: &CollectiveSpec,
     groups: &[Vec<Rank>],
     inter: InterStage,
+    chunks: usize,
     elem_bytes: u64,
     algorithm: &str,
 ) -> Result<CompactSchedule, ScheduleError> {
@@ -71,10 +103,7 @@ pub fn hierarchical_all_reduce(
         });
     }
     check_groups(groups, spec.ranks)?;
-    let local = groups[0].len();
-    let shards = partition(spec.count, local);
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
-    let shard_blocks = single_blocks(shards.clone());
     for r in 0..spec.ranks {
         b.prologue(LocalOp {
             rank: r,
@@ -83,10 +112,68 @@ pub fn hierarchical_all_reduce(
             op: Op::Copy,
         });
     }
-    b.rounds("intra-server reduce-scatter", per_server(groups, &shard_blocks, Buffer::Output, Op::Reduce));
+    let stages: Vec<[Stage; 3]> =
+        partition(spec.count, chunks.max(1)).into_iter().map(|range| chunk_stages(groups, range, inter)).collect();
+    if stages.len() == 1 {
+        for stage in stages.into_iter().flatten() {
+            if let Some(rounds) = stage.rounds {
+                b.rounds(stage.name, rounds);
+            }
+        }
+        return Ok(b.build_compact());
+    }
+    // Slot t: intra-server reduce-scatter of chunk t, inter-server stage of chunk t − 1,
+    // intra-server all-gather of chunk t − 2. The two intra-server stages share the
+    // server's links, so the all-gather is put at the end of the slot and the
+    // reduce-scatter at its start: they meet only where the inter-server stage is
+    // shorter than the two together.
+    let n = stages.len();
+    let mut slots: Vec<Vec<SlotPart>> = (0..n + 2).map(|_| Vec::new()).collect();
+    for (c, chunk) in stages.into_iter().enumerate() {
+        for (i, stage) in chunk.into_iter().enumerate() {
+            if let Some(rounds) = stage.rounds {
+                slots[c + i].push((i, rounds, format!("{} of chunk {}", stage.name, c + 1)));
+            }
+        }
+    }
+    for (t, slot) in slots.into_iter().enumerate() {
+        if slot.is_empty() {
+            continue;
+        }
+        let length = slot.iter().map(|(_, r, _)| r.rounds()).max().unwrap_or(0);
+        let names: Vec<String> = slot.iter().map(|(_, _, name)| name.clone()).collect();
+        let sources = slot
+            .into_iter()
+            .map(|(stage, rounds, _)| (if stage == 2 { length - rounds.rounds() } else { 0 }, rounds))
+            .collect();
+        b.rounds(format!("pipeline slot {}: {}", t + 1, names.join(" + ")), ParallelRounds(sources));
+    }
+    Ok(b.build_compact())
+}
+
+/// A stage in a pipeline slot: which of the three, its rounds, its words.
+type SlotPart = (usize, Box<dyn RoundSource>, String);
+
+/// One stage of one chunk: its name and its rounds (none when it has nothing to do).
+struct Stage {
+    name: &'static str,
+    rounds: Option<Box<dyn RoundSource>>,
+}
+
+fn boxed(source: impl RoundSource + 'static) -> Option<Box<dyn RoundSource>> {
+    (source.rounds() > 0).then(|| Box::new(source) as Box<dyn RoundSource>)
+}
+
+/// The three stages of the hierarchical all-reduce of elements `range`.
+fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, inter: InterStage) -> [Stage; 3] {
+    let local = groups[0].len();
+    let shards = partition_range(range, local);
+    let shard_blocks = single_blocks(shards.clone());
+    let intra_rs = boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Reduce));
+    let intra_ag = boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Copy));
     // The ranks holding shard j, one per server.
     let holders: Vec<Vec<Rank>> = (0..local).map(|j| groups.iter().map(|g| g[j]).collect()).collect();
-    match inter {
+    let (name, rounds): (&'static str, Option<Box<dyn RoundSource>>) = match inter {
         InterStage::Ring => {
             // Shard j all-reduced by a ring over its holders, each holding one block of it.
             let (mut rs, mut ag) = (RingRounds::default(), RingRounds::default());
@@ -95,7 +182,12 @@ pub fn hierarchical_all_reduce(
                 rs.add(ranks, blocks.clone(), RingStage::new(Op::Reduce, Buffer::Output).of_shard(j as u32));
                 ag.add(ranks, blocks, RingStage::new(Op::Copy, Buffer::Output).of_shard(j as u32));
             }
-            b.rounds("inter-server all-reduce", SequenceRounds(vec![Box::new(rs), Box::new(ag)]));
+            ("inter-server all-reduce", boxed(SequenceRounds(vec![Box::new(rs), Box::new(ag)])))
+        }
+        InterStage::Rhd => {
+            let lists: Vec<Vec<Step>> =
+                holders.iter().zip(&shards).map(|(ranks, shard)| rhd_all_reduce_steps(ranks, shard.clone())).collect();
+            ("inter-server all-reduce (rhd)", boxed(ListedRounds::of(merge_parallel(lists))))
         }
         InterStage::InNetwork => {
             let step = Step {
@@ -112,11 +204,43 @@ pub fn hierarchical_all_reduce(
                     .collect(),
                 local: Vec::new(),
             };
-            b.phase("inter-server in-network all-reduce", vec![step]);
+            ("inter-server in-network all-reduce", boxed(ListedRounds::of(vec![step])))
         }
+    };
+    [
+        Stage { name: "intra-server reduce-scatter", rounds: intra_rs },
+        Stage { name, rounds },
+        Stage { name: "intra-server all-gather", rounds: intra_ag },
+    ]
+}
+
+/// An all-reduce of `shard` (in `Buffer::Output`) by recursive halving-doubling over
+/// `ranks`, folding the ranks past the largest power of two in and out (seed 000 §8.2.4).
+fn rhd_all_reduce_steps(ranks: &[Rank], shard: Range<u64>) -> Vec<Step> {
+    let n = ranks.len();
+    if n < 2 {
+        return Vec::new();
     }
-    b.rounds("intra-server all-gather", per_server(groups, &shard_blocks, Buffer::Output, Op::Copy));
-    Ok(b.build_compact())
+    let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let whole = Region::new(Buffer::Output, shard.clone());
+    let fold = |from: Rank, to: Rank, op| Transfer { from, to, read: whole, write: whole, op, shard: None, channel: 0 };
+    let chunks = partition_range(shard, p);
+    let mut steps = Vec::new();
+    if n > p {
+        steps.push(Step {
+            transfers: (p..n).map(|i| fold(ranks[i], ranks[i - p], Op::Reduce)).collect(),
+            ..Step::default()
+        });
+    }
+    steps.extend(halving_steps(&ranks[..p], &chunks, Buffer::Output));
+    steps.extend(doubling_steps(&ranks[..p], &chunks, Buffer::Output));
+    if n > p {
+        steps.push(Step {
+            transfers: (p..n).map(|i| fold(ranks[i - p], ranks[i], Op::Copy)).collect(),
+            ..Step::default()
+        });
+    }
+    steps
 }
 
 /// A ring reduce-scatter (`Op::Reduce`) or all-gather (`Op::Copy`) inside every server
@@ -245,4 +369,58 @@ fn all_to_all(spec: &CollectiveSpec, groups: &[Vec<Rank>], b: &mut ScheduleBuild
 
 fn range(start: u64, len: u64) -> Range<u64> {
     start..start + len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check, generate, Algorithm, GenOptions};
+
+    /// Every pipelined and rhd variant computes the all-reduce (the symbolic checker),
+    /// and pipelining keeps every round's traffic: the same bytes, fewer rounds.
+    #[test]
+    fn pipelined_and_rhd_variants_are_correct() {
+        for (servers, local) in [(2, 4), (3, 2), (5, 3), (4, 1), (1, 4), (6, 2)] {
+            let p = servers * local;
+            let groups: Vec<Vec<Rank>> = (0..servers).map(|s| (s * local..(s + 1) * local).collect()).collect();
+            for count in [1u64, p as u64, 7 * p as u64 + 5] {
+                let spec = CollectiveSpec::new(Collective::AllReduce, p, count);
+                for (algorithm, inter) in [
+                    (Algorithm::Hierarchical, InterStage::Ring),
+                    (Algorithm::Hierarchical, InterStage::Rhd),
+                    (Algorithm::InNetwork, InterStage::Ring),
+                ] {
+                    let mut sent = None;
+                    for chunks in [1, 2, 3, 5] {
+                        let options = GenOptions {
+                            groups: groups.clone(),
+                            pipeline_chunks: chunks,
+                            inter_stage: inter,
+                            ..GenOptions::default()
+                        };
+                        let s = generate(algorithm, &spec, &options, 4).unwrap();
+                        let what = format!("{algorithm} {inter:?} {servers}x{local} count {count} chunks {chunks}");
+                        check(&s).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let elements = s.elements_sent();
+                        assert_eq!(*sent.get_or_insert(elements), elements, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rhd between servers takes 2·log2 S rounds (plus folding) where the ring takes 2(S − 1).
+    #[test]
+    fn rhd_between_servers_is_logarithmic() {
+        let (servers, local) = (16, 2);
+        let groups: Vec<Vec<Rank>> = (0..servers).map(|s| vec![2 * s, 2 * s + 1]).collect();
+        let spec = CollectiveSpec::new(Collective::AllReduce, servers * local, 1 << 12);
+        let rounds = |inter| {
+            let options = GenOptions { groups: groups.clone(), inter_stage: inter, ..GenOptions::default() };
+            let s = crate::generate_compact(Algorithm::Hierarchical, &spec, &options, 4).unwrap();
+            s.phases[1].rounds.rounds()
+        };
+        assert_eq!(rounds(InterStage::Ring), 30);
+        assert_eq!(rounds(InterStage::Rhd), 8);
+    }
 }

@@ -289,17 +289,7 @@ impl ScheduleBuilder {
 
     /// Append a phase of listed rounds. Zero-length transfers and then empty steps are dropped.
     pub fn phase(&mut self, name: impl Into<String>, steps: Vec<Step>) -> &mut Self {
-        let steps: Vec<Step> = steps
-            .into_iter()
-            .map(|mut s| {
-                s.transfers.retain(|t| t.read.len > 0);
-                s.in_network.retain(|n| n.read.len > 0);
-                s.local.retain(|l| l.read.len > 0);
-                s
-            })
-            .filter(|s| !s.is_empty())
-            .collect();
-        self.rounds(name, ListedRounds(steps))
+        self.rounds(name, ListedRounds::of(steps))
     }
 
     /// Append a phase whose rounds a source makes (it carries no empty rounds or

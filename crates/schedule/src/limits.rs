@@ -49,9 +49,14 @@ pub fn held_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape) -> 
     match algorithm {
         // Prologue, epilogue, and three positions per rank per ring (two rings a channel).
         Algorithm::Ring | Algorithm::InterleavedRing => ring_held(8u128.saturating_mul(shape.channels as u128 + 1)),
-        Algorithm::Hierarchical | Algorithm::InNetwork
-            if matches!(spec.collective, Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather) =>
-        {
+        // Per chunk: rings' positions, and an rhd inter-server stage's listed transfers.
+        Algorithm::Hierarchical | Algorithm::InNetwork if spec.collective == Collective::AllReduce => {
+            let k = shape.chunks as u128;
+            let rounds_log = u128::from(usize::BITS - spec.ranks.leading_zeros()) + 1;
+            ring_held(24u128.saturating_mul(k))
+                .saturating_add(ring_held(2u128.saturating_mul(rounds_log + 2)).saturating_mul(k))
+        }
+        Algorithm::Hierarchical if matches!(spec.collective, Collective::ReduceScatter | Collective::AllGather) => {
             ring_held(24)
         }
         // Shifts and prologue; an all-to-allv also its block offsets (as many as its counts).
@@ -81,13 +86,14 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
         Algorithm::RecursiveDoubling => m(&[2, p, rounds_log]),
         Algorithm::Bruck => m(&[p, p, rounds_log]),
         Algorithm::Pairwise | Algorithm::Direct => m(&[2, p, p]),
-        // All-reduce: intra-server rings of g ranks, inter-server rings of s groups
-        // (in-network: no inter-server transfers); the others relay between all groups.
+        // All-reduce, per chunk: intra-server rings of g ranks, inter-server rings of s
+        // groups or rhd over them (in-network: no inter-server transfers); the others
+        // relay between all groups.
         Algorithm::Hierarchical if collective == Collective::AllReduce => {
-            m(&[2, p, g.saturating_add(s)]).saturating_add(m(&[2, p]))
+            m(&[2, p, g.saturating_add(s).saturating_add(rounds_log + 2), k]).saturating_add(m(&[2, p, k]))
         }
         Algorithm::Hierarchical => m(&[4, p, p]),
-        Algorithm::InNetwork => m(&[2, p, g]).saturating_add(m(&[2, p])),
+        Algorithm::InNetwork => m(&[2, p, g, k]).saturating_add(m(&[2, p, k])),
     }
 }
 
@@ -146,7 +152,7 @@ pub fn check_limits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{generate, generate_compact, GenOptions};
+    use crate::{generate, generate_compact, GenOptions, InterStage};
 
     /// Every generator stays under its bound, so the limit never refuses a schedule
     /// for more than it would hold.
@@ -159,12 +165,19 @@ mod tests {
                 }
                 for p in (1..=17).chain([24, 32, 33]) {
                     for count in [1u64, p as u64, 7 * p as u64 + 3] {
-                        for (channels, chunks) in [(1, 1), (3, 4)] {
+                        for (channels, chunks, inter_stage) in
+                            [(1, 1, InterStage::Ring), (3, 4, InterStage::Ring), (1, 3, InterStage::Rhd)]
+                        {
                             let spec = CollectiveSpec::new(collective, p, count).with_root(p / 2);
                             let groups: Vec<Vec<usize>> =
                                 (0..p).collect::<Vec<_>>().chunks(4).map(<[usize]>::to_vec).collect();
-                            let options =
-                                GenOptions { groups: groups.clone(), order: None, channels, pipeline_chunks: chunks };
+                            let options = GenOptions {
+                                groups: groups.clone(),
+                                order: None,
+                                channels,
+                                pipeline_chunks: chunks,
+                                inter_stage,
+                            };
                             let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
                             let transfers: usize = s.rounds.iter().map(|r| r.transfers.len()).sum();
                             let shape = Shape { channels, chunks, group: 4.min(p), groups: groups.len() };

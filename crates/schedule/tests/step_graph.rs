@@ -18,7 +18,13 @@ fn every_generator_has_an_acyclic_sufficient_step_graph() {
                 for count in [1u64, (p as u64).saturating_sub(1).max(1), 2 * p as u64 + 3] {
                     let spec = CollectiveSpec::new(collective, p, count).with_root(p / 3);
                     let groups: Vec<Vec<usize>> = (0..p).collect::<Vec<_>>().chunks(4).map(<[usize]>::to_vec).collect();
-                    let options = GenOptions { groups, order: None, channels: 1 + p % 2, pipeline_chunks: 1 + p % 3 };
+                    let options = GenOptions {
+                        groups,
+                        order: None,
+                        channels: 1 + p % 2,
+                        pipeline_chunks: 1 + p % 3,
+                        ..GenOptions::default()
+                    };
                     let Ok(s) = generate(algorithm, &spec, &options, 4) else { continue };
                     // Large cases: the graph only (the contribution sets cost P^2 per element).
                     let g = dependencies(&s);

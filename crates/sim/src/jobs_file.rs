@@ -16,11 +16,14 @@
 //! count = 3                 # optional (default 1)
 //! ready = ["0ms", "2ms"]    # optional: each rank's readiness after the start
 //! channels = 1              # optional: parallel rings
-//! pipeline_chunks = 1       # optional: chain and trees
+//! pipeline_chunks = 1       # optional: chain, trees and hierarchical all-reduce
+//! inter_stage = "ring"      # optional: hierarchical all-reduce across servers, ring or rhd
 //! root = 0                  # optional: rooted collectives
 //! ```
 
-use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions};
+use railyard_schedule::{
+    generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
+};
 use railyard_topology::units::{parse_bytes, parse_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 use serde::Deserialize;
@@ -70,6 +73,7 @@ struct Entry {
     ready: Option<Vec<String>>,
     channels: Option<usize>,
     pipeline_chunks: Option<usize>,
+    inter_stage: Option<String>,
     #[serde(default)]
     root: usize,
 }
@@ -150,11 +154,16 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             Some(list) => list.iter().map(|t| parse_time(Some(t), "ready", &field)).collect::<Result<_, _>>()?,
         };
         let spec = CollectiveSpec::new(collective, ranks, bytes / elem_bytes).with_root(entry.root);
+        let inter_stage: InterStage = match &entry.inter_stage {
+            Some(t) => t.parse().map_err(|e: String| field("inter_stage", e))?,
+            None => InterStage::Ring,
+        };
         let options = GenOptions {
             groups: placement.ranks_by_server(topology),
             order: None,
             channels: entry.channels.unwrap_or(1),
             pipeline_chunks: entry.pipeline_chunks.unwrap_or(1),
+            inter_stage,
         };
         let schedule =
             generate_compact(algorithm, &spec, &options, elem_bytes).map_err(|e| field("algorithm", e.to_string()))?;

@@ -44,6 +44,7 @@ fn run_report(
         order: None,
         channels: 1,
         pipeline_chunks: if algorithm.pipelined() { 4 } else { 1 },
+        ..GenOptions::default()
     };
     let schedule = generate_compact(algorithm, &spec, &options, 4).ok()?;
     let model = cost(&schedule, &t, &placement).ok()?;
@@ -142,7 +143,13 @@ fn early_starters_can_slow_the_critical_transfers() {
     let t = preset(topo).unwrap();
     let placement = Placement::new(&t, &PlacementPolicy::Contiguous, Some(7)).unwrap();
     let spec = CollectiveSpec::new(Collective::AllReduce, 7, (12 << 20) / 4);
-    let options = GenOptions { groups: placement.ranks_by_server(&t), channels: 1, pipeline_chunks: 1, order: None };
+    let options = GenOptions {
+        groups: placement.ranks_by_server(&t),
+        channels: 1,
+        pipeline_chunks: 1,
+        order: None,
+        ..GenOptions::default()
+    };
     let schedule = generate_compact(Algorithm::RecursiveDoubling, &spec, &options, 4).unwrap();
     let run = |dependencies| {
         let job = JobSpec {
@@ -177,8 +184,13 @@ fn host_work_is_added_as_the_model_adds_it() {
     let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
     for algorithm in [Algorithm::Ring, Algorithm::Hierarchical, Algorithm::Rhd] {
         let spec = CollectiveSpec::new(Collective::AllReduce, 4, (4 << 20) / 4);
-        let options =
-            GenOptions { groups: placement.ranks_by_server(&t), channels: 1, pipeline_chunks: 1, order: None };
+        let options = GenOptions {
+            groups: placement.ranks_by_server(&t),
+            channels: 1,
+            pipeline_chunks: 1,
+            order: None,
+            ..GenOptions::default()
+        };
         let schedule = generate_compact(algorithm, &spec, &options, 4).unwrap();
         let model = cost(&schedule, &t, &placement).unwrap();
         assert!(model.host.is_some());

@@ -157,3 +157,34 @@ fn spraying_over_eight_paths_against_one() {
         assert!(one > 168e-6 && one < 176e-6, "{one}");
     }
 }
+
+/// A hierarchical all-reduce cut into pipeline chunks overlaps each chunk's intra-server
+/// stages with another chunk's inter-server stage: its time approaches the slower
+/// stage's, not the sum of the three.
+#[test]
+fn pipelined_hierarchical_approaches_the_slower_stage() {
+    let t = preset("rail:servers=8").unwrap();
+    let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+    let spec = CollectiveSpec::new(Collective::AllReduce, placement.len(), (1 << 30) / 4);
+    let run = |chunks: usize| {
+        let options =
+            GenOptions { groups: placement.ranks_by_server(&t), pipeline_chunks: chunks, ..GenOptions::default() };
+        let schedule = generate_compact(Algorithm::Hierarchical, &spec, &options, 4).unwrap();
+        let job = JobSpec {
+            name: "x".into(),
+            schedule: &schedule,
+            placement: placement.clone(),
+            start_secs: 0.0,
+            ready_secs: Vec::new(),
+        };
+        simulate(&t, &[job], &SimOptions::default()).unwrap().jobs.remove(0)
+    };
+    let whole = run(1);
+    let stages: Vec<f64> = whole.phases.iter().map(|p| p.secs).collect();
+    assert_eq!(stages.len(), 3);
+    let (sum, slower) = (stages.iter().sum::<f64>(), stages.iter().copied().fold(0.0, f64::max));
+    assert!((whole.secs - sum).abs() < 1e-9 * sum);
+    let pipelined = run(16);
+    assert!(pipelined.secs < 0.6 * sum, "{} against the sum {sum}", pipelined.secs);
+    assert!(pipelined.secs > slower && pipelined.secs < 1.12 * slower, "{} against {slower}", pipelined.secs);
+}

@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use railyard_model::cost;
-use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions};
+use railyard_schedule::{
+    generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
+};
 use railyard_sim::{simulate, Dependencies, JobSpec, Paths, SimOptions, SimReport};
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
@@ -61,9 +63,15 @@ pub struct SimArgs {
     /// Parallel rings (channels) for the ring algorithms (1-64)
     #[arg(long, default_value_t = 1, value_parser = parse_channels)]
     pub channels: usize,
-    /// Pipelined chunks for chain and trees (1-4096)
-    #[arg(long, default_value_t = 4, value_parser = parse_pipeline_chunks)]
-    pub pipeline_chunks: usize,
+    /// Pipelined chunks (1-4096) for chain and trees (default 4) and the hierarchical
+    /// all-reduces (default 1: stages one after another; more overlap a chunk's
+    /// intra-server stage with the previous chunk's inter-server stage)
+    #[arg(long, value_parser = parse_pipeline_chunks)]
+    pub pipeline_chunks: Option<usize>,
+    /// How hierarchical all-reduce crosses servers: ring (2(S-1) rounds) or rhd
+    /// (recursive halving-doubling, 2 log2 S rounds, for thousands of servers)
+    #[arg(long, default_value = "ring")]
+    pub inter_stage: InterStage,
     /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
     #[arg(long, default_value = "contiguous")]
     pub placement: PlacementPolicy,
@@ -183,7 +191,8 @@ pub fn run(args: &SimArgs) -> Result<String> {
             groups: groups.clone(),
             order: None,
             channels: if algorithm.uses_channels() { args.channels } else { 1 },
-            pipeline_chunks: if algorithm.pipelined() { args.pipeline_chunks } else { 1 },
+            pipeline_chunks: chunks_for(algorithm, args.pipeline_chunks),
+            inter_stage: args.inter_stage,
         };
         let schedule = match generate_compact(algorithm, &spec, &options, elem_bytes) {
             Ok(s) => s,
@@ -248,6 +257,16 @@ pub fn run(args: &SimArgs) -> Result<String> {
     match args.format {
         Format::Json => Ok(serde_json::to_string_pretty(&output)? + "\n"),
         Format::Md => Ok(markdown(&output, &topology, args)),
+    }
+}
+
+/// Chunks for `algorithm`: what was asked, or its default (chain and trees 4, the
+/// hierarchical all-reduces 1); none for the others.
+fn chunks_for(algorithm: Algorithm, asked: Option<usize>) -> usize {
+    match algorithm {
+        Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => asked.unwrap_or(4),
+        Algorithm::Hierarchical | Algorithm::InNetwork => asked.unwrap_or(1),
+        _ => 1,
     }
 }
 
