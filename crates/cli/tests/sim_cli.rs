@@ -124,3 +124,50 @@ fn readiness_skew_through_the_cli() {
     let r = railyard(&[&args[..], &["--ready", "0,1ms"]].concat());
     assert!(r.code != 0 && r.code != 101 && r.stderr.contains("2 ready times for 4 ranks"), "{}", r.stderr);
 }
+
+/// A failed spine cable is routed around (the two cross-rail flows of the ring then
+/// share the one spine left: twice the time); a failed NIC stalls the job, said so.
+#[test]
+fn failed_links_are_routed_around_or_stall_the_job() {
+    let time = |extra: &[&str]| {
+        let out = json(&[&["sim", "--algo", "ring", "--size", "1GiB", "--format", "json"][..], extra].concat());
+        out["runs"][0]["report"]["jobs"][0]["secs"].as_f64().unwrap()
+    };
+    let (whole, cut) = (time(&[]), time(&["--fail", "leaf0.rail7 -> spine0"]));
+    assert!(cut > 1.9 * whole && cut < 2.1 * whole, "{whole} -> {cut}");
+    let r = railyard(&["sim", "--algo", "ring", "--fail", "A.nic7"]);
+    assert!(r.code != 0 && r.code != 101, "{}", r.stderr);
+    assert!(r.stderr.contains("the job stalls") && r.stderr.contains("A.gpu7"), "{}", r.stderr);
+    let r = railyard(&["sim", "--fail", "nosuch"]);
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("nosuch"), "{}", r.stderr);
+}
+
+/// `--queues`: a direct all-to-all over two servers queues at the leaf ports; the
+/// table names them, and --buffer says by how much a small buffer falls short.
+#[test]
+fn queues_are_reported() {
+    let out = json(&[
+        "sim",
+        "--topo",
+        "rail:servers=4,gpus=2,group=2,spines=1,over=2:1",
+        "--collective",
+        "alltoall",
+        "--algo",
+        "direct",
+        "--size",
+        "64MiB",
+        "--queues",
+        "--buffer",
+        "1MiB",
+        "--no-compare",
+        "--format",
+        "json",
+    ]);
+    let queues = out["runs"][0]["report"]["queues"].as_array().unwrap();
+    assert!(!queues.is_empty(), "{out}");
+    let first = &queues[0];
+    let (peak, over) = (first["peak_bytes"].as_f64().unwrap(), first["over_buffer_bytes"].as_f64().unwrap());
+    assert!(peak > 1048576.0 && (peak - over - 1048576.0).abs() < 1.0, "{first}");
+    let r = railyard(&["sim", "--buffer", "1MiB"]);
+    assert!(r.code != 0 && r.stderr.contains("--queues"), "{}", r.stderr);
+}

@@ -17,6 +17,7 @@ use crate::error::SimError;
 use crate::fairness::FairShare;
 use crate::job::{Action, Dependencies, Job, Op, OpKind};
 use crate::paths::{flow_resources, Connection, Paths};
+use crate::queues::Queues;
 use crate::report::{JobReport, ResourceUse, SimReport};
 use crate::time::Picos;
 use crate::trace::{Trace, TraceEvent};
@@ -53,6 +54,11 @@ pub struct SimOptions {
     pub reuse_repeated_rounds: bool,
     /// Keep trace events (flows and rounds), up to this many.
     pub trace_events: Option<usize>,
+    /// Follow switch queues (`queues.rs`): senders push at their host-side rate and the
+    /// backlog waits at the port that holds a flow back. Runs every round flow by flow.
+    pub queues: bool,
+    /// With `queues`: each switch port's egress buffer, to name the ports that overflow.
+    pub buffer_bytes: Option<f64>,
 }
 
 impl Default for SimOptions {
@@ -62,6 +68,8 @@ impl Default for SimOptions {
             paths: Paths::Split,
             reuse_repeated_rounds: true,
             trace_events: None,
+            queues: false,
+            buffer_bytes: None,
         }
     }
 }
@@ -70,6 +78,8 @@ impl Default for SimOptions {
 enum EventKind {
     /// A flow's bytes have all left the sender (if its version still matches).
     Finish { flow: u32, version: u32 },
+    /// A flow's sender has pushed its last byte (queues only).
+    SendDone { flow: u32, version: u32 },
     /// An op's last byte has arrived, the path latency after its flow finished.
     Delivered { job: u32, round: usize, op: u32 },
     /// Every rank of a job enters a round (round 0 of a job not yet started: the job starts).
@@ -83,7 +93,7 @@ enum EventKind {
 impl EventKind {
     fn order(&self) -> u8 {
         match self {
-            EventKind::Finish { .. } | EventKind::Delivered { .. } => 0,
+            EventKind::Finish { .. } | EventKind::Delivered { .. } | EventKind::SendDone { .. } => 0,
             EventKind::EnterAll { .. } | EventKind::Ready { .. } => 1,
             EventKind::Start { .. } => 2,
         }
@@ -109,6 +119,13 @@ struct Flow {
     latency: Picos,
     /// The resource that set its rate last (u32::MAX before the first rates).
     bottleneck: u32,
+    /// Queues only: bytes pushed by the sender by `send_updated`, at `send_rate`.
+    sent: f64,
+    send_rate: f64,
+    send_updated: Picos,
+    send_version: u32,
+    /// Queues only: the switch port its backlog waits at, kept while it has one.
+    queue_port: u32,
     bytes: f64,
     bytes_left: f64,
     rate: f64,
@@ -144,6 +161,8 @@ struct Engine<'t, 'r> {
     signature_scratch: Vec<u64>,
     /// Each job's ranks' readiness after its start.
     ready: Vec<Vec<Picos>>,
+    queues: Option<Queues>,
+    send_rates: Vec<f64>,
     /// Per job and round: when its last op so far ended and the resource that held it.
     round_end: Vec<Vec<Option<(Picos, u32)>>>,
 }
@@ -165,8 +184,9 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
         return Err(SimError::TooManyJobs { jobs: jobs.len(), limit: MAX_JOBS });
     }
     let alpha = Picos::ceil_secs(topology.round_startup_secs).ok_or(SimError::TimeOverflow)?;
-    // Skipping repeated rounds assumes nothing else shares the network meanwhile.
-    let reuse = options.reuse_repeated_rounds && jobs.len() == 1;
+    // Skipping repeated rounds assumes nothing else shares the network meanwhile, and
+    // does not carry the queues' sent bytes.
+    let reuse = options.reuse_repeated_rounds && jobs.len() == 1 && !options.queues;
     let mut states = Vec::with_capacity(jobs.len());
     for spec in jobs {
         let s = spec.schedule;
@@ -233,6 +253,8 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
         signature: None,
         signature_scratch: Vec::new(),
         ready: Vec::new(),
+        queues: options.queues.then(|| Queues::new(topology, options.buffer_bytes)),
+        send_rates: Vec::new(),
         round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
     let mut ready: Vec<Vec<Picos>> = Vec::with_capacity(jobs.len());
@@ -304,6 +326,15 @@ impl Engine<'_, '_> {
                     }
                     .map_err(|rounds| window_error(jobs, job, rounds))?;
                     job
+                }
+                EventKind::SendDone { flow, version } => {
+                    let f = &self.flows[flow as usize];
+                    if f.send_version == version && f.active_at != u32::MAX {
+                        self.observe_queues(Some(flow));
+                        // The other senders of its host may now push faster.
+                        self.dirty = true;
+                    }
+                    continue;
                 }
                 EventKind::Delivered { job, round, op } => {
                     states[job as usize]
@@ -412,6 +443,11 @@ impl Engine<'_, '_> {
         f.started = now;
         f.latency = latency;
         f.bottleneck = u32::MAX;
+        f.sent = 0.0;
+        f.queue_port = u32::MAX;
+        f.send_rate = 0.0;
+        f.send_updated = now;
+        f.send_version = f.send_version.wrapping_add(1);
         f.version = f.version.wrapping_add(1);
         f.resources.clear();
         f.resources.extend_from_slice(&self.scratch);
@@ -463,10 +499,24 @@ impl Engine<'_, '_> {
         for (i, &s) in self.active.iter().enumerate() {
             self.flows[s as usize].active_at = i as u32;
         }
+        if self.queues.is_some() {
+            // The queues up to now, behind the bottlenecks of the rates about to change.
+            self.observe_queues(None);
+        }
         let demands: Vec<&[(u32, f64)]> =
             self.active.iter().map(|&s| self.flows[s as usize].resources.as_slice()).collect();
         self.fair.rates(&demands, &self.capacity, &mut self.rates);
         let now = self.now;
+        if let Some(queues) = &mut self.queues {
+            // A sender that has pushed its last byte no longer shares its host's links.
+            let sending: Vec<&[(u32, f64)]> = self
+                .active
+                .iter()
+                .zip(&demands)
+                .map(|(&s, &d)| if self.flows[s as usize].sent >= self.flows[s as usize].bytes { &[][..] } else { d })
+                .collect();
+            queues.send_rates(&sending, &self.rates, &self.capacity, &mut self.send_rates);
+        }
         for (i, &slot) in self.active.iter().enumerate() {
             let rate = self.rates[i];
             let f = &mut self.flows[slot as usize];
@@ -486,7 +536,56 @@ impl Engine<'_, '_> {
             let kind = EventKind::Finish { flow: slot, version: f.version };
             self.events.push(Reverse(Event { at: Picos(at), order: kind.order(), seq: self.seq, kind }));
         }
+        if self.queues.is_some() {
+            for (i, &slot) in self.active.iter().enumerate() {
+                let f = &mut self.flows[slot as usize];
+                let rate = if f.sent >= f.bytes { 0.0 } else { self.send_rates[i] };
+                if rate == f.send_rate {
+                    continue;
+                }
+                f.send_rate = rate;
+                f.send_version = f.send_version.wrapping_add(1);
+                if rate > 0.0 && rate.is_finite() {
+                    let done = Picos::ceil_secs((f.bytes - f.sent) / rate).ok_or(SimError::TimeOverflow)?;
+                    let at = now.0.checked_add(done.0).ok_or(SimError::TimeOverflow)?;
+                    self.seq += 1;
+                    let kind = EventKind::SendDone { flow: slot, version: f.send_version };
+                    self.events.push(Reverse(Event { at: Picos(at), order: kind.order(), seq: self.seq, kind }));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Bring every live flow's sent bytes up to now (`done`: a sender that has pushed
+    /// its last byte) and record the queues behind their bottlenecks.
+    fn observe_queues(&mut self, done: Option<u32>) {
+        let Some(queues) = &mut self.queues else { return };
+        let now = self.now;
+        let mut backlog = Vec::with_capacity(self.active.len());
+        for &slot in &self.active {
+            let f = &mut self.flows[slot as usize];
+            if f.active_at == u32::MAX {
+                continue;
+            }
+            let pushed = f.send_rate * now.saturating_sub(f.send_updated).secs();
+            f.sent = if done == Some(slot) { f.bytes } else { (f.sent + pushed).min(f.bytes) };
+            f.send_updated = now;
+            if done == Some(slot) {
+                f.send_rate = 0.0;
+            }
+            let left = (f.bytes_left - f.rate * now.saturating_sub(f.updated).secs()).max(0.0);
+            let queued = (f.sent - (f.bytes - left)).max(0.0);
+            // A backlog stays at the port where it formed (the flow's bottleneck then, or
+            // the first port of its path), even when a tie later names another resource.
+            if queued < 1.0 {
+                f.queue_port = u32::MAX;
+            } else if f.queue_port == u32::MAX {
+                f.queue_port = queues.port_of(f.bottleneck, &f.resources);
+            }
+            backlog.push((f.queue_port, queued));
+        }
+        queues.observe(now, backlog.into_iter());
     }
 
     /// Every rank of `job` (the only job) has just entered round `k`. If the whole state —
@@ -578,6 +677,7 @@ impl Engine<'_, '_> {
                 }
                 EventKind::EnterAll { round, .. } => pending.push([rel(e.at), 1, round.wrapping_sub(k) as u64, 0]),
                 EventKind::Ready { rank, .. } => pending.push([rel(e.at), 3, rank as u64, 0]),
+                EventKind::SendDone { .. } => {}
                 EventKind::Delivered { round, op, .. } => {
                     pending.push([rel(e.at), 4, round.wrapping_sub(k) as u64, u64::from(op)])
                 }
@@ -608,7 +708,7 @@ impl Engine<'_, '_> {
                     EventKind::Start { round, .. }
                     | EventKind::EnterAll { round, .. }
                     | EventKind::Delivered { round, .. } => *round += rounds,
-                    EventKind::Finish { .. } | EventKind::Ready { .. } => {}
+                    EventKind::Finish { .. } | EventKind::Ready { .. } | EventKind::SendDone { .. } => {}
                 }
                 Reverse(e)
             })
@@ -656,7 +756,9 @@ impl Engine<'_, '_> {
             })
             .collect();
         resources.sort_by(|a, b| b.utilisation.total_cmp(&a.utilisation).then_with(|| a.resource.cmp(&b.resource)));
+        let queues = self.queues.as_ref().map(|q| q.report(self.topology)).unwrap_or_default();
         SimReport {
+            queues,
             topology: self.topology.name.clone(),
             dependencies: self.options.dependencies,
             paths: self.options.paths,

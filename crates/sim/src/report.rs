@@ -160,6 +160,9 @@ pub struct SimReport {
     pub rate_updates: u64,
     /// Resources that carried bytes, highest utilisation first.
     pub resources: Vec<ResourceUse>,
+    /// Switch ports that queued, largest peak first (with `SimOptions::queues`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<crate::queues::QueueReport>,
     pub trace_events: usize,
     pub trace_dropped: u64,
     #[serde(skip)]

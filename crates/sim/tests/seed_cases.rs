@@ -188,3 +188,49 @@ fn pipelined_hierarchical_approaches_the_slower_stage() {
     assert!(pipelined.secs < 0.6 * sum, "{} against the sum {sum}", pipelined.secs);
     assert!(pipelined.secs > slower && pipelined.secs < 1.12 * slower, "{} against {slower}", pipelined.secs);
 }
+
+/// Seed 001 §7.5.1 example 7.5: two jobs each send 1 GB at 50 GB/s (20 ms) through one
+/// 50 GB/s leaf uplink. Peaks together: 1 GB backlog, drained 20 ms after the senders
+/// stop; overlapping 5 ms: 250 MB; 20 ms apart: no queue.
+#[test]
+fn two_periodic_jobs_queue_at_a_shared_uplink() {
+    let t = preset("rail:servers=64,gpus=1,group=32,spines=1,over=32:1").unwrap();
+    let spec = CollectiveSpec::new(Collective::SendRecv, 2, 1_000_000_000 / 4);
+    let schedule = generate_compact(Algorithm::Direct, &spec, &GenOptions::default(), 4).unwrap();
+    let placed = |a: &str, b: &str| Placement { devices: vec![t.device_id(a).unwrap(), t.device_id(b).unwrap()] };
+    let run = |offset: f64| {
+        let jobs = [
+            JobSpec {
+                name: "a".into(),
+                schedule: &schedule,
+                placement: placed("s0.gpu0", "s32.gpu0"),
+                start_secs: 0.0,
+                ready_secs: Vec::new(),
+            },
+            JobSpec {
+                name: "b".into(),
+                schedule: &schedule,
+                placement: placed("s1.gpu0", "s33.gpu0"),
+                start_secs: offset,
+                ready_secs: Vec::new(),
+            },
+        ];
+        let options = SimOptions { queues: true, buffer_bytes: Some(512.0 * 1024.0), ..SimOptions::default() };
+        simulate(&t, &jobs, &options).unwrap()
+    };
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * b.abs().max(1e-12);
+    let aligned = run(0.0);
+    let q = &aligned.queues[0];
+    assert_eq!(q.resource, "leaf0.rail0 -> spine0");
+    // Times are the seed's plus one per-step start-up (α = 0.833 us).
+    assert!(close(q.peak_bytes, 1e9, 1e-6) && close(q.peak_secs, 20e-3, 1e-4), "{q:?}");
+    assert!(close(q.drained_secs.unwrap(), 40e-3, 1e-4), "{q:?}");
+    assert!(close(q.over_buffer_bytes.unwrap(), 1e9 - 524_288.0, 1e-6));
+    assert!(close(aligned.makespan_secs, 40e-3, 1e-4));
+    let overlap_5ms = run(15e-3);
+    let q = &overlap_5ms.queues[0];
+    assert!(close(q.peak_bytes, 250e6, 1e-6) && close(q.drained_secs.unwrap(), 40e-3, 1e-4), "{q:?}");
+    let apart = run(20e-3);
+    assert!(apart.queues.is_empty(), "{:?}", apart.queues);
+    assert!(close(apart.makespan_secs, 40e-3, 1e-4));
+}

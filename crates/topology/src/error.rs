@@ -61,6 +61,8 @@ pub enum TopologyError {
         "no switch of this topology can reduce in the network (in_network_reduction = true) and reach {devices:?}"
     )]
     NoReductionSwitch { devices: Vec<String> },
+    #[error("failed \"{name}\": no link between these devices")]
+    NoSuchLink { name: String },
     #[error("cannot read {path}: {message}")]
     Io { path: String, message: String },
 }

@@ -4,6 +4,7 @@
 //! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
 
 pub mod error;
+pub mod failure;
 pub mod file;
 pub mod graph;
 pub mod import;

@@ -11,6 +11,7 @@ use railyard_schedule::{
     generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
 };
 use railyard_sim::{simulate, Dependencies, JobSpec, Paths, SimOptions, SimReport};
+use railyard_topology::failure::Failure;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 use serde::Serialize;
@@ -87,6 +88,20 @@ pub struct SimArgs {
     /// Split every route's bytes over its equal-cost paths (the default; per-packet spraying)
     #[arg(long)]
     pub spray: bool,
+    /// Follow switch queues: senders push at their host-side rate, and what a switch port
+    /// cannot forward yet waits in its buffer (seed 001 §7.5.1); prints each port's peak
+    /// backlog and when it drained. Simulates every round flow by flow.
+    #[arg(long)]
+    pub queues: bool,
+    /// With --queues: each switch port's egress buffer (e.g. 512KiB), to name the ports
+    /// whose backlog would not fit (drops and pauses are not modelled)
+    #[arg(long, value_parser = parse_size, requires = "queues")]
+    pub buffer: Option<u64>,
+    /// Take out a failed device (every link to and from it, e.g. A.nic3) or cable
+    /// (`A->B`, both directions); repeatable. Traffic is routed around it where another
+    /// path exists; where none does, the job stalls and the error names the two ends
+    #[arg(long, value_name = "DEVICE|A->B")]
+    pub fail: Vec<Failure>,
     /// Only the simulation asked for: no model and no run under the other start rule
     #[arg(long)]
     pub no_compare: bool,
@@ -159,7 +174,11 @@ fn parse_times(text: &str) -> Result<Times, String> {
 }
 
 pub fn run(args: &SimArgs) -> Result<String> {
-    let topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
+    let mut topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
+    if !args.fail.is_empty() {
+        let links = topology.failed_links(&args.fail)?;
+        topology = topology.without_links(&links)?;
+    }
     if let Some(path) = &args.jobs {
         return run_jobs(args, &topology, path);
     }
@@ -203,8 +222,14 @@ pub fn run(args: &SimArgs) -> Result<String> {
             Err(e) => return Err(e).with_context(|| format!("algorithm {algorithm}")),
         };
         let trace = (runs.is_empty() && args.trace.is_some()).then_some(MAX_TRACE_EVENTS);
-        let sim_options =
-            SimOptions { dependencies, paths, reuse_repeated_rounds: !args.every_round, trace_events: trace };
+        let sim_options = SimOptions {
+            dependencies,
+            paths,
+            reuse_repeated_rounds: !args.every_round,
+            trace_events: trace,
+            queues: args.queues,
+            buffer_bytes: args.buffer.map(|b| b as f64),
+        };
         let started = Instant::now();
         let ready = args.ready.as_ref().map_or_else(Vec::new, |t| t.0.clone());
         let report = match simulate_one(&topology, &schedule, &placement, &sim_options, algorithm, &ready) {
@@ -224,7 +249,8 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 .map(|b| b.total_secs)
                 .map_err(|e| notes.push(format!("model: {e}")))
                 .ok();
-            let other_options = SimOptions { dependencies: other, trace_events: None, ..sim_options.clone() };
+            let other_options =
+                SimOptions { dependencies: other, trace_events: None, queues: false, ..sim_options.clone() };
             let other_run = simulate_one(&topology, &schedule, &placement, &other_options, algorithm, &ready)
                 .map(|r| r.jobs[0].secs)
                 .map_err(|e| notes.push(format!("{}: {e:#}", rule(other))))
@@ -285,7 +311,9 @@ fn simulate_one(
         start_secs: 0.0,
         ready_secs: ready.to_vec(),
     };
-    simulate(topology, &[job], options).with_context(|| format!("simulating {algorithm}"))
+    simulate(topology, &[job], options)
+        .map_err(|e| stalled(e, topology))
+        .with_context(|| format!("simulating {algorithm}"))
 }
 
 fn round_label(schedule: &CompactSchedule, round: usize) -> String {
@@ -400,6 +428,9 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
         }
         s += &t.render();
     }
+    if let Some(fastest) = out.runs.iter().min_by(|a, b| a.report.jobs[0].secs.total_cmp(&b.report.jobs[0].secs)) {
+        s += &queue_table(&fastest.report);
+    }
     for (a, e) in &out.skipped {
         s += &format!("\nskipped {a}: {e}\n");
     }
@@ -469,7 +500,14 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         None => Paths::Split,
     };
     let trace = args.trace.is_some().then_some(MAX_TRACE_EVENTS);
-    let options = SimOptions { dependencies, paths, reuse_repeated_rounds: !args.every_round, trace_events: trace };
+    let options = SimOptions {
+        dependencies,
+        paths,
+        reuse_repeated_rounds: !args.every_round,
+        trace_events: trace,
+        queues: args.queues,
+        buffer_bytes: args.buffer.map(|b| b as f64),
+    };
     let mut specs = Vec::new();
     let mut of_spec = Vec::new();
     for (j, p) in planned.iter().enumerate() {
@@ -494,12 +532,15 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
             start_secs: 0.0,
             ready_secs: p.ready_secs.clone(),
         };
-        let r = simulate(topology, &[job], &SimOptions { trace_events: None, ..options.clone() })
+        let r = simulate(topology, &[job], &SimOptions { trace_events: None, queues: false, ..options.clone() })
+            .map_err(|e| stalled(e, topology))
             .with_context(|| format!("simulating {} alone", p.name))?;
         alone.push(r.jobs[0].secs);
     }
     let started = Instant::now();
-    let report = simulate(topology, &specs, &options).context("simulating the jobs together")?;
+    let report = simulate(topology, &specs, &options)
+        .map_err(|e| stalled(e, topology))
+        .context("simulating the jobs together")?;
     let wall_secs = started.elapsed().as_secs_f64();
     if let Some(path) = &args.trace {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
@@ -570,5 +611,38 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         ]);
     }
     s += &t.render();
+    s += &queue_table(&out.report);
     Ok(s)
+}
+
+/// A route that does not exist on a topology with failed links means the job stalls.
+fn stalled(e: railyard_sim::SimError, topology: &Topology) -> anyhow::Error {
+    match e {
+        railyard_sim::SimError::Topology(railyard_topology::TopologyError::NoRoute { from, to })
+            if topology.name.contains("(failed:") =>
+        {
+            anyhow::anyhow!("the job stalls: with the failed links nothing connects \"{from}\" to \"{to}\"")
+        }
+        other => other.into(),
+    }
+}
+
+/// The switch ports that queued (with --queues), largest peak first.
+fn queue_table(report: &SimReport) -> String {
+    if report.queues.is_empty() {
+        return String::new();
+    }
+    let mut s = "\nSwitch queues (sent and not yet forwarded; buffers as large as the backlog):\n\n".to_string();
+    let mut t = Table::new(["port", "peak backlog", "at", "drained at", "past the buffer"]);
+    for q in report.queues.iter().take(8) {
+        t.row([
+            q.resource.clone(),
+            format_bytes(q.peak_bytes),
+            format_secs(q.peak_secs),
+            q.drained_secs.map_or("-".into(), format_secs),
+            q.over_buffer_bytes.map_or("-".into(), format_bytes),
+        ]);
+    }
+    s += &t.render();
+    s
 }
