@@ -269,3 +269,88 @@ impl StackedBars {
         out
     }
 }
+
+/// One bar of a Gantt chart: a row, a span of time, a colour class and words.
+pub struct Bar {
+    pub row: usize,
+    pub start: f64,
+    pub end: f64,
+    pub class: usize,
+    pub title: String,
+}
+
+/// Bars over time, one row per named track (phases of a collective, jobs of a run).
+pub struct Gantt {
+    pub title: String,
+    pub x_label: String,
+    pub rows: Vec<String>,
+    pub bars: Vec<Bar>,
+    /// Names of the colour classes, for the legend.
+    pub classes: Vec<String>,
+}
+
+impl Gantt {
+    pub fn svg(&self) -> String {
+        let x1 = self.bars.iter().map(|b| b.end).filter(|x| x.is_finite()).fold(0.0f64, f64::max);
+        let x1 = if x1 > 0.0 { x1 } else { 1.0 };
+        let px = |x: f64| LEFT + x / x1 * (W - LEFT - RIGHT);
+        let rows = self.rows.len().max(1) as f64;
+        let band = (H - TOP - BOTTOM) / rows;
+        let mut out = String::new();
+        frame(&mut out, &self.title, &self.x_label, "");
+        for t in nice_ticks(0.0, x1, 6) {
+            let _ = writeln!(
+                out,
+                r#"<text class="tick x" x="{:.2}" y="{}" text-anchor="middle">{}</text>"#,
+                px(t),
+                H - BOTTOM + 16.0,
+                tick_label(t)
+            );
+        }
+        for (r, name) in self.rows.iter().enumerate() {
+            let y = TOP + band * (r as f64 + 0.5);
+            // Row names sit inside the plot's left edge, over the bars' lane.
+            let _ = writeln!(
+                out,
+                r#"<text class="row" x="{:.2}" y="{:.2}" font-size="10" fill="dimgray">{}</text>"#,
+                LEFT + 4.0,
+                y - band * 0.3,
+                escape(name)
+            );
+        }
+        for b in &self.bars {
+            if !(b.start.is_finite() && b.end.is_finite()) {
+                continue;
+            }
+            let y = TOP + band * (b.row as f64 + 0.25);
+            let _ = writeln!(
+                out,
+                r#"<g class="bar"><rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{}</title></rect></g>"#,
+                px(b.start),
+                y,
+                (px(b.end) - px(b.start)).max(0.5),
+                band * 0.5,
+                COLORS[b.class % COLORS.len()],
+                escape(&b.title)
+            );
+        }
+        legend(&mut out, &self.classes);
+        out.push_str("</svg>\n");
+        out
+    }
+}
+
+/// Several charts one above the other in one SVG document.
+pub fn stack(charts: &[String]) -> String {
+    let mut out = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" viewBox="0 0 {W} {}">"#,
+        H * charts.len() as f64,
+        H * charts.len() as f64
+    );
+    out.push('\n');
+    for (i, c) in charts.iter().enumerate() {
+        out += &c.replacen("<svg ", &format!(r#"<svg y="{}" "#, H * i as f64), 1);
+    }
+    out.push_str("</svg>\n");
+    out
+}

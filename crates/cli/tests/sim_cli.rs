@@ -171,3 +171,60 @@ fn queues_are_reported() {
     let r = railyard(&["sim", "--buffer", "1MiB"]);
     assert!(r.code != 0 && r.stderr.contains("--queues"), "{}", r.stderr);
 }
+
+/// A step as a DAG: compute, then the gradient all-reduce (seed 001 example 7.2's ring,
+/// 7.575 ms), then the update; each starts when what it waits for has finished.
+#[test]
+fn a_dag_of_compute_and_collectives() {
+    let dir = std::env::temp_dir().join(format!("railyard-sim-dag-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let step = dir.join("step.toml");
+    std::fs::write(
+        &step,
+        "[[job]]\nname = \"backward\"\ncollective = \"none\"\ncompute = \"5ms\"\n\n\
+         [[job]]\nname = \"grads\"\ncollective = \"allreduce\"\nsize = \"192MiB\"\nalgorithm = \"ring\"\n\
+         after = [\"backward\"]\n\n\
+         [[job]]\nname = \"update\"\ncollective = \"none\"\ncompute = \"1ms\"\nafter = [\"grads\"]\n",
+    )
+    .unwrap();
+    let out = json(&["sim", "--jobs", step.to_str().unwrap(), "--format", "json"]);
+    let jobs = out["jobs"].as_array().unwrap();
+    let finish = |i: usize| jobs[i]["finish_secs"].as_f64().unwrap();
+    let start = |i: usize| jobs[i]["start_secs"].as_f64().unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    assert!(close(finish(0), 5e-3), "{out}");
+    assert!(close(start(1), 5e-3) && close(finish(1), 5e-3 + 7.575e-3), "{out}");
+    assert!(close(start(2), finish(1)) && close(finish(2), finish(1) + 1e-3), "{out}");
+    let cycle = dir.join("cycle.toml");
+    std::fs::write(
+        &cycle,
+        "[[job]]\nname = \"a\"\ncollective = \"none\"\nafter = [\"b\"]\n\n\
+         [[job]]\nname = \"b\"\ncollective = \"none\"\nafter = [\"a\"]\n",
+    )
+    .unwrap();
+    let r = railyard(&["sim", "--jobs", cycle.to_str().unwrap()]);
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("cycle"), "{}", r.stderr);
+    let unknown = dir.join("unknown.toml");
+    std::fs::write(&unknown, "[[job]]\nname = \"a\"\ncollective = \"none\"\nafter = [\"zzz\"]\n").unwrap();
+    let r = railyard(&["sim", "--jobs", unknown.to_str().unwrap()]);
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("zzz"), "{}", r.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--svg`: a Gantt chart of the rounds (one bar each) above the busiest resources'
+/// utilisation over time (one series each), in one well-formed SVG.
+#[test]
+fn the_svg_draws_rounds_and_utilisation() {
+    let dir = std::env::temp_dir().join(format!("railyard-sim-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.svg");
+    let r = railyard(&["sim", "--algo", "hierarchical", "--pipeline-chunks", "4", "--svg", path.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let class = |c: &str| doc.descendants().filter(|n| n.attribute("class") == Some(c)).count();
+    // 4 chunks: 6 pipeline slots of 7 rounds each (the intra stages on 8 GPUs), 42 rounds.
+    assert_eq!(class("bar"), 42, "{text}");
+    assert_eq!(class("series"), 6);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -18,7 +18,7 @@ use crate::fairness::FairShare;
 use crate::job::{Action, Dependencies, Job, Op, OpKind};
 use crate::paths::{flow_resources, Connection, Paths};
 use crate::queues::Queues;
-use crate::report::{JobReport, ResourceUse, SimReport};
+use crate::report::{JobReport, ResourceSeries, ResourceUse, SimReport};
 use crate::time::Picos;
 use crate::trace::{Trace, TraceEvent};
 
@@ -43,6 +43,27 @@ pub struct JobSpec<'s> {
     pub start_secs: f64,
     /// When each rank is ready, after `start_secs` (empty: all at once).
     pub ready_secs: Vec<f64>,
+    /// Jobs (indices into the list simulated) this one waits for: it starts
+    /// `start_secs` after the last of them finishes (a step's DAG of compute and
+    /// collectives). Empty: it starts at `start_secs`.
+    pub after: Vec<usize>,
+    /// Compute before the job communicates: its ranks are ready this long after its start.
+    pub compute_secs: f64,
+}
+
+impl<'s> JobSpec<'s> {
+    /// A job that starts at `start_secs` with every rank ready at once.
+    pub fn new(name: impl Into<String>, schedule: &'s CompactSchedule, placement: Placement, start_secs: f64) -> Self {
+        JobSpec {
+            name: name.into(),
+            schedule,
+            placement,
+            start_secs,
+            ready_secs: Vec::new(),
+            after: Vec::new(),
+            compute_secs: 0.0,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -59,7 +80,12 @@ pub struct SimOptions {
     pub queues: bool,
     /// With `queues`: each switch port's egress buffer, to name the ports that overflow.
     pub buffer_bytes: Option<f64>,
+    /// Resources (by name) whose utilisation over time is recorded, at every rate change.
+    pub watch: Vec<String>,
 }
+
+/// Points kept per watched resource, at most (past it, every other point is dropped).
+pub const MAX_SERIES_POINTS: usize = 20_000;
 
 impl Default for SimOptions {
     fn default() -> Self {
@@ -70,6 +96,7 @@ impl Default for SimOptions {
             trace_events: None,
             queues: false,
             buffer_bytes: None,
+            watch: Vec::new(),
         }
     }
 }
@@ -161,8 +188,14 @@ struct Engine<'t, 'r> {
     signature_scratch: Vec<u64>,
     /// Each job's ranks' readiness after its start.
     ready: Vec<Vec<Picos>>,
+    /// Per job: predecessors not yet finished; and the jobs that wait for it.
+    waiting_on: Vec<usize>,
+    dependents: Vec<Vec<usize>>,
+    /// Whether a job's finish has been passed on to its dependents.
+    finish_told: Vec<bool>,
     queues: Option<Queues>,
     send_rates: Vec<f64>,
+    watched: Vec<Watched>,
     /// Per job and round: when its last op so far ended and the resource that held it.
     round_end: Vec<Vec<Option<(Picos, u32)>>>,
 }
@@ -227,6 +260,12 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
         if let Some(&bad) = spec.ready_secs.iter().find(|&&r| Picos::ceil_secs(r).is_none()) {
             return Err(SimError::BadReady { job: spec.name.clone(), secs: bad });
         }
+        if Picos::ceil_secs(spec.compute_secs).is_none() {
+            return Err(SimError::BadStart { job: spec.name.clone(), secs: spec.compute_secs });
+        }
+        if let Some(&bad) = spec.after.iter().find(|&&a| a >= jobs.len() || a == states.len()) {
+            return Err(SimError::BadAfter { job: spec.name.clone(), after: bad, jobs: jobs.len() });
+        }
         let mut job = Job::new(s, options.dependencies, alpha, reuse, MAX_HELD_ITEMS);
         job.host = Picos::ceil_secs(host_secs(s, topology)).ok_or(SimError::TimeOverflow)?;
         states.push(job);
@@ -253,17 +292,41 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
         signature: None,
         signature_scratch: Vec::new(),
         ready: Vec::new(),
+        waiting_on: Vec::new(),
+        dependents: Vec::new(),
+        finish_told: vec![false; jobs.len()],
         queues: options.queues.then(|| Queues::new(topology, options.buffer_bytes)),
+        watched: watched_resources(topology, &options.watch)?,
         send_rates: Vec::new(),
         round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
+    if let Some(cycle) = cycle_in(jobs) {
+        return Err(SimError::CycleInAfter { job: jobs[cycle].name.clone() });
+    }
     let mut ready: Vec<Vec<Picos>> = Vec::with_capacity(jobs.len());
     for (j, spec) in jobs.iter().enumerate() {
-        let at = Picos::ceil_secs(spec.start_secs).ok_or(SimError::TimeOverflow)?;
-        engine.push(at, EventKind::EnterAll { job: j as u32, round: 0 });
-        ready.push(spec.ready_secs.iter().filter_map(|&r| Picos::ceil_secs(r)).collect());
+        // Compute first: every rank is ready `compute_secs` after the start, and later
+        // where a readiness is given.
+        let compute = Picos::ceil_secs(spec.compute_secs).ok_or(SimError::TimeOverflow)?;
+        let mut r: Vec<Picos> = spec.ready_secs.iter().filter_map(|&r| Picos::ceil_secs(r)).collect();
+        if compute > Picos::ZERO {
+            if r.is_empty() {
+                r = vec![Picos::ZERO; spec.placement.len()];
+            }
+            for x in &mut r {
+                *x = x.saturating_add(compute);
+            }
+        }
+        ready.push(r);
+        engine.waiting_on.push(spec.after.len());
+        if spec.after.is_empty() {
+            let at = Picos::ceil_secs(spec.start_secs).ok_or(SimError::TimeOverflow)?;
+            engine.push(at, EventKind::EnterAll { job: j as u32, round: 0 });
+        }
     }
     engine.ready = ready;
+    engine.dependents =
+        (0..jobs.len()).map(|j| (0..jobs.len()).filter(|&k| jobs[k].after.contains(&j)).collect()).collect();
     engine.run(jobs, &mut states)?;
     Ok(engine.report(jobs, &states))
 }
@@ -320,6 +383,7 @@ impl Engine<'_, '_> {
                     let state = &mut states[job as usize];
                     if round == 0 && !state.started {
                         state.started = true;
+                        state.started_at = self.now;
                         state.start(self.now, &self.ready[job as usize], &mut actions)
                     } else {
                         state.enter_all(round, self.now, &mut actions)
@@ -359,6 +423,18 @@ impl Engine<'_, '_> {
                     Action::Start { round, op, at } => self.push(at, EventKind::Start { job, round, op }),
                     Action::EnterAll { round, at } => self.push(at, EventKind::EnterAll { job, round }),
                     Action::Ready { rank, at } => self.push(at, EventKind::Ready { job, rank }),
+                }
+            }
+            if let (Some(done), false) = (states[job as usize].finished, self.finish_told[job as usize]) {
+                self.finish_told[job as usize] = true;
+                for k in self.dependents[job as usize].clone() {
+                    self.waiting_on[k] -= 1;
+                    if self.waiting_on[k] == 0 {
+                        // Its predecessors' finishes are all known now: the last of them.
+                        let last = jobs[k].after.iter().filter_map(|&a| states[a].finished).max().unwrap_or(done);
+                        let offset = Picos::ceil_secs(jobs[k].start_secs).ok_or(SimError::TimeOverflow)?;
+                        self.push(last.saturating_add(offset), EventKind::EnterAll { job: k as u32, round: 0 });
+                    }
                 }
             }
             let state = &mut states[job as usize];
@@ -507,6 +583,9 @@ impl Engine<'_, '_> {
             self.active.iter().map(|&s| self.flows[s as usize].resources.as_slice()).collect();
         self.fair.rates(&demands, &self.capacity, &mut self.rates);
         let now = self.now;
+        if !self.watched.is_empty() {
+            record_watched(&mut self.watched, &demands, &self.rates, &self.capacity, self.now);
+        }
         if let Some(queues) = &mut self.queues {
             // A sender that has pushed its last byte no longer shares its host's links.
             let sending: Vec<&[(u32, f64)]> = self
@@ -757,8 +836,17 @@ impl Engine<'_, '_> {
             .collect();
         resources.sort_by(|a, b| b.utilisation.total_cmp(&a.utilisation).then_with(|| a.resource.cmp(&b.resource)));
         let queues = self.queues.as_ref().map(|q| q.report(self.topology)).unwrap_or_default();
+        let utilisation_over_time = self
+            .watched
+            .iter()
+            .map(|(e, points)| ResourceSeries {
+                resource: self.topology.resource_name(self.topology.resource(*e as usize)),
+                points: points.iter().map(|&(t, u)| (t.secs(), u)).collect(),
+            })
+            .collect();
         SimReport {
             queues,
+            utilisation_over_time,
             topology: self.topology.name.clone(),
             dependencies: self.options.dependencies,
             paths: self.options.paths,
@@ -786,6 +874,75 @@ fn host_secs(schedule: &CompactSchedule, topology: &Topology) -> f64 {
     let elements = work.copied_elements_max + work.reduced_elements_max;
     let local = costs.local_bytes_per_sec.map_or(0.0, |bw| elements.saturating_mul(schedule.elem_bytes) as f64 / bw);
     local + work.messages_max as f64 * costs.message_secs
+}
+
+/// The watched resources' utilisation from now on (the rates just computed).
+fn record_watched(
+    watched: &mut [Watched],
+    demands: &[&[(u32, f64)]],
+    rates: &[f64],
+    capacity: &[f64],
+    now: Picos,
+) {
+    for (e, points) in watched.iter_mut() {
+        let load: f64 = demands
+            .iter()
+            .zip(rates)
+            .filter_map(|(d, &r)| d.iter().find(|(x, _)| x == e).map(|&(_, w)| w * r))
+            .filter(|x| x.is_finite())
+            .sum();
+        let u = load / capacity[*e as usize];
+        if points.last().is_none_or(|&(_, v)| v != u) {
+            points.push((now, u));
+        }
+        if points.len() > MAX_SERIES_POINTS {
+            // Keep every other point: the shape at half the resolution, bounded memory.
+            let mut i = 0;
+            points.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+        }
+    }
+}
+
+/// A watched resource: its index, and (time, utilisation) points.
+type Watched = (u32, Vec<(Picos, f64)>);
+
+/// Resource indices of the names to watch; an unknown name is an error naming it.
+fn watched_resources(topology: &Topology, names: &[String]) -> Result<Vec<Watched>, SimError> {
+    if names.len() > 64 {
+        return Err(SimError::TooManyWatched { count: names.len(), limit: 64 });
+    }
+    names
+        .iter()
+        .map(|name| {
+            (0..topology.resource_count())
+                .find(|&i| &topology.resource_name(topology.resource(i)) == name)
+                .map(|i| (i as u32, Vec::new()))
+                .ok_or_else(|| SimError::UnknownResource { name: name.clone() })
+        })
+        .collect()
+}
+
+/// A job that waits, through `after`, on itself: the first one found on a cycle.
+fn cycle_in(jobs: &[JobSpec<'_>]) -> Option<usize> {
+    // Kahn's algorithm: what is never freed is on a cycle or behind one.
+    let mut waiting: Vec<usize> = jobs.iter().map(|j| j.after.len()).collect();
+    let mut free: Vec<usize> = (0..jobs.len()).filter(|&j| waiting[j] == 0).collect();
+    let mut seen = 0;
+    while let Some(j) = free.pop() {
+        seen += 1;
+        for (k, other) in jobs.iter().enumerate() {
+            for _ in other.after.iter().filter(|&&a| a == j) {
+                waiting[k] -= 1;
+                if waiting[k] == 0 {
+                    free.push(k);
+                }
+            }
+        }
+    }
+    (seen < jobs.len()).then(|| (0..jobs.len()).find(|&j| waiting[j] > 0).unwrap_or(0))
 }
 
 /// The order flows are taken in: by job, round and place in the round.

@@ -33,6 +33,14 @@ pub enum SimError {
     ReadyCount { job: String, given: usize, ranks: usize },
     #[error("job {job}: ready time {secs} s is not a finite number of seconds >= 0")]
     BadReady { job: String, secs: f64 },
+    #[error("job {job}: waits for job {after}, but there are {jobs} jobs (and a job cannot wait for itself)")]
+    BadAfter { job: String, after: usize, jobs: usize },
+    #[error("job {job} waits for itself through `after` (a cycle)")]
+    CycleInAfter { job: String },
+    #[error("no resource is named \"{name}\" (names as in the report, e.g. \"A.nic0 -> leaf0.rail0\")")]
+    UnknownResource { name: String },
+    #[error("{count} resources to watch, more than the limit of {limit}")]
+    TooManyWatched { count: usize, limit: usize },
     #[error("simulated time passed its range (about 213 days)")]
     TimeOverflow,
 }

@@ -134,6 +134,8 @@ pub(crate) struct Job<'s> {
     held_items: usize,
     /// Whether the job has started (its first `EnterAll` of round 0 came).
     pub started: bool,
+    /// When it started (its `start_secs`, after the jobs it waits for where it waits).
+    pub started_at: Picos,
     /// The round last dropped from the window, kept to compare the next one with.
     previous: Option<(usize, MadeRound)>,
     /// Rounds every rank has entered since the engine last looked.
@@ -177,6 +179,7 @@ impl<'s> Job<'s> {
             window_peak: 0,
             held_items: 0,
             started: false,
+            started_at: Picos::ZERO,
             previous: None,
             all_in: Vec::new(),
             rank_entry: vec![Picos::ZERO; ranks],

@@ -19,10 +19,16 @@
 //! pipeline_chunks = 1       # optional: chain, trees and hierarchical all-reduce
 //! inter_stage = "ring"      # optional: hierarchical all-reduce across servers, ring or rhd
 //! root = 0                  # optional: rooted collectives
+//! compute = "5ms"           # optional: the ranks compute this long before communicating
+//! after = ["fwd"]           # optional: start (plus `start`) when these jobs have finished
 //! ```
+//!
+//! `collective = "none"` is a compute task (no size, no algorithm): with `after`, jobs
+//! form a step's DAG of compute and collectives (seed 001 §7.4).
 
 use railyard_schedule::{
     generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
+    ScheduleBuilder,
 };
 use railyard_topology::units::{parse_bytes, parse_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
@@ -60,8 +66,10 @@ struct File {
 struct Entry {
     name: Option<String>,
     collective: String,
-    size: String,
-    algorithm: String,
+    size: Option<String>,
+    algorithm: Option<String>,
+    compute: Option<String>,
+    after: Option<Vec<String>>,
     dtype: Option<String>,
     placement: Option<String>,
     #[serde(default)]
@@ -87,6 +95,9 @@ pub struct PlannedJob {
     /// Start of every run (one per `count`).
     pub starts_secs: Vec<f64>,
     pub ready_secs: Vec<f64>,
+    pub compute_secs: f64,
+    /// Names of the jobs it waits for (every run of each).
+    pub after: Vec<String>,
 }
 
 /// Read and generate every job of a jobs file's text on `topology`.
@@ -104,13 +115,30 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
         let name = entry.name.clone().unwrap_or_else(|| format!("job {index}"));
         let field =
             |field: &'static str, message: String| JobsFileError::Field { index, name: name.clone(), field, message };
-        let collective: Collective = entry.collective.parse().map_err(|e: String| field("collective", e))?;
-        let algorithm: Algorithm = entry.algorithm.parse().map_err(|e: String| field("algorithm", e))?;
+        let compute_only = entry.collective == "none";
+        let collective: Collective = if compute_only {
+            Collective::Barrier
+        } else {
+            entry.collective.parse().map_err(|e: String| field("collective", e))?
+        };
+        let algorithm: Algorithm = match (&entry.algorithm, compute_only) {
+            (Some(a), false) => a.parse().map_err(|e: String| field("algorithm", e))?,
+            (None, false) => return Err(field("algorithm", "missing (only collective = \"none\" has none)".into())),
+            (Some(_), true) => {
+                return Err(field("algorithm", "a compute task (collective = \"none\") has none".into()))
+            }
+            (None, true) => Algorithm::Direct,
+        };
         let dtype: Dtype = match &entry.dtype {
             Some(d) => d.parse().map_err(|e: String| field("dtype", e))?,
             None => Dtype::F32,
         };
-        let bytes = parse_bytes(&entry.size).map_err(|e| field("size", e.to_string()))?;
+        let bytes = match (&entry.size, compute_only) {
+            (Some(s), false) => parse_bytes(s).map_err(|e| field("size", e.to_string()))?,
+            (None, false) => return Err(field("size", "missing".into())),
+            (Some(_), true) => return Err(field("size", "a compute task (collective = \"none\") has none".into())),
+            (None, true) => 0,
+        };
         let elem_bytes = dtype.size_bytes();
         if !bytes.is_multiple_of(elem_bytes) {
             return Err(field("size", format!("{bytes} bytes is not a whole number of {elem_bytes}-byte elements")));
@@ -165,10 +193,34 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             pipeline_chunks: entry.pipeline_chunks.unwrap_or(1),
             inter_stage,
         };
-        let schedule =
-            generate_compact(algorithm, &spec, &options, elem_bytes).map_err(|e| field("algorithm", e.to_string()))?;
+        let schedule = if compute_only {
+            ScheduleBuilder::new(spec, "compute", elem_bytes).build_compact()
+        } else {
+            generate_compact(algorithm, &spec, &options, elem_bytes).map_err(|e| field("algorithm", e.to_string()))?
+        };
+        let compute_secs = parse_time(entry.compute.as_deref(), "compute", &field)?;
+        let after = entry.after.clone().unwrap_or_default();
         let starts_secs = (0..count).map(|i| start + period * i as f64).collect();
-        jobs.push(PlannedJob { name, schedule, placement, starts_secs, ready_secs });
+        jobs.push(PlannedJob { name, schedule, placement, starts_secs, ready_secs, compute_secs, after });
+    }
+    // Every name waited for is a job of the file, named once.
+    for (index, job) in jobs.iter().enumerate() {
+        if jobs[..index].iter().any(|j| j.name == job.name) {
+            return Err(JobsFileError::Field {
+                index,
+                name: job.name.clone(),
+                field: "name",
+                message: "another job has this name".into(),
+            });
+        }
+        if let Some(missing) = job.after.iter().find(|a| !jobs.iter().any(|j| &j.name == *a)) {
+            return Err(JobsFileError::Field {
+                index,
+                name: job.name.clone(),
+                field: "after",
+                message: format!("no job is named \"{missing}\""),
+            });
+        }
     }
     Ok(jobs)
 }

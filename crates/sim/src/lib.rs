@@ -28,5 +28,5 @@ pub use job::Dependencies;
 pub use jobs_file::{parse_jobs, JobsFileError, PlannedJob};
 pub use paths::Paths;
 pub use queues::QueueReport;
-pub use report::{CriticalResource, JobReport, PhaseReport, ResourceUse, RoundReport, SimReport};
+pub use report::{CriticalResource, JobReport, PhaseReport, ResourceSeries, ResourceUse, RoundReport, SimReport};
 pub use time::Picos;

@@ -48,6 +48,7 @@ pub struct JobReport {
     pub collective: String,
     pub bytes: u64,
     pub ranks: usize,
+    /// When it started: its start time, after the jobs it waits for where it waits.
     pub start_secs: f64,
     pub finish_secs: f64,
     /// finish − start
@@ -66,7 +67,7 @@ pub struct JobReport {
 impl JobReport {
     pub(crate) fn new(spec: &JobSpec<'_>, state: &Job<'_>, ended_by: &[Option<(String, String)>]) -> Self {
         let s = spec.schedule;
-        let start = spec.start_secs;
+        let start = state.started_at.secs();
         let finish = state.finished.map_or(f64::NAN, |p| p.secs());
         let per_round: Vec<RoundReport> = state
             .spans
@@ -146,6 +147,14 @@ pub struct ResourceUse {
     pub utilisation: f64,
 }
 
+/// One resource's utilisation over time: (seconds, fraction of its bandwidth) from
+/// each point until the next.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResourceSeries {
+    pub resource: String,
+    pub points: Vec<(f64, f64)>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct SimReport {
     pub topology: String,
@@ -160,6 +169,10 @@ pub struct SimReport {
     pub rate_updates: u64,
     /// Resources that carried bytes, highest utilisation first.
     pub resources: Vec<ResourceUse>,
+    /// Watched resources' utilisation (0–1) from each time on (`SimOptions::watch`);
+    /// flat across repeated rounds that were skipped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub utilisation_over_time: Vec<ResourceSeries>,
     /// Switch ports that queued, largest peak first (with `SimOptions::queues`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<crate::queues::QueueReport>,

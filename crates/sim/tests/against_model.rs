@@ -48,7 +48,7 @@ fn run_report(
     };
     let schedule = generate_compact(algorithm, &spec, &options, 4).ok()?;
     let model = cost(&schedule, &t, &placement).ok()?;
-    let job = JobSpec { name: "job".into(), schedule: &schedule, placement, start_secs: 0.0, ready_secs: Vec::new() };
+    let job = JobSpec::new("job", &schedule, placement, 0.0);
     let sim_options = SimOptions { dependencies, reuse_repeated_rounds: reuse, ..SimOptions::default() };
     let report = simulate(&t, &[job], &sim_options).unwrap();
     let loads = report.resources.iter().map(|r| (r.resource.clone(), r.bytes)).collect();
@@ -158,6 +158,8 @@ fn early_starters_can_slow_the_critical_transfers() {
             placement: placement.clone(),
             start_secs: 0.0,
             ready_secs: Vec::new(),
+            after: Vec::new(),
+            compute_secs: 0.0,
         };
         simulate(&t, &[job], &SimOptions { dependencies, ..SimOptions::default() }).unwrap()
     };
@@ -200,6 +202,8 @@ fn host_work_is_added_as_the_model_adds_it() {
             placement: placement.clone(),
             start_secs: 0.0,
             ready_secs: Vec::new(),
+            after: Vec::new(),
+            compute_secs: 0.0,
         };
         let options = SimOptions { dependencies: Dependencies::Barriers, ..SimOptions::default() };
         let sim = simulate(&t, &[job], &options).unwrap().jobs[0].secs;

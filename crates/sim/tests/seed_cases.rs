@@ -12,7 +12,7 @@ fn all_reduce_secs(topo: &str, ready: &[f64], dependencies: Dependencies) -> f64
     let spec = CollectiveSpec::new(Collective::AllReduce, placement.len(), (16 << 20) / 4);
     let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
     let schedule = generate_compact(Algorithm::Ring, &spec, &options, 4).unwrap();
-    let job = JobSpec { name: "x".into(), schedule: &schedule, placement, start_secs: 0.0, ready_secs: ready.to_vec() };
+    let job = JobSpec { ready_secs: ready.to_vec(), ..JobSpec::new("x", &schedule, placement, 0.0) };
     let options = SimOptions { dependencies, ..SimOptions::default() };
     simulate(&t, &[job], &options).unwrap().jobs[0].finish_secs
 }
@@ -79,7 +79,7 @@ fn one_round(ranks: usize, pairs: &[(usize, usize)], bytes: u64) -> railyard_sch
 
 fn secs_of(t: &Topology, schedule: &railyard_schedule::CompactSchedule, paths: Paths) -> f64 {
     let placement = Placement::new(t, &PlacementPolicy::Contiguous, None).unwrap();
-    let job = JobSpec { name: "x".into(), schedule, placement, start_secs: 0.0, ready_secs: Vec::new() };
+    let job = JobSpec::new("x", schedule, placement, 0.0);
     simulate(t, &[job], &SimOptions { paths, ..SimOptions::default() }).unwrap().jobs[0].secs
 }
 
@@ -176,6 +176,8 @@ fn pipelined_hierarchical_approaches_the_slower_stage() {
             placement: placement.clone(),
             start_secs: 0.0,
             ready_secs: Vec::new(),
+            after: Vec::new(),
+            compute_secs: 0.0,
         };
         simulate(&t, &[job], &SimOptions::default()).unwrap().jobs.remove(0)
     };
@@ -206,6 +208,8 @@ fn two_periodic_jobs_queue_at_a_shared_uplink() {
                 placement: placed("s0.gpu0", "s32.gpu0"),
                 start_secs: 0.0,
                 ready_secs: Vec::new(),
+                after: Vec::new(),
+                compute_secs: 0.0,
             },
             JobSpec {
                 name: "b".into(),
@@ -213,6 +217,8 @@ fn two_periodic_jobs_queue_at_a_shared_uplink() {
                 placement: placed("s1.gpu0", "s33.gpu0"),
                 start_secs: offset,
                 ready_secs: Vec::new(),
+                after: Vec::new(),
+                compute_secs: 0.0,
             },
         ];
         let options = SimOptions { queues: true, buffer_bytes: Some(512.0 * 1024.0), ..SimOptions::default() };

@@ -17,6 +17,7 @@ use railyard_topology::{Placement, PlacementPolicy, Topology};
 use serde::Serialize;
 
 use crate::args::{parse_channels, parse_pipeline_chunks, parse_size, Format};
+use crate::chart::{Bar, Gantt, LineChart, Series};
 use crate::commands::plan::algorithms;
 use railyard_netmodels::report::Table;
 
@@ -120,6 +121,11 @@ pub struct SimArgs {
     /// crates/sim/src/jobs_file.rs); --collective, --size, --algo and --ready are then unused
     #[arg(long, value_name = "FILE")]
     pub jobs: Option<PathBuf>,
+    /// Draw the run of the first algorithm (or the jobs) to this SVG file: a Gantt chart
+    /// of its rounds (or jobs' phases) over time and the utilisation of the six busiest
+    /// resources over time (a second run that records them)
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
     /// Print every round instead of the phases
     #[arg(long)]
     pub all_rounds: bool,
@@ -183,9 +189,9 @@ pub fn run(args: &SimArgs) -> Result<String> {
         return run_jobs(args, &topology, path);
     }
     let placement = Placement::new(&topology, &args.placement, args.ranks)?;
-    if let Some(path) = &args.trace {
+    for path in [&args.trace, &args.svg].into_iter().flatten() {
         // Found unwritable now, not after the simulation.
-        std::fs::File::create(path).with_context(|| format!("cannot write the trace to {}", path.display()))?;
+        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
     }
     let (list, strict) = algorithms(&args.algo, args.collective)?;
     let elem_bytes = args.dtype.size_bytes();
@@ -229,6 +235,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
             trace_events: trace,
             queues: args.queues,
             buffer_bytes: args.buffer.map(|b| b as f64),
+            watch: Vec::new(),
         };
         let started = Instant::now();
         let ready = args.ready.as_ref().map_or_else(Vec::new, |t| t.0.clone());
@@ -257,6 +264,20 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 .ok();
             (model, other_run)
         };
+        if let (Some(path), true) = (&args.svg, runs.is_empty()) {
+            let watch = busiest(&report, 6);
+            let watched = simulate_one(
+                &topology,
+                &schedule,
+                &placement,
+                &SimOptions { watch, trace_events: None, ..sim_options.clone() },
+                algorithm,
+                &ready,
+            )?;
+            let gantt = rounds_gantt(&report, &format!("{algorithm}: rounds over time"));
+            let svg = crate::chart::stack(&[gantt, utilisation_chart(&watched)]);
+            std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        }
         if let (Some(path), true) = (&args.trace, runs.is_empty()) {
             let label = |_: u32, r: usize| round_label(&schedule, r);
             let json = report.trace.to_json(&[algorithm.to_string()], &label);
@@ -310,6 +331,8 @@ fn simulate_one(
         placement: placement.clone(),
         start_secs: 0.0,
         ready_secs: ready.to_vec(),
+        after: Vec::new(),
+        compute_secs: 0.0,
     };
     simulate(topology, &[job], options)
         .map_err(|e| stalled(e, topology))
@@ -507,10 +530,14 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         trace_events: trace,
         queues: args.queues,
         buffer_bytes: args.buffer.map(|b| b as f64),
+        watch: Vec::new(),
     };
     let mut specs = Vec::new();
     let mut of_spec = Vec::new();
+    // The runs of each job, by the job's place in the file, for `after`.
+    let mut runs_of: Vec<Vec<usize>> = Vec::with_capacity(planned.len());
     for (j, p) in planned.iter().enumerate() {
+        runs_of.push((specs.len()..specs.len() + p.starts_secs.len()).collect());
         for (i, &start) in p.starts_secs.iter().enumerate() {
             let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
             specs.push(JobSpec {
@@ -519,9 +546,19 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
                 placement: p.placement.clone(),
                 start_secs: start,
                 ready_secs: p.ready_secs.clone(),
+                after: Vec::new(),
+                compute_secs: p.compute_secs,
             });
             of_spec.push(j);
         }
+    }
+    for (spec, &j) in specs.iter_mut().zip(&of_spec) {
+        spec.after = planned[j]
+            .after
+            .iter()
+            .filter_map(|name| planned.iter().position(|q| &q.name == name))
+            .flat_map(|k| runs_of[k].iter().copied())
+            .collect();
     }
     let mut alone = Vec::with_capacity(planned.len());
     for p in &planned {
@@ -531,6 +568,8 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
             placement: p.placement.clone(),
             start_secs: 0.0,
             ready_secs: p.ready_secs.clone(),
+            after: Vec::new(),
+            compute_secs: p.compute_secs,
         };
         let r = simulate(topology, &[job], &SimOptions { trace_events: None, queues: false, ..options.clone() })
             .map_err(|e| stalled(e, topology))
@@ -542,6 +581,13 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         .map_err(|e| stalled(e, topology))
         .context("simulating the jobs together")?;
     let wall_secs = started.elapsed().as_secs_f64();
+    if let Some(path) = &args.svg {
+        let watch = busiest(&report, 6);
+        let watched = simulate(topology, &specs, &SimOptions { watch, trace_events: None, ..options.clone() })
+            .map_err(|e| stalled(e, topology))?;
+        let svg = crate::chart::stack(&[jobs_gantt(&report), utilisation_chart(&watched)]);
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if let Some(path) = &args.trace {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         let label = |j: u32, r: usize| round_label(specs[j as usize].schedule, r);
@@ -562,7 +608,8 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
             finish_secs: j.finish_secs,
             secs: j.secs,
             alone_secs: alone[p],
-            slowdown: j.secs / alone[p],
+            // A job that takes no time alone (a compute task of none) is not slowed.
+            slowdown: if alone[p] > 0.0 { j.secs / alone[p] } else { 1.0 },
         })
         .collect();
     let out = JobsOutput {
@@ -613,6 +660,125 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
     s += &t.render();
     s += &queue_table(&out.report);
     Ok(s)
+}
+
+/// The `n` resources of highest utilisation.
+fn busiest(report: &SimReport, n: usize) -> Vec<String> {
+    report.resources.iter().take(n).map(|r| r.resource.clone()).collect()
+}
+
+/// Bars past this many are drawn per phase instead of per round.
+const MAX_BARS: usize = 4000;
+
+/// The first job's rounds, one row per phase (per phase when there are too many rounds).
+fn rounds_gantt(report: &SimReport, title: &str) -> String {
+    let job = &report.jobs[0];
+    let rows: Vec<String> = job.phases.iter().map(|p| p.name.clone()).collect();
+    let mut bars = Vec::new();
+    if job.per_round.len() <= MAX_BARS {
+        let mut first = 0;
+        for (row, p) in job.phases.iter().enumerate() {
+            for r in &job.per_round[first..first + p.rounds] {
+                bars.push(Bar {
+                    row,
+                    start: r.start_secs * 1e3,
+                    end: r.end_secs * 1e3,
+                    class: usize::from(r.reused) + 2 * (r.index % 2),
+                    title: format!("{}: {} ({})", r.label, format_secs(r.secs), r.ended_by.as_deref().unwrap_or("-")),
+                });
+            }
+            first += p.rounds;
+        }
+    } else {
+        for (row, p) in job.phases.iter().enumerate() {
+            bars.push(Bar {
+                row,
+                start: p.start_secs * 1e3,
+                end: p.end_secs * 1e3,
+                class: 0,
+                title: format!("{}: {} rounds, {}", p.name, p.rounds, format_secs(p.secs)),
+            });
+        }
+    }
+    Gantt {
+        title: title.to_string(),
+        x_label: "simulated time (ms)".into(),
+        rows,
+        bars,
+        classes: vec![
+            "round (simulated flow by flow)".into(),
+            "round (a repeat, skipped)".into(),
+            "next round".into(),
+            "next round (skipped)".into(),
+        ],
+    }
+    .svg()
+}
+
+/// Every job of a run as a row, its phases as bars.
+fn jobs_gantt(report: &SimReport) -> String {
+    let rows: Vec<String> = report.jobs.iter().map(|j| j.name.clone()).collect();
+    let mut bars = Vec::new();
+    for (row, j) in report.jobs.iter().enumerate() {
+        for (i, p) in j.phases.iter().enumerate() {
+            bars.push(Bar {
+                row,
+                start: p.start_secs * 1e3,
+                end: p.end_secs * 1e3,
+                class: i,
+                title: format!("{}: {}, {}", j.name, p.name, format_secs(p.secs)),
+            });
+        }
+        if j.phases.is_empty() {
+            bars.push(Bar {
+                row,
+                start: j.start_secs * 1e3,
+                end: j.finish_secs * 1e3,
+                class: 7,
+                title: format!("{}: {}", j.name, format_secs(j.secs)),
+            });
+        }
+    }
+    Gantt {
+        title: "jobs over time".into(),
+        x_label: "simulated time (ms)".into(),
+        rows,
+        bars,
+        classes: vec!["first phase".into(), "second phase".into(), "third phase".into()],
+    }
+    .svg()
+}
+
+/// The watched resources' utilisation over time, as steps.
+fn utilisation_chart(report: &SimReport) -> String {
+    let end = report.makespan_secs * 1e3;
+    let series = report
+        .utilisation_over_time
+        .iter()
+        .map(|s| {
+            let mut points = Vec::with_capacity(2 * s.points.len() + 1);
+            for (i, &(t, u)) in s.points.iter().enumerate() {
+                let t = t * 1e3;
+                if i > 0 {
+                    points.push((t, s.points[i - 1].1 * 100.0));
+                }
+                points.push((t, u * 100.0));
+            }
+            if let Some(&(_, u)) = s.points.last() {
+                points.push((end, u * 100.0));
+            }
+            Series { name: s.resource.clone(), points }
+        })
+        .collect();
+    LineChart {
+        title: "utilisation of the busiest resources (flat across skipped repeats)".into(),
+        x_label: "simulated time (ms)".into(),
+        y_label: "utilisation (%)".into(),
+        log_x: false,
+        series,
+        marks: Vec::new(),
+    }
+    .svg()
 }
 
 /// A route that does not exist on a topology with failed links means the job stalls.
