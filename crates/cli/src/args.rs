@@ -36,6 +36,14 @@ pub fn parse_bandwidth(text: &str) -> Result<f64, String> {
     units::parse_bytes_per_sec(text).map_err(|e| e.to_string())
 }
 
+/// A bandwidth that may be zero ("0B/s" or "0").
+pub fn parse_bandwidth_or_zero(text: &str) -> Result<f64, String> {
+    match text.trim() {
+        "0" | "0B/s" | "0GB/s" => Ok(0.0),
+        other => parse_bandwidth(other),
+    }
+}
+
 /// A list of ranks (a newtype, so clap takes it as one value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankList(pub Vec<usize>);

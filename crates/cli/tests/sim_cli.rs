@@ -228,3 +228,42 @@ fn the_svg_draws_rounds_and_utilisation() {
     assert_eq!(class("series"), 6);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--flow-control`: the same all-to-all through an oversubscribed leaf drops with
+/// dropping buffers and pauses (never drops) with PFC.
+#[test]
+fn flow_control_drops_or_pauses() {
+    let run = |mode: &str| {
+        json(&[
+            "sim",
+            "--topo",
+            "rail:servers=4,gpus=2,group=2,spines=1,over=2:1",
+            "--collective",
+            "alltoall",
+            "--algo",
+            "direct",
+            "--size",
+            "4MiB",
+            "--flow-control",
+            mode,
+            "--buffer",
+            "256KiB",
+            "--format",
+            "json",
+        ])
+    };
+    let dropped = |r: &serde_json::Value| {
+        r[0]["flows"].as_array().unwrap().iter().map(|f| f["dropped_bytes"].as_f64().unwrap()).sum::<f64>()
+    };
+    let paused = |r: &serde_json::Value| {
+        r[0]["ports"].as_array().unwrap().iter().map(|p| p["paused_secs"].as_f64().unwrap()).fold(0.0, f64::max)
+    };
+    let (drop, pause) = (run("drop"), run("pause"));
+    assert!(dropped(&drop) > 0.0 && paused(&drop) == 0.0, "{drop}");
+    assert!(dropped(&pause) == 0.0 && paused(&pause) > 0.0, "{pause}");
+    for r in [&drop, &pause] {
+        assert!(r[0]["jobs"][0]["finish_secs"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let bad = railyard(&["sim", "--flow-control", "drop", "--ecn", "1KiB", "--cut", "2"]);
+    assert!(bad.code != 0 && bad.code != 101 && bad.stderr.contains("cut"), "{}", bad.stderr);
+}

@@ -877,13 +877,7 @@ fn host_secs(schedule: &CompactSchedule, topology: &Topology) -> f64 {
 }
 
 /// The watched resources' utilisation from now on (the rates just computed).
-fn record_watched(
-    watched: &mut [Watched],
-    demands: &[&[(u32, f64)]],
-    rates: &[f64],
-    capacity: &[f64],
-    now: Picos,
-) {
+fn record_watched(watched: &mut [Watched], demands: &[&[(u32, f64)]], rates: &[f64], capacity: &[f64], now: Picos) {
     for (e, points) in watched.iter_mut() {
         let load: f64 = demands
             .iter()

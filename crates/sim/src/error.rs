@@ -41,6 +41,13 @@ pub enum SimError {
     UnknownResource { name: String },
     #[error("{count} resources to watch, more than the limit of {limit}")]
     TooManyWatched { count: usize, limit: usize },
+    #[error("fluid model: {field} = {value} is out of range")]
+    BadFluidOption { field: &'static str, value: f64 },
+    #[error(
+        "the fluid model stopped at {reached_secs} s simulated: {work} flow-hop-steps, more than the limit of \
+         {limit}; use a larger step (--dt), smaller sizes or fewer flows (it is meant for incasts and a few jobs)"
+    )]
+    FluidTooLarge { work: u128, limit: u128, reached_secs: f64 },
     #[error("simulated time passed its range (about 213 days)")]
     TimeOverflow,
 }

@@ -14,6 +14,7 @@
 pub mod engine;
 pub mod error;
 pub mod fairness;
+pub mod fluid;
 pub mod job;
 pub mod jobs_file;
 pub mod paths;

@@ -10,6 +10,7 @@ use railyard_model::cost;
 use railyard_schedule::{
     generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
 };
+use railyard_sim::fluid::{simulate_fluid, FlowControl, FluidOptions};
 use railyard_sim::{simulate, Dependencies, JobSpec, Paths, SimOptions, SimReport};
 use railyard_topology::failure::Failure;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -94,10 +95,37 @@ pub struct SimArgs {
     /// backlog and when it drained. Simulates every round flow by flow.
     #[arg(long)]
     pub queues: bool,
-    /// With --queues: each switch port's egress buffer (e.g. 512KiB), to name the ports
-    /// whose backlog would not fit (drops and pauses are not modelled)
-    #[arg(long, value_parser = parse_size, requires = "queues")]
+    /// Each switch port's egress buffer (e.g. 512KiB): with --queues, names the ports whose
+    /// backlog would not fit; with --flow-control, what fills before drops or pauses
+    #[arg(long, value_parser = parse_size)]
     pub buffer: Option<u64>,
+    /// Run the time-stepped fluid model instead (seed 001 §7.5.2): senders push at their
+    /// line rate, full buffers drop (`drop`) or pause their upstream links (`pause`, PFC,
+    /// which spreads); with --ecn, senders cut their rate a feedback delay after a mark.
+    /// For incasts and a few jobs (rounds behind barriers, one path per flow)
+    #[arg(long, value_enum)]
+    pub flow_control: Option<FlowControlArg>,
+    /// Fluid model: PFC pause threshold, bytes held per ingress link (default: half the buffer)
+    #[arg(long, value_parser = parse_size, requires = "flow_control")]
+    pub xoff: Option<u64>,
+    /// Fluid model: mark flows in a port queue longer than this (ECN); enables rate control
+    #[arg(long, value_parser = parse_size, requires = "flow_control")]
+    pub ecn: Option<u64>,
+    /// Fluid model: from a mark to the sender's rate cut
+    #[arg(long, default_value = "20us", value_parser = parse_time, requires = "ecn")]
+    pub feedback: f64,
+    /// Fluid model: the sender's rate after a cut, as a fraction of its rate
+    #[arg(long, default_value_t = 0.5, requires = "ecn")]
+    pub cut: f64,
+    /// Fluid model: rate regained per microsecond without marks (e.g. 1GB/s)
+    #[arg(long, default_value = "0B/s", value_parser = crate::args::parse_bandwidth_or_zero, requires = "ecn")]
+    pub increase: f64,
+    /// Fluid model: time step
+    #[arg(long, default_value = "10ns", value_parser = parse_time, requires = "flow_control")]
+    pub dt: f64,
+    /// Fluid model: stop here if flows remain (they are reported unfinished)
+    #[arg(long, default_value = "100ms", value_parser = parse_time, requires = "flow_control")]
+    pub horizon: f64,
     /// Take out a failed device (every link to and from it, e.g. A.nic3) or cable
     /// (`A->B`, both directions); repeatable. Traffic is routed around it where another
     /// path exists; where none does, the job stalls and the error names the two ends
@@ -161,6 +189,18 @@ struct Output {
     skipped: Vec<(String, String)>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FlowControlArg {
+    /// A full buffer drops what does not fit; the sender sends it again
+    Drop,
+    /// A switch pauses an ingress link past --xoff bytes held from it (PFC)
+    Pause,
+}
+
+fn parse_time(text: &str) -> Result<f64, String> {
+    railyard_topology::units::parse_secs(text).map_err(|e| e.to_string())
+}
+
 /// Per-rank times (a newtype, so clap takes the list as one value).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Times(pub Vec<f64>);
@@ -184,6 +224,9 @@ pub fn run(args: &SimArgs) -> Result<String> {
     if !args.fail.is_empty() {
         let links = topology.failed_links(&args.fail)?;
         topology = topology.without_links(&links)?;
+    }
+    if args.flow_control.is_some() {
+        return run_fluid(args, &topology);
     }
     if let Some(path) = &args.jobs {
         return run_jobs(args, &topology, path);
@@ -659,6 +702,130 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
     }
     s += &t.render();
     s += &queue_table(&out.report);
+    Ok(s)
+}
+
+/// `--flow-control`: the jobs file's jobs, or the collective of every algorithm asked,
+/// through the fluid model.
+fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
+    let buffer = args.buffer.unwrap_or(1 << 20) as f64;
+    let xoff = args.xoff.map_or(buffer / 2.0, |x| x as f64);
+    let options = FluidOptions {
+        dt_secs: args.dt,
+        flow_control: match args.flow_control {
+            Some(FlowControlArg::Drop) => FlowControl::Drop,
+            _ => FlowControl::Pause,
+        },
+        buffer_bytes: buffer,
+        xoff_bytes: xoff,
+        xon_bytes: xoff / 2.0,
+        mark_bytes: args.ecn.map(|b| b as f64),
+        feedback_secs: args.feedback,
+        cut: args.cut,
+        increase_bytes_per_sec: args.increase,
+        initial_queue_bytes: 0.0,
+        paths: match args.ecmp {
+            Some(seed) => Paths::Ecmp { seed },
+            None => Paths::Split,
+        },
+        horizon_secs: args.horizon,
+    };
+    // The jobs: from the file, or one per algorithm asked.
+    let planned;
+    let mut schedules = Vec::new();
+    let mut specs: Vec<JobSpec<'_>> = Vec::new();
+    if let Some(path) = &args.jobs {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        planned = railyard_sim::parse_jobs(&text, topology).with_context(|| path.display().to_string())?;
+        for p in &planned {
+            for (i, &start) in p.starts_secs.iter().enumerate() {
+                let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
+                specs.push(JobSpec::new(name, &p.schedule, p.placement.clone(), start));
+            }
+        }
+    } else {
+        let placement = Placement::new(topology, &args.placement, args.ranks)?;
+        let (list, _) = algorithms(&args.algo, args.collective)?;
+        let elem_bytes = args.dtype.size_bytes();
+        let spec = CollectiveSpec::new(args.collective, placement.len(), args.size / elem_bytes).with_root(args.root);
+        for algorithm in list {
+            let options = GenOptions {
+                groups: placement.ranks_by_server(topology),
+                order: None,
+                channels: if algorithm.uses_channels() { args.channels } else { 1 },
+                pipeline_chunks: chunks_for(algorithm, args.pipeline_chunks),
+                inter_stage: args.inter_stage,
+            };
+            if let Ok(s) = generate_compact(algorithm, &spec, &options, elem_bytes) {
+                schedules.push((algorithm, s, placement.clone()));
+            }
+        }
+        if schedules.is_empty() {
+            bail!("no algorithm asked for implements {}", args.collective.as_str());
+        }
+    }
+    let mut reports = Vec::new();
+    if specs.is_empty() {
+        for (algorithm, s, placement) in &schedules {
+            let job = JobSpec::new(algorithm.to_string(), s, placement.clone(), 0.0);
+            reports.push(simulate_fluid(topology, &[job], &options).map_err(|e| stalled(e, topology))?);
+        }
+    } else {
+        reports.push(simulate_fluid(topology, &specs, &options).map_err(|e| stalled(e, topology))?);
+    }
+    if args.format == Format::Json {
+        return Ok(serde_json::to_string_pretty(&reports)? + "\n");
+    }
+    let mut s = format!(
+        "# Flow control on {}: {} buffers of {} per switch port, time step {}\n\n",
+        topology.name,
+        match options.flow_control {
+            FlowControl::Drop => "dropping",
+            FlowControl::Pause => "pausing (PFC)",
+        },
+        format_bytes(buffer),
+        format_secs(options.dt_secs)
+    );
+    if let Some(mark) = options.mark_bytes {
+        s += &format!(
+            "Rate control: marks past {}, a cut to {} of the rate {} later, then +{} per microsecond.\n\n",
+            format_bytes(mark),
+            options.cut,
+            format_secs(options.feedback_secs),
+            format_bytes_per_sec(options.increase_bytes_per_sec)
+        );
+    }
+    for r in &reports {
+        let mut t = Table::new(["job", "finished at", "flows", "unfinished", "dropped (resent)"]);
+        for j in &r.jobs {
+            let flows: Vec<_> = r.flows.iter().filter(|f| f.job == j.name).collect();
+            t.row([
+                j.name.clone(),
+                j.finish_secs.map_or("not by the horizon".into(), format_secs),
+                flows.len().to_string(),
+                flows.iter().filter(|f| f.finish_secs.is_none()).count().to_string(),
+                format_bytes(flows.iter().map(|f| f.dropped_bytes).sum()),
+            ]);
+        }
+        s += &t.render();
+        let mut t = Table::new(["port", "peak queue", "at", "full at", "empty again at", "dropped", "upstream paused"]);
+        for p in r.ports.iter().take(8) {
+            t.row([
+                p.resource.clone(),
+                format_bytes(p.peak_bytes),
+                format_secs(p.peak_secs),
+                p.full_secs.map_or("-".into(), format_secs),
+                p.empty_secs.map_or("-".into(), format_secs),
+                format_bytes(p.dropped_bytes),
+                format_secs(p.paused_secs),
+            ]);
+        }
+        if !r.ports.is_empty() {
+            s += "\n";
+            s += &t.render();
+        }
+        s += "\n";
+    }
     Ok(s)
 }
 
