@@ -4,6 +4,7 @@
 mod args;
 mod chart;
 mod commands;
+mod progress;
 
 use std::process::ExitCode;
 

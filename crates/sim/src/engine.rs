@@ -210,6 +210,29 @@ struct Stats {
 
 /// Simulate `jobs` together on `topology`.
 pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions) -> Result<SimReport, SimError> {
+    simulate_with_progress(topology, jobs, options, &mut |_| {})
+}
+
+/// How far a run has got, for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Rounds every rank has left, over all jobs, and rounds in all.
+    pub rounds_done: usize,
+    pub rounds: usize,
+    pub simulated_secs: f64,
+    pub events: u64,
+}
+
+/// Events between two calls of a progress callback.
+const PROGRESS_EVERY: u64 = 1 << 14;
+
+/// [`simulate`], calling `progress` every few thousand events.
+pub fn simulate_with_progress(
+    topology: &Topology,
+    jobs: &[JobSpec<'_>],
+    options: &SimOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SimReport, SimError> {
     if jobs.is_empty() {
         return Err(SimError::NoJobs);
     }
@@ -327,7 +350,7 @@ pub fn simulate(topology: &Topology, jobs: &[JobSpec<'_>], options: &SimOptions)
     engine.ready = ready;
     engine.dependents =
         (0..jobs.len()).map(|j| (0..jobs.len()).filter(|&k| jobs[k].after.contains(&j)).collect()).collect();
-    engine.run(jobs, &mut states)?;
+    engine.run(jobs, &mut states, progress)?;
     Ok(engine.report(jobs, &states))
 }
 
@@ -337,7 +360,12 @@ impl Engine<'_, '_> {
         self.events.push(Reverse(Event { at, order: kind.order(), seq: self.seq, kind }));
     }
 
-    fn run(&mut self, jobs: &[JobSpec<'_>], states: &mut [Job<'_>]) -> Result<(), SimError> {
+    fn run(
+        &mut self,
+        jobs: &[JobSpec<'_>],
+        states: &mut [Job<'_>],
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<(), SimError> {
         let mut actions = Vec::new();
         // Rounds every rank of a job has entered, looked at once their time step is done.
         let mut entered: Vec<(u32, usize)> = Vec::new();
@@ -359,6 +387,14 @@ impl Engine<'_, '_> {
             let Some(Reverse(event)) = self.events.pop() else { break };
             self.now = event.at;
             self.stats.events += 1;
+            if self.stats.events.is_multiple_of(PROGRESS_EVERY) {
+                progress(&Progress {
+                    rounds_done: states.iter().map(Job::rounds_done).sum(),
+                    rounds: states.iter().map(Job::rounds).sum(),
+                    simulated_secs: self.now.secs(),
+                    events: self.stats.events,
+                });
+            }
             let job = match event.kind {
                 EventKind::Finish { flow, version } => {
                     let f = &self.flows[flow as usize];

@@ -191,6 +191,15 @@ impl<'s> Job<'s> {
         self.spans.len()
     }
 
+    /// Rounds every rank has left (all of them once the job is done).
+    pub fn rounds_done(&self) -> usize {
+        if self.finished.is_some() {
+            self.rounds()
+        } else {
+            self.window_first.min(self.rounds())
+        }
+    }
+
     /// Phase and round-in-phase of a global round.
     pub fn locate(&self, round: usize) -> (usize, usize) {
         let phase = self.phase_start.partition_point(|&s| s <= round) - 1;

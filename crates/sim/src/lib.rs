@@ -23,7 +23,10 @@ pub mod report;
 pub mod time;
 pub mod trace;
 
-pub use engine::{simulate, JobSpec, SimOptions, MAX_HELD_ITEMS, MAX_JOBS, MAX_ROUND_TRANSFERS, MAX_STARTED_TRANSFERS};
+pub use engine::{
+    simulate, simulate_with_progress, JobSpec, Progress, SimOptions, MAX_HELD_ITEMS, MAX_JOBS, MAX_ROUND_TRANSFERS,
+    MAX_STARTED_TRANSFERS,
+};
 pub use error::SimError;
 pub use job::Dependencies;
 pub use jobs_file::{parse_jobs, JobsFileError, PlannedJob};

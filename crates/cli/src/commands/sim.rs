@@ -11,7 +11,7 @@ use railyard_schedule::{
     generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
 };
 use railyard_sim::fluid::{simulate_fluid, FlowControl, FluidOptions};
-use railyard_sim::{simulate, Dependencies, JobSpec, Paths, SimOptions, SimReport};
+use railyard_sim::{simulate, simulate_with_progress, Dependencies, JobSpec, Paths, SimOptions, SimReport};
 use railyard_topology::failure::Failure;
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::args::{parse_channels, parse_pipeline_chunks, parse_size, Format};
 use crate::chart::{Bar, Gantt, LineChart, Series};
 use crate::commands::plan::algorithms;
+use crate::progress::ProgressLine;
 use railyard_netmodels::report::Table;
 
 /// Trace events kept at most (each transfer and each round is one).
@@ -225,6 +226,9 @@ pub fn run(args: &SimArgs) -> Result<String> {
         let links = topology.failed_links(&args.fail)?;
         topology = topology.without_links(&links)?;
     }
+    if args.buffer.is_some() && !args.queues && args.flow_control.is_none() {
+        bail!("--buffer sizes the switch buffers of --queues or --flow-control; add one of them");
+    }
     if args.flow_control.is_some() {
         return run_fluid(args, &topology);
     }
@@ -282,7 +286,15 @@ pub fn run(args: &SimArgs) -> Result<String> {
         };
         let started = Instant::now();
         let ready = args.ready.as_ref().map_or_else(Vec::new, |t| t.0.clone());
-        let report = match simulate_one(&topology, &schedule, &placement, &sim_options, algorithm, &ready) {
+        let report = match simulate_one(
+            &topology,
+            &schedule,
+            &placement,
+            &sim_options,
+            algorithm,
+            &ready,
+            args.format == Format::Md,
+        ) {
             Ok(r) => r,
             Err(e) if !strict => {
                 skipped.push((algorithm.to_string(), format!("{e:#}")));
@@ -301,10 +313,18 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 .ok();
             let other_options =
                 SimOptions { dependencies: other, trace_events: None, queues: false, ..sim_options.clone() };
-            let other_run = simulate_one(&topology, &schedule, &placement, &other_options, algorithm, &ready)
-                .map(|r| r.jobs[0].secs)
-                .map_err(|e| notes.push(format!("{}: {e:#}", rule(other))))
-                .ok();
+            let other_run = simulate_one(
+                &topology,
+                &schedule,
+                &placement,
+                &other_options,
+                algorithm,
+                &ready,
+                args.format == Format::Md,
+            )
+            .map(|r| r.jobs[0].secs)
+            .map_err(|e| notes.push(format!("{}: {e:#}", rule(other))))
+            .ok();
             (model, other_run)
         };
         if let (Some(path), true) = (&args.svg, runs.is_empty()) {
@@ -316,6 +336,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 &SimOptions { watch, trace_events: None, ..sim_options.clone() },
                 algorithm,
                 &ready,
+                false,
             )?;
             let gantt = rounds_gantt(&report, &format!("{algorithm}: rounds over time"));
             let svg = crate::chart::stack(&[gantt, utilisation_chart(&watched)]);
@@ -367,6 +388,7 @@ fn simulate_one(
     options: &SimOptions,
     algorithm: Algorithm,
     ready: &[f64],
+    show_progress: bool,
 ) -> Result<SimReport> {
     let job = JobSpec {
         name: algorithm.to_string(),
@@ -377,7 +399,8 @@ fn simulate_one(
         after: Vec::new(),
         compute_secs: 0.0,
     };
-    simulate(topology, &[job], options)
+    let mut line = ProgressLine::new(format!("simulating {algorithm}"), show_progress);
+    simulate_with_progress(topology, &[job], options, &mut |p| line.update(p))
         .map_err(|e| stalled(e, topology))
         .with_context(|| format!("simulating {algorithm}"))
 }
@@ -620,9 +643,11 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         alone.push(r.jobs[0].secs);
     }
     let started = Instant::now();
-    let report = simulate(topology, &specs, &options)
+    let mut line = ProgressLine::new("simulating the jobs", args.format == Format::Md);
+    let report = simulate_with_progress(topology, &specs, &options, &mut |p| line.update(p))
         .map_err(|e| stalled(e, topology))
         .context("simulating the jobs together")?;
+    drop(line);
     let wall_secs = started.elapsed().as_secs_f64();
     if let Some(path) = &args.svg {
         let watch = busiest(&report, 6);
