@@ -43,6 +43,8 @@ pub struct StackedBars {
 }
 
 fn escape(text: &str) -> String {
+    // XML 1.0 allows no control characters but tab, newline and carriage return.
+    let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

@@ -267,3 +267,28 @@ fn flow_control_drops_or_pauses() {
     let bad = railyard(&["sim", "--flow-control", "drop", "--ecn", "1KiB", "--cut", "2"]);
     assert!(bad.code != 0 && bad.code != 101 && bad.stderr.contains("cut"), "{}", bad.stderr);
 }
+
+/// Review mends: a job named twice in `after` is waited for once; a file that never
+/// ends (/dev/zero) is refused at the size limit; options the fluid model does not
+/// honour are refused, not ignored.
+#[test]
+fn jobs_and_fluid_inputs_are_checked() {
+    let dir = std::env::temp_dir().join(format!("railyard-sim-mends-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let twice = dir.join("twice.toml");
+    std::fs::write(
+        &twice,
+        "[[job]]\nname = \"a\"\ncollective = \"none\"\ncompute = \"1ms\"\n\n\
+         [[job]]\nname = \"b\"\ncollective = \"none\"\ncompute = \"1ms\"\nafter = [\"a\", \"a\"]\n",
+    )
+    .unwrap();
+    let out = json(&["sim", "--jobs", twice.to_str().unwrap(), "--format", "json"]);
+    assert!((out["jobs"][1]["finish_secs"].as_f64().unwrap() - 2e-3).abs() < 1e-9, "{out}");
+    let r = railyard(&["sim", "--jobs", "/dev/zero"]);
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("limit"), "{}", r.stderr);
+    for extra in [&["--svg", "/tmp/x.svg"][..], &["--ready", "0,1ms"], &["--queues"], &["--every-round"]] {
+        let r = railyard(&[&["sim", "--flow-control", "pause"][..], extra].concat());
+        assert!(r.code != 0 && r.code != 101 && r.stderr.contains("does not apply"), "{extra:?}: {}", r.stderr);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

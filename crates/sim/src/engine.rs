@@ -341,7 +341,7 @@ pub fn simulate_with_progress(
             }
         }
         ready.push(r);
-        engine.waiting_on.push(spec.after.len());
+        engine.waiting_on.push(distinct(&spec.after).len());
         if spec.after.is_empty() {
             let at = Picos::ceil_secs(spec.start_secs).ok_or(SimError::TimeOverflow)?;
             engine.push(at, EventKind::EnterAll { job: j as u32, round: 0 });
@@ -351,6 +351,11 @@ pub fn simulate_with_progress(
     engine.dependents =
         (0..jobs.len()).map(|j| (0..jobs.len()).filter(|&k| jobs[k].after.contains(&j)).collect()).collect();
     engine.run(jobs, &mut states, progress)?;
+    // Every job starts (no cycles) and every started one ends; a job left unfinished
+    // would be a bug here, said as an error rather than printed as NaN.
+    if let Some(j) = states.iter().position(|s| s.finished.is_none()) {
+        return Err(SimError::Unfinished { job: jobs[j].name.clone() });
+    }
     Ok(engine.report(jobs, &states))
 }
 
@@ -955,16 +960,24 @@ fn watched_resources(topology: &Topology, names: &[String]) -> Result<Vec<Watche
         .collect()
 }
 
+/// `after` without repeats (a job named twice is waited for once).
+fn distinct(after: &[usize]) -> Vec<usize> {
+    let mut v = after.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// A job that waits, through `after`, on itself: the first one found on a cycle.
 fn cycle_in(jobs: &[JobSpec<'_>]) -> Option<usize> {
     // Kahn's algorithm: what is never freed is on a cycle or behind one.
-    let mut waiting: Vec<usize> = jobs.iter().map(|j| j.after.len()).collect();
+    let mut waiting: Vec<usize> = jobs.iter().map(|j| distinct(&j.after).len()).collect();
     let mut free: Vec<usize> = (0..jobs.len()).filter(|&j| waiting[j] == 0).collect();
     let mut seen = 0;
     while let Some(j) = free.pop() {
         seen += 1;
         for (k, other) in jobs.iter().enumerate() {
-            for _ in other.after.iter().filter(|&&a| a == j) {
+            if other.after.contains(&j) {
                 waiting[k] -= 1;
                 if waiting[k] == 0 {
                     free.push(k);

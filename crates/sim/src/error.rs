@@ -48,6 +48,10 @@ pub enum SimError {
          {limit}; use a larger step (--dt), smaller sizes or fewer flows (it is meant for incasts and a few jobs)"
     )]
     FluidTooLarge { work: u128, limit: u128, reached_secs: f64 },
+    #[error("job {job} did not finish (this is a bug in the simulator; please report the input)")]
+    Unfinished { job: String },
+    #[error("{0}")]
+    NotForFluid(String),
     #[error("simulated time passed its range (about 213 days)")]
     TimeOverflow,
 }

@@ -34,10 +34,9 @@ use crate::engine::JobSpec;
 use crate::error::SimError;
 use crate::paths::{mix, Paths};
 
-/// Flow-hops and links served, summed over steps, one run may take (about half a
-/// minute on this machine); a run that needs more stops with an error saying how far
-/// it got.
-pub const MAX_WORK: u128 = 1 << 30;
+/// Flow-hops and links served, summed over steps, one run may take (several seconds on
+/// this machine); a run that needs more stops with an error saying how far it got.
+pub const MAX_WORK: u128 = 1 << 28;
 
 /// What a full switch buffer does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -231,7 +230,14 @@ pub fn simulate_fluid(
     let mut t = 0.0f64;
     let mut step = 0u64;
     let mut queue = vec![0.0f64; nlinks];
-    let mut departed: Vec<Vec<f64>> = Vec::new();
+    let mut share = vec![0.0f64; nlinks];
+    let mut keep = vec![1.0f64; nlinks];
+    let mut held = vec![0.0f64; nlinks];
+    let mut feeds_full = vec![false; nlinks];
+    let mut full = vec![false; nlinks];
+    // Flows not yet delivered, by index into `flows`.
+    let mut live: Vec<usize> = Vec::new();
+    let mut out: Vec<f64> = Vec::new();
     loop {
         // Start the rounds whose time has come.
         for j in 0..jobs.len() {
@@ -272,7 +278,7 @@ pub fn simulate_fluid(
                         last_cut: f64::NEG_INFINITY,
                         cut_this_episode: false,
                     });
-                    departed.push(Vec::new());
+                    live.push(flows.len() - 1);
                     active_of_job[j] += 1;
                 }
                 if active_of_job[j] > 0 {
@@ -289,8 +295,20 @@ pub fn simulate_fluid(
         if work > MAX_WORK {
             return Err(SimError::FluidTooLarge { work, limit: MAX_WORK, reached_secs: t });
         }
+        // Nothing in flight and the next start later: jump to it (on the step grid).
+        live.retain(|&i| flows[i].finish.is_none());
+        if live.is_empty() {
+            let next = job_start.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+            if next.is_finite() && next > t + dt {
+                let steps = ((next - t) / dt).floor();
+                t += steps * dt;
+                step += steps as u64;
+                continue;
+            }
+        }
         // 1. Senders push (not through a paused first link).
-        for f in flows.iter_mut().filter(|f| f.finish.is_none()) {
+        for &fi in &live {
+            let f = &mut flows[fi];
             let Some(&first) = f.path.first() else { continue };
             if paused[first] || f.unsent <= 0.0 {
                 continue;
@@ -302,13 +320,14 @@ pub fn simulate_fluid(
         // 2. Every link serves its queue, first in first out: the initial fluid first,
         // then each flow in proportion to what it has waiting.
         queue.iter_mut().for_each(|q| *q = 0.0);
-        for f in flows.iter().filter(|f| f.finish.is_none()) {
+        for &fi in &live {
+            let f = &flows[fi];
             for (i, &l) in f.path.iter().enumerate() {
                 queue[l] += f.queued[i];
             }
         }
-        let mut share = vec![0.0f64; nlinks];
         for l in 0..nlinks {
+            share[l] = 0.0;
             if paused[l] {
                 continue;
             }
@@ -318,9 +337,13 @@ pub fn simulate_fluid(
             budget -= first;
             share[l] = if queue[l] > 0.0 { (budget / queue[l]).min(1.0) } else { 0.0 };
         }
-        for (fi, f) in flows.iter_mut().enumerate().filter(|(_, f)| f.finish.is_none()) {
-            let out: Vec<f64> = f.path.iter().enumerate().map(|(i, &l)| f.queued[i] * share[l]).collect();
-            for (i, o) in out.iter().enumerate() {
+        for &fi in &live {
+            let f = &mut flows[fi];
+            // What every hop serves, from the queues as they were at the step's start;
+            // what a hop passes on waits a step at the next.
+            out.clear();
+            out.extend(f.path.iter().enumerate().map(|(i, &l)| f.queued[i] * share[l]));
+            for (i, &o) in out.iter().enumerate() {
                 f.queued[i] -= o;
                 if i + 1 < f.path.len() {
                     f.queued[i + 1] += o;
@@ -328,66 +351,75 @@ pub fn simulate_fluid(
                     f.delivered += o;
                 }
             }
-            departed[fi] = out;
         }
         t += dt;
         step += 1;
+        work += nlinks as u128 + live.iter().map(|&i| flows[i].path.len() as u128).sum::<u128>();
+        if work > MAX_WORK {
+            return Err(SimError::FluidTooLarge { work, limit: MAX_WORK, reached_secs: t });
+        }
         // 3. Full buffers: drop what does not fit, or pause the ingress links.
         queue.iter_mut().for_each(|q| *q = 0.0);
-        for f in flows.iter().filter(|f| f.finish.is_none()) {
+        for &fi in &live {
+            let f = &flows[fi];
             for (i, &l) in f.path.iter().enumerate() {
                 queue[l] += f.queued[i];
             }
         }
-        for l in 0..nlinks {
-            let q = queue[l] + initial[l];
-            if port[l] && q > peak[l].0 {
-                peak[l] = (q, t);
-            }
-            if port[l] && full_at[l].is_none() && q >= options.buffer_bytes - 1e-6 {
-                full_at[l] = Some(t);
-            }
-            // Empty: no more than the port forwards in one step (what arrived this step
-            // waits one step in this discrete model).
-            if port[l] && full_at[l].is_some() && empty_at[l].is_none() && q <= cap[l] * dt {
-                empty_at[l] = Some(t);
-            }
-        }
         if options.flow_control == FlowControl::Drop {
-            for l in (0..nlinks).filter(|&l| port[l]) {
+            // What each port keeps of its flows' bytes, then one pass over the flows.
+            for l in 0..nlinks {
+                keep[l] = 1.0;
                 let q = queue[l] + initial[l];
-                if q <= options.buffer_bytes || queue[l] <= 0.0 {
-                    continue;
+                if port[l] && q > options.buffer_bytes && queue[l] > 0.0 {
+                    keep[l] = ((options.buffer_bytes - initial[l]).max(0.0) / queue[l]).min(1.0);
                 }
-                let keep = ((options.buffer_bytes - initial[l]).max(0.0) / queue[l]).min(1.0);
-                for f in flows.iter_mut().filter(|f| f.finish.is_none()) {
-                    for (i, &fl) in f.path.iter().enumerate() {
-                        if fl == l && f.queued[i] > 0.0 {
-                            let lost = f.queued[i] * (1.0 - keep);
-                            f.queued[i] -= lost;
-                            f.dropped += lost;
-                            f.unsent += lost;
-                            dropped_at[l] += lost;
-                        }
+            }
+            for &fi in &live {
+                let f = &mut flows[fi];
+                for (i, &l) in f.path.iter().enumerate() {
+                    if keep[l] < 1.0 && f.queued[i] > 0.0 {
+                        let lost = f.queued[i] * (1.0 - keep[l]);
+                        f.queued[i] -= lost;
+                        f.dropped += lost;
+                        f.unsent += lost;
+                        dropped_at[l] += lost;
+                        queue[l] -= lost;
                     }
                 }
             }
         } else {
-            // Bytes each switch holds per ingress link: what waits at a port of the
-            // switch having come in over that link.
-            let mut held = vec![0.0f64; nlinks];
-            for f in flows.iter().filter(|f| f.finish.is_none()) {
+            // Bytes each switch holds per ingress link (what waits at a port of the
+            // switch having come in over that link), and the links feeding a full port:
+            // past `xoff` held, or into a port at its buffer, an ingress link pauses.
+            held.iter_mut().for_each(|h| *h = 0.0);
+            feeds_full.iter_mut().for_each(|x| *x = false);
+            for l in 0..nlinks {
+                let q = queue[l] + initial[l];
+                if port[l] {
+                    if q >= options.buffer_bytes {
+                        full[l] = true;
+                    } else if q <= options.buffer_bytes / 2.0 {
+                        full[l] = false;
+                    }
+                }
+            }
+            for &fi in &live {
+                let f = &flows[fi];
                 for i in 1..f.path.len() {
                     held[f.path[i - 1]] += f.queued[i];
+                    if full[f.path[i]] {
+                        feeds_full[f.path[i - 1]] = true;
+                    }
                 }
             }
             for u in 0..nlinks {
                 if !switch(topology.links[u].to) {
                     continue;
                 }
-                if !paused[u] && held[u] >= options.xoff_bytes {
+                if !paused[u] && (held[u] >= options.xoff_bytes || feeds_full[u]) {
                     paused[u] = true;
-                } else if paused[u] && held[u] <= options.xon_bytes {
+                } else if paused[u] && held[u] <= options.xon_bytes && !feeds_full[u] {
                     paused[u] = false;
                 }
                 if paused[u] {
@@ -395,9 +427,25 @@ pub fn simulate_fluid(
                 }
             }
         }
+        // Peaks after the drops (what the port holds), fill and empty times.
+        for l in (0..nlinks).filter(|&l| port[l]) {
+            let q = queue[l] + initial[l];
+            if q > peak[l].0 {
+                peak[l] = (q, t);
+            }
+            if full_at[l].is_none() && q >= options.buffer_bytes - 1e-6 {
+                full_at[l] = Some(t);
+            }
+            // Empty: no more than the port forwards in one step (what arrived this step
+            // waits one step in this discrete model).
+            if full_at[l].is_some() && empty_at[l].is_none() && q <= cap[l] * dt {
+                empty_at[l] = Some(t);
+            }
+        }
         // 4. Rate control: marks, feedback after the delay, cut or additive increase.
         if let Some(mark) = options.mark_bytes {
-            for f in flows.iter_mut().filter(|f| f.finish.is_none()) {
+            for &fi in &live {
+                let f = &mut flows[fi];
                 let marked = f
                     .path
                     .iter()
@@ -425,7 +473,8 @@ pub fn simulate_fluid(
             }
         }
         // 5. Flows done, rounds done.
-        for f in flows.iter_mut().filter(|f| f.finish.is_none()) {
+        for &fi in &live {
+            let f = &mut flows[fi];
             if f.delivered >= f.bytes * (1.0 - 1e-9) && f.unsent <= 1e-9 {
                 f.finish = Some(t);
                 active_of_job[f.job] -= 1;

@@ -113,6 +113,14 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
     let mut jobs = Vec::with_capacity(file.job.len());
     for (index, entry) in file.job.into_iter().enumerate() {
         let name = entry.name.clone().unwrap_or_else(|| format!("job {index}"));
+        if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control() || c == '|') {
+            return Err(JobsFileError::Field {
+                index,
+                name: name.escape_default().to_string(),
+                field: "name",
+                message: "1 to 64 printable characters, no '|'".into(),
+            });
+        }
         let field =
             |field: &'static str, message: String| JobsFileError::Field { index, name: name.clone(), field, message };
         let compute_only = entry.collective == "none";
@@ -186,11 +194,27 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             Some(t) => t.parse().map_err(|e: String| field("inter_stage", e))?,
             None => InterStage::Ring,
         };
+        let channels = entry.channels.unwrap_or(1);
+        if !(1..=railyard_schedule::limits::MAX_CHANNELS).contains(&channels) {
+            return Err(field(
+                "channels",
+                format!("{channels}: from 1 to {}", railyard_schedule::limits::MAX_CHANNELS),
+            ));
+        }
+        // The CLI's defaults: chain and trees in 4 pipelined chunks, the rest in 1.
+        let default_chunks = if algorithm.pipelined() { 4 } else { 1 };
+        let pipeline_chunks = entry.pipeline_chunks.unwrap_or(default_chunks);
+        if !(1..=railyard_schedule::limits::MAX_PIPELINE_CHUNKS).contains(&pipeline_chunks) {
+            return Err(field(
+                "pipeline_chunks",
+                format!("{pipeline_chunks}: from 1 to {}", railyard_schedule::limits::MAX_PIPELINE_CHUNKS),
+            ));
+        }
         let options = GenOptions {
             groups: placement.ranks_by_server(topology),
             order: None,
-            channels: entry.channels.unwrap_or(1),
-            pipeline_chunks: entry.pipeline_chunks.unwrap_or(1),
+            channels,
+            pipeline_chunks,
             inter_stage,
         };
         let schedule = if compute_only {
@@ -199,7 +223,12 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             generate_compact(algorithm, &spec, &options, elem_bytes).map_err(|e| field("algorithm", e.to_string()))?
         };
         let compute_secs = parse_time(entry.compute.as_deref(), "compute", &field)?;
-        let after = entry.after.clone().unwrap_or_default();
+        let mut after = entry.after.clone().unwrap_or_default();
+        after.sort();
+        after.dedup();
+        if after.contains(&name) {
+            return Err(field("after", "a job cannot wait for itself".into()));
+        }
         let starts_secs = (0..count).map(|i| start + period * i as f64).collect();
         jobs.push(PlannedJob { name, schedule, placement, starts_secs, ready_secs, compute_secs, after });
     }
@@ -222,7 +251,46 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             });
         }
     }
+    // A cycle of waits: Kahn's algorithm over the names.
+    let mut waiting: Vec<usize> = jobs.iter().map(|j| j.after.len()).collect();
+    let mut free: Vec<usize> = (0..jobs.len()).filter(|&j| waiting[j] == 0).collect();
+    let mut seen = 0;
+    while let Some(j) = free.pop() {
+        seen += 1;
+        for (k, other) in jobs.iter().enumerate() {
+            if other.after.contains(&jobs[j].name) {
+                waiting[k] -= 1;
+                if waiting[k] == 0 {
+                    free.push(k);
+                }
+            }
+        }
+    }
+    if seen < jobs.len() {
+        let index = (0..jobs.len()).find(|&j| waiting[j] > 0).unwrap_or(0);
+        return Err(JobsFileError::Field {
+            index,
+            name: jobs[index].name.clone(),
+            field: "after",
+            message: "waits for itself through other jobs (a cycle)".into(),
+        });
+    }
     Ok(jobs)
+}
+
+/// Read a jobs file, refusing one past `MAX_FILE_BYTES` before reading more of it (a
+/// device like /dev/zero says nothing of its size).
+pub fn read_jobs_file(path: &std::path::Path) -> Result<String, JobsFileError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| JobsFileError::Parse(format!("{}: {e}", path.display())))?;
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| JobsFileError::Parse(format!("{}: {e}", path.display())))?;
+    if text.len() > MAX_FILE_BYTES {
+        return Err(JobsFileError::TooLarge { bytes: text.len(), limit: MAX_FILE_BYTES });
+    }
+    Ok(text)
 }
 
 fn parse_time(

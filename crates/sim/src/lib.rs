@@ -29,7 +29,7 @@ pub use engine::{
 };
 pub use error::SimError;
 pub use job::Dependencies;
-pub use jobs_file::{parse_jobs, JobsFileError, PlannedJob};
+pub use jobs_file::{parse_jobs, read_jobs_file, JobsFileError, PlannedJob};
 pub use paths::Paths;
 pub use queues::QueueReport;
 pub use report::{CriticalResource, JobReport, PhaseReport, ResourceSeries, ResourceUse, RoundReport, SimReport};

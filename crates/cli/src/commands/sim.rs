@@ -518,7 +518,9 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
         s += &t.render();
     }
     if let Some(fastest) = out.runs.iter().min_by(|a, b| a.report.jobs[0].secs.total_cmp(&b.report.jobs[0].secs)) {
-        s += &queue_table(&fastest.report);
+        if args.queues {
+            s += &queue_table(&fastest.report);
+        }
     }
     for (a, e) in &out.skipped {
         s += &format!("\nskipped {a}: {e}\n");
@@ -572,16 +574,7 @@ struct JobsOutput {
 
 /// `--jobs FILE`: every run of every job together, each beside itself alone.
 fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Result<String> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.len() > railyard_sim::jobs_file::MAX_FILE_BYTES as u64 {
-        bail!(
-            "{} is {} bytes, more than the limit of {}",
-            path.display(),
-            meta.len(),
-            railyard_sim::jobs_file::MAX_FILE_BYTES
-        );
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = railyard_sim::read_jobs_file(path)?;
     let planned = railyard_sim::parse_jobs(&text, topology).with_context(|| path.display().to_string())?;
     let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
     let paths = match args.ecmp {
@@ -726,13 +719,32 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         ]);
     }
     s += &t.render();
-    s += &queue_table(&out.report);
+    if args.queues {
+        s += &queue_table(&out.report);
+    }
     Ok(s)
 }
 
 /// `--flow-control`: the jobs file's jobs, or the collective of every algorithm asked,
 /// through the fluid model.
 fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
+    for (given, name) in [
+        (args.svg.is_some(), "--svg"),
+        (args.trace.is_some(), "--trace"),
+        (args.ready.is_some(), "--ready"),
+        (args.queues, "--queues (the fluid model reports its queues)"),
+        (args.every_round, "--every-round"),
+        (args.barriers, "--barriers (the fluid model runs rounds behind barriers)"),
+        (args.all_rounds, "--all-rounds"),
+        (args.xoff.is_some() && args.flow_control == Some(FlowControlArg::Drop), "--xoff (pauses only)"),
+    ] {
+        if given {
+            bail!("{name} does not apply to --flow-control");
+        }
+    }
+    if !args.size.is_multiple_of(args.dtype.size_bytes()) {
+        bail!("--size {} is not a whole number of {}-byte elements (--dtype)", args.size, args.dtype.size_bytes());
+    }
     let buffer = args.buffer.unwrap_or(1 << 20) as f64;
     let xoff = args.xoff.map_or(buffer / 2.0, |x| x as f64);
     let options = FluidOptions {
@@ -757,14 +769,22 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
     };
     // The jobs: from the file, or one per algorithm asked.
     let planned;
+    let mut skipped: Vec<String> = Vec::new();
     let mut schedules = Vec::new();
     let mut specs: Vec<JobSpec<'_>> = Vec::new();
     if let Some(path) = &args.jobs {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = railyard_sim::read_jobs_file(path)?;
         planned = railyard_sim::parse_jobs(&text, topology).with_context(|| path.display().to_string())?;
         for p in &planned {
             for (i, &start) in p.starts_secs.iter().enumerate() {
                 let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
+                if !p.after.is_empty() || p.compute_secs > 0.0 || !p.ready_secs.is_empty() {
+                    bail!(
+                        "job {}: the fluid model (--flow-control) starts jobs at their start times; after, compute \
+                         and ready are the event engine's (drop --flow-control)",
+                        p.name
+                    );
+                }
                 specs.push(JobSpec::new(name, &p.schedule, p.placement.clone(), start));
             }
         }
@@ -781,19 +801,26 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
                 pipeline_chunks: chunks_for(algorithm, args.pipeline_chunks),
                 inter_stage: args.inter_stage,
             };
-            if let Ok(s) = generate_compact(algorithm, &spec, &options, elem_bytes) {
-                schedules.push((algorithm, s, placement.clone()));
+            match generate_compact(algorithm, &spec, &options, elem_bytes) {
+                Ok(s) => schedules.push((algorithm, s, placement.clone())),
+                Err(e) => skipped.push(format!("{algorithm}: {e}")),
             }
         }
         if schedules.is_empty() {
-            bail!("no algorithm asked for implements {}", args.collective.as_str());
+            bail!("no algorithm could run: {}", skipped.join("; "));
         }
     }
     let mut reports = Vec::new();
     if specs.is_empty() {
         for (algorithm, s, placement) in &schedules {
             let job = JobSpec::new(algorithm.to_string(), s, placement.clone(), 0.0);
-            reports.push(simulate_fluid(topology, &[job], &options).map_err(|e| stalled(e, topology))?);
+            match simulate_fluid(topology, &[job], &options) {
+                Ok(r) => reports.push(r),
+                Err(e) => skipped.push(format!("{algorithm}: {:#}", stalled(e, topology))),
+            }
+        }
+        if reports.is_empty() {
+            bail!("no algorithm could run: {}", skipped.join("; "));
         }
     } else {
         reports.push(simulate_fluid(topology, &specs, &options).map_err(|e| stalled(e, topology))?);
@@ -801,6 +828,14 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
     if args.format == Format::Json {
         return Ok(serde_json::to_string_pretty(&reports)? + "\n");
     }
+    let coarse = if options.dt_secs > 100e-9 {
+        format!(
+            "Note: a step of {} delays every hop by up to a step; times below a few steps are not resolved.\n\n",
+            format_secs(options.dt_secs)
+        )
+    } else {
+        String::new()
+    };
     let mut s = format!(
         "# Flow control on {}: {} buffers of {} per switch port, time step {}\n\n",
         topology.name,
@@ -811,6 +846,7 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
         format_bytes(buffer),
         format_secs(options.dt_secs)
     );
+    s += &coarse;
     if let Some(mark) = options.mark_bytes {
         s += &format!(
             "Rate control: marks past {}, a cut to {} of the rate {} later, then +{} per microsecond.\n\n",
@@ -833,7 +869,15 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
             ]);
         }
         s += &t.render();
-        let mut t = Table::new(["port", "peak queue", "at", "full at", "empty again at", "dropped", "upstream paused"]);
+        let mut t = Table::new([
+            "port",
+            "peak queue",
+            "at",
+            "full at",
+            "empty again at",
+            "dropped",
+            "longest pause by its switch",
+        ]);
         for p in r.ports.iter().take(8) {
             t.row([
                 p.resource.clone(),
@@ -850,6 +894,9 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
             s += &t.render();
         }
         s += "\n";
+    }
+    for k in &skipped {
+        s += &format!("skipped {k}\n");
     }
     Ok(s)
 }
@@ -988,7 +1035,7 @@ fn stalled(e: railyard_sim::SimError, topology: &Topology) -> anyhow::Error {
 /// The switch ports that queued (with --queues), largest peak first.
 fn queue_table(report: &SimReport) -> String {
     if report.queues.is_empty() {
-        return String::new();
+        return "\nNo switch queue formed: no port was sent more than it forwarded.\n".into();
     }
     let mut s = "\nSwitch queues (sent and not yet forwarded; buffers as large as the backlog):\n\n".to_string();
     let mut t = Table::new(["port", "peak backlog", "at", "drained at", "past the buffer"]);
