@@ -25,14 +25,12 @@
 //! the round before is delivered). Time steps bound the work: this is for incasts and
 //! a few jobs' worth of flows, not for thousands of GPUs (the event engine's job).
 
-use std::collections::VecDeque;
-
 use railyard_topology::{DeviceKind, LinkId, Placement, RouteTable, Topology};
 use serde::Serialize;
 
 use crate::engine::JobSpec;
 use crate::error::SimError;
-use crate::paths::{mix, Paths};
+use crate::paths::{ecmp_path, Connection, Paths};
 
 /// Flow-hops and links served, summed over steps, one run may take (several seconds on
 /// this machine); a run that needs more stops with an error saying how far it got.
@@ -257,7 +255,8 @@ pub fn simulate_fluid(
                         continue;
                     }
                     let (src, dst) = (placement.devices[from], placement.devices[to]);
-                    let path = one_path(&mut routes, options.paths, j, from, to, channel, src, dst)?;
+                    let connection = Connection { job: j as u32, from: from as u32, to: to as u32, channel };
+                    let path = one_path(&mut routes, options.paths, connection, src, dst)?;
                     let line_rate = path.first().map_or(f64::INFINITY, |&l| cap[l]);
                     flows.push(FFlow {
                         job: j,
@@ -549,41 +548,15 @@ pub fn simulate_fluid(
 
 /// The one path a flow takes: at every split the lowest-numbered link (`Split`: the
 /// fluid model does not spread a flow), or the hashed one (`Ecmp`).
-#[allow(clippy::too_many_arguments)]
 fn one_path(
     routes: &mut RouteTable,
     paths: Paths,
-    job: usize,
-    from: usize,
-    to: usize,
-    channel: u32,
+    connection: Connection,
     src: usize,
     dst: usize,
 ) -> Result<Vec<LinkId>, SimError> {
     match paths {
         Paths::Split => Ok(routes.primary_path(src, dst)?),
-        Paths::Ecmp { seed } => {
-            let topology = routes.topology();
-            let route = routes.get(src, dst)?;
-            let key = mix(seed ^ mix((job as u64) << 32 | u64::from(channel)) ^ mix((from as u64) << 32 | to as u64));
-            let mut at = src;
-            let mut path = VecDeque::new();
-            let mut hop = 0u64;
-            while at != dst {
-                let next: Vec<LinkId> =
-                    route.links.iter().map(|&(l, _)| l).filter(|&l| topology.links[l].from == at).collect();
-                if next.is_empty() || hop > route.links.len() as u64 {
-                    return Err(SimError::BrokenRoute {
-                        from: topology.devices[src].name.clone(),
-                        to: topology.devices[dst].name.clone(),
-                    });
-                }
-                let pick = next[(mix(key ^ hop) % next.len() as u64) as usize];
-                path.push_back(pick);
-                at = topology.links[pick].to;
-                hop += 1;
-            }
-            Ok(path.into())
-        }
+        Paths::Ecmp { seed } => ecmp_path(routes, seed, connection, src, dst),
     }
 }

@@ -117,31 +117,48 @@ pub fn flow_resources(
             Ok(slowest.iter().find(|(d, _)| *d == src).map_or(0.0, |&(_, s)| s))
         }
         Paths::Ecmp { seed } => {
-            let key = mix(seed
-                ^ mix(u64::from(connection.job) << 32 | u64::from(connection.channel))
-                ^ mix(u64::from(connection.from) << 32 | u64::from(connection.to)));
-            // Walk the route's links from the source, one next hop at every split.
-            let mut at = src;
-            let mut hop = 0u64;
+            let path = ecmp_path(routes, seed, connection, src, dst)?;
             let mut latency = 0.0;
-            while at != dst {
-                let next: Vec<LinkId> =
-                    route.links.iter().map(|&(l, _)| l).filter(|&l| topology.links[l].from == at).collect();
-                if next.is_empty() || hop > route.links.len() as u64 {
-                    return Err(SimError::BrokenRoute {
-                        from: topology.devices[src].name.clone(),
-                        to: topology.devices[dst].name.clone(),
-                    });
-                }
-                let pick = next[(mix(key ^ hop) % next.len() as u64) as usize];
-                add_link(topology, pick, 1.0, out);
-                latency += topology.links[pick].latency_secs;
-                at = topology.links[pick].to;
-                hop += 1;
+            for &l in &path {
+                add_link(topology, l, 1.0, out);
+                latency += topology.links[l].latency_secs;
             }
             Ok(latency)
         }
     }
+}
+
+/// The one path a connection hashes onto: from the source, at every split, the next
+/// hop picked by a hash of the connection and the seed.
+pub fn ecmp_path(
+    routes: &mut RouteTable,
+    seed: u64,
+    connection: Connection,
+    src: DeviceId,
+    dst: DeviceId,
+) -> Result<Vec<LinkId>, SimError> {
+    let topology = routes.topology();
+    let route = routes.get(src, dst)?;
+    let key = mix(seed
+        ^ mix(u64::from(connection.job) << 32 | u64::from(connection.channel))
+        ^ mix(u64::from(connection.from) << 32 | u64::from(connection.to)));
+    let mut at = src;
+    let mut path = Vec::new();
+    let mut hop = 0u64;
+    while at != dst {
+        let next: Vec<LinkId> = route.links.iter().map(|&(l, _)| l).filter(|&l| topology.links[l].from == at).collect();
+        if next.is_empty() || hop > route.links.len() as u64 {
+            return Err(SimError::BrokenRoute {
+                from: topology.devices[src].name.clone(),
+                to: topology.devices[dst].name.clone(),
+            });
+        }
+        let pick = next[(mix(key ^ hop) % next.len() as u64) as usize];
+        path.push(pick);
+        at = topology.links[pick].to;
+        hop += 1;
+    }
+    Ok(path)
 }
 
 #[cfg(test)]

@@ -152,15 +152,7 @@ fn early_starters_can_slow_the_critical_transfers() {
     };
     let schedule = generate_compact(Algorithm::RecursiveDoubling, &spec, &options, 4).unwrap();
     let run = |dependencies| {
-        let job = JobSpec {
-            name: "job".into(),
-            schedule: &schedule,
-            placement: placement.clone(),
-            start_secs: 0.0,
-            ready_secs: Vec::new(),
-            after: Vec::new(),
-            compute_secs: 0.0,
-        };
+        let job = JobSpec::new("job", &schedule, placement.clone(), 0.0);
         simulate(&t, &[job], &SimOptions { dependencies, ..SimOptions::default() }).unwrap()
     };
     let (free, barriers) = (run(Dependencies::RankOrder), run(Dependencies::Barriers));
@@ -196,15 +188,7 @@ fn host_work_is_added_as_the_model_adds_it() {
         let schedule = generate_compact(algorithm, &spec, &options, 4).unwrap();
         let model = cost(&schedule, &t, &placement).unwrap();
         assert!(model.host.is_some());
-        let job = JobSpec {
-            name: "job".into(),
-            schedule: &schedule,
-            placement: placement.clone(),
-            start_secs: 0.0,
-            ready_secs: Vec::new(),
-            after: Vec::new(),
-            compute_secs: 0.0,
-        };
+        let job = JobSpec::new("job", &schedule, placement.clone(), 0.0);
         let options = SimOptions { dependencies: Dependencies::Barriers, ..SimOptions::default() };
         let sim = simulate(&t, &[job], &options).unwrap().jobs[0].secs;
         assert!((sim - model.total_secs).abs() / model.total_secs < 1e-3, "{algorithm}: {sim} vs {}", model.total_secs);

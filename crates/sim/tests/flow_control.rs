@@ -3,31 +3,11 @@
 //! senders cut to 40 GB/s at 20 us, and is empty again at about 72 us. With PFC instead
 //! of drops, the pause spreads upstream and slows a flow that never crosses the full port.
 
-use railyard_schedule::{
-    Buffer, Collective, CollectiveSpec, CompactSchedule, Op, Region, ScheduleBuilder, Step, Transfer,
-};
+mod common;
+use common::one_round;
 use railyard_sim::fluid::{simulate_fluid, FlowControl, FluidOptions};
 use railyard_sim::JobSpec;
 use railyard_topology::{DeviceKind, Placement, Topology, TopologyBuilder};
-
-fn one_round(ranks: usize, pairs: &[(usize, usize)], bytes: u64) -> CompactSchedule {
-    let spec = CollectiveSpec::new(Collective::AllToAll, ranks, bytes * ranks as u64);
-    let mut b = ScheduleBuilder::new(spec, "flows", 1);
-    let transfers = pairs
-        .iter()
-        .map(|&(from, to)| Transfer {
-            from,
-            to,
-            read: Region::new(Buffer::Input, 0..bytes),
-            write: Region::new(Buffer::Output, 0..bytes),
-            op: Op::Copy,
-            shard: None,
-            channel: 0,
-        })
-        .collect();
-    b.phase("flows", vec![Step { transfers, ..Step::default() }]);
-    b.build_compact()
-}
 
 fn all_gpus(t: &Topology) -> Placement {
     Placement { devices: t.default_ranks.clone() }

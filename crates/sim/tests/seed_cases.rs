@@ -2,7 +2,9 @@
 //! incast at one switch port, and ECMP collisions against the exact model (§7.5.3).
 
 use railyard_schedule::{generate_compact, Algorithm, GenOptions};
-use railyard_schedule::{Buffer, Collective, CollectiveSpec, Op, Region, ScheduleBuilder, Step, Transfer};
+mod common;
+use common::one_round;
+use railyard_schedule::{Collective, CollectiveSpec};
 use railyard_sim::{simulate, Dependencies, JobSpec, Paths, SimOptions};
 use railyard_topology::{presets::preset, DeviceKind, Placement, PlacementPolicy, Topology, TopologyBuilder};
 
@@ -55,26 +57,6 @@ fn two_leaves(n: usize, m: usize, bytes_per_sec: f64) -> Topology {
     }
     b.default_ranks(gpus);
     b.build().unwrap()
-}
-
-/// One round in which rank i sends `bytes` to rank `to(i)`, for every i in `from`.
-fn one_round(ranks: usize, pairs: &[(usize, usize)], bytes: u64) -> railyard_schedule::CompactSchedule {
-    let spec = CollectiveSpec::new(Collective::AllToAll, ranks, bytes * ranks as u64);
-    let mut b = ScheduleBuilder::new(spec, "flows", 1);
-    let transfers = pairs
-        .iter()
-        .map(|&(from, to)| Transfer {
-            from,
-            to,
-            read: Region::new(Buffer::Input, 0..bytes),
-            write: Region::new(Buffer::Output, 0..bytes),
-            op: Op::Copy,
-            shard: None,
-            channel: 0,
-        })
-        .collect();
-    b.phase("flows", vec![Step { transfers, ..Step::default() }]);
-    b.build_compact()
 }
 
 fn secs_of(t: &Topology, schedule: &railyard_schedule::CompactSchedule, paths: Paths) -> f64 {
@@ -170,15 +152,7 @@ fn pipelined_hierarchical_approaches_the_slower_stage() {
         let options =
             GenOptions { groups: placement.ranks_by_server(&t), pipeline_chunks: chunks, ..GenOptions::default() };
         let schedule = generate_compact(Algorithm::Hierarchical, &spec, &options, 4).unwrap();
-        let job = JobSpec {
-            name: "x".into(),
-            schedule: &schedule,
-            placement: placement.clone(),
-            start_secs: 0.0,
-            ready_secs: Vec::new(),
-            after: Vec::new(),
-            compute_secs: 0.0,
-        };
+        let job = JobSpec::new("x", &schedule, placement.clone(), 0.0);
         simulate(&t, &[job], &SimOptions::default()).unwrap().jobs.remove(0)
     };
     let whole = run(1);
@@ -202,24 +176,8 @@ fn two_periodic_jobs_queue_at_a_shared_uplink() {
     let placed = |a: &str, b: &str| Placement { devices: vec![t.device_id(a).unwrap(), t.device_id(b).unwrap()] };
     let run = |offset: f64| {
         let jobs = [
-            JobSpec {
-                name: "a".into(),
-                schedule: &schedule,
-                placement: placed("s0.gpu0", "s32.gpu0"),
-                start_secs: 0.0,
-                ready_secs: Vec::new(),
-                after: Vec::new(),
-                compute_secs: 0.0,
-            },
-            JobSpec {
-                name: "b".into(),
-                schedule: &schedule,
-                placement: placed("s1.gpu0", "s33.gpu0"),
-                start_secs: offset,
-                ready_secs: Vec::new(),
-                after: Vec::new(),
-                compute_secs: 0.0,
-            },
+            JobSpec::new("a", &schedule, placed("s0.gpu0", "s32.gpu0"), 0.0),
+            JobSpec::new("b", &schedule, placed("s1.gpu0", "s33.gpu0"), offset),
         ];
         let options = SimOptions { queues: true, buffer_bytes: Some(512.0 * 1024.0), ..SimOptions::default() };
         simulate(&t, &jobs, &options).unwrap()

@@ -504,18 +504,7 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
             }
             s += &t.render();
         }
-        s += "\nBusiest resources (bytes carried over bandwidth x simulated time):\n\n";
-        let mut t = Table::new(["resource", "kind", "bytes", "bandwidth", "utilisation"]);
-        for u in fastest.report.resources.iter().take(8) {
-            t.row([
-                u.resource.clone(),
-                u.kind.clone(),
-                format_bytes(u.bytes),
-                format_bytes_per_sec(u.bytes_per_sec),
-                format!("{:.1}%", u.utilisation * 100.0),
-            ]);
-        }
-        s += &t.render();
+        s += &resources_table(&fastest.report);
     }
     if let Some(fastest) = out.runs.iter().min_by(|a, b| a.report.jobs[0].secs.total_cmp(&b.report.jobs[0].secs)) {
         if args.queues {
@@ -707,18 +696,7 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         ]);
     }
     s += &t.render();
-    s += "\nBusiest resources (bytes carried over bandwidth x simulated time):\n\n";
-    let mut t = Table::new(["resource", "kind", "bytes", "bandwidth", "utilisation"]);
-    for u in out.report.resources.iter().take(8) {
-        t.row([
-            u.resource.clone(),
-            u.kind.clone(),
-            format_bytes(u.bytes),
-            format_bytes_per_sec(u.bytes_per_sec),
-            format!("{:.1}%", u.utilisation * 100.0),
-        ]);
-    }
-    s += &t.render();
+    s += &resources_table(&out.report);
     if args.queues {
         s += &queue_table(&out.report);
     }
@@ -1030,6 +1008,21 @@ fn stalled(e: railyard_sim::SimError, topology: &Topology) -> anyhow::Error {
         }
         other => other.into(),
     }
+}
+
+/// The eight busiest resources of a run.
+fn resources_table(report: &SimReport) -> String {
+    let mut t = Table::new(["resource", "kind", "bytes", "bandwidth", "utilisation"]);
+    for u in report.resources.iter().take(8) {
+        t.row([
+            u.resource.clone(),
+            u.kind.clone(),
+            format_bytes(u.bytes),
+            format_bytes_per_sec(u.bytes_per_sec),
+            format!("{:.1}%", u.utilisation * 100.0),
+        ]);
+    }
+    "\nBusiest resources (bytes carried over bandwidth x simulated time):\n\n".to_string() + &t.render()
 }
 
 /// The switch ports that queued (with --queues), largest peak first.
