@@ -198,3 +198,41 @@ fn two_periodic_jobs_queue_at_a_shared_uplink() {
     assert!(apart.queues.is_empty(), "{:?}", apart.queues);
     assert!(close(apart.makespan_secs, 40e-3, 1e-4));
 }
+
+/// Seed 001 §7.1.2's cut model: a leaf with d hosts down and u uplinks gives the
+/// cards it holds u·B between them. Two all-to-all jobs with five cards each on the same
+/// two leaves of a 5:1 Clos: alone a job's five cards share leaf0's cut (20 GB/s a card),
+/// together ten cards do (10 GB/s): twice the time, as the cut model says.
+#[test]
+fn two_jobs_sharing_leaf_uplinks_slow_as_the_cut_model_predicts() {
+    use railyard_netmodels::clos::{clos_cut, ClosInput};
+    let t = preset("clos:k=12,over=5:1").unwrap();
+    let hosts = |range: std::ops::Range<usize>| -> Vec<usize> {
+        range.map(|h| t.device_id(&format!("h{h}.gpu")).unwrap()).collect()
+    };
+    let a = Placement { devices: [hosts(0..5), hosts(10..15)].concat() };
+    let b = Placement { devices: [hosts(5..10), hosts(15..20)].concat() };
+    let spec = CollectiveSpec::new(Collective::AllToAll, 10, (64 << 20) / 4);
+    let schedule = generate_compact(Algorithm::Direct, &spec, &GenOptions::default(), 4).unwrap();
+    let cut = |cards| {
+        clos_cut(&ClosInput { ports: 12, tiers: 2, down: 10, up: 2, port_bytes_per_sec: 50e9, job_cards: Some(cards) })
+            .unwrap()
+            .job
+            .unwrap()
+    };
+    let run = |jobs: Vec<JobSpec<'_>>| simulate(&t, &jobs, &SimOptions::default()).unwrap();
+    let alone = run(vec![JobSpec::new("a", &schedule, a.clone(), 0.0)]);
+    let together = run(vec![JobSpec::new("a", &schedule, a, 0.0), JobSpec::new("b", &schedule, b, 0.0)]);
+    // Bytes one card of job a sends out of leaf0.
+    let up: f64 = alone.resources.iter().filter(|r| r.resource.starts_with("leaf0 -> spine")).map(|r| r.bytes).sum();
+    let per_card = up / 5.0;
+    let alpha = t.round_startup_secs;
+    let predicted_alone = per_card / cut(5).per_card_bytes_per_sec + alpha;
+    let predicted_together = per_card / cut(10).per_card_bytes_per_sec + alpha;
+    let (sim_alone, sim_together) = (alone.jobs[0].secs, together.jobs[0].secs);
+    assert!((sim_alone - predicted_alone).abs() < 0.02 * predicted_alone, "{sim_alone} vs {predicted_alone}");
+    assert!(
+        (sim_together - predicted_together).abs() < 0.02 * predicted_together,
+        "{sim_together} vs {predicted_together}"
+    );
+}
