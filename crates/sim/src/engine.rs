@@ -144,6 +144,9 @@ struct Flow {
     track: u32,
     /// From the last byte sent to its arrival.
     latency: Picos,
+    /// Its slowest path's lead over its mean path: at rate R the receiver holds R × this
+    /// out of order.
+    spread_secs: f64,
     /// The resource that set its rate last (u32::MAX before the first rates).
     bottleneck: u32,
     /// Queues only: bytes pushed by the sender by `send_updated`, at `send_rate`.
@@ -196,6 +199,8 @@ struct Engine<'t, 'r> {
     queues: Option<Queues>,
     send_rates: Vec<f64>,
     watched: Vec<Watched>,
+    /// The largest reorder buffer a receiver needed for one flow (bytes).
+    reorder_peak_bytes: f64,
     /// Per job and round: when its last op so far ended and the resource that held it.
     round_end: Vec<Vec<Option<(Picos, u32)>>>,
 }
@@ -320,6 +325,7 @@ pub fn simulate_with_progress(
         finish_told: vec![false; jobs.len()],
         queues: options.queues.then(|| Queues::new(topology, options.buffer_bytes)),
         watched: watched_resources(topology, &options.watch)?,
+        reorder_peak_bytes: 0.0,
         send_rates: Vec::new(),
         round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
@@ -499,15 +505,16 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// The resources of an op's flow, into `self.scratch`, and its latency.
-    fn resources_of(&mut self, job: u32, op: &Op, placement: &Placement) -> Result<Picos, SimError> {
+    /// The resources of an op's flow, into `self.scratch`, its latency and its reorder
+    /// spread (seconds).
+    fn resources_of(&mut self, job: u32, op: &Op, placement: &Placement) -> Result<(Picos, f64), SimError> {
         match &op.kind {
             OpKind::Transfer { from, to } => {
                 let connection = Connection { job, from: *from as u32, to: *to as u32, channel: op.channel };
                 let (src, dst) = (placement.devices[*from], placement.devices[*to]);
-                let secs =
+                let late =
                     flow_resources(&mut self.routes, self.options.paths, connection, src, dst, &mut self.scratch)?;
-                Picos::ceil_secs(secs).ok_or(SimError::TimeOverflow)
+                Ok((Picos::ceil_secs(late.last_byte_secs).ok_or(SimError::TimeOverflow)?, late.spread_secs))
             }
             OpKind::InNetwork { ranks } => {
                 let devices: Vec<DeviceId> = ranks.iter().map(|&r| placement.devices[r]).collect();
@@ -528,14 +535,14 @@ impl Engine<'_, '_> {
                     }
                 }
                 // Latency of the reduction tree is not modelled (the seeds' switches have none).
-                Ok(Picos::ZERO)
+                Ok((Picos::ZERO, 0.0))
             }
         }
     }
 
     fn start(&mut self, job: u32, round: usize, op_index: u32, op: &Op, placement: &Placement) -> Result<(), SimError> {
         self.stats.started += 1;
-        let latency = self.resources_of(job, op, placement)?;
+        let (latency, spread) = self.resources_of(job, op, placement)?;
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -559,6 +566,7 @@ impl Engine<'_, '_> {
         f.updated = now;
         f.started = now;
         f.latency = latency;
+        f.spread_secs = spread;
         f.bottleneck = u32::MAX;
         f.sent = 0.0;
         f.queue_port = u32::MAX;
@@ -649,6 +657,12 @@ impl Engine<'_, '_> {
             f.updated = now;
             f.rate = rate;
             f.version = f.version.wrapping_add(1);
+            if f.spread_secs > 0.0 && rate.is_finite() {
+                let held = rate * f.spread_secs;
+                if held > self.reorder_peak_bytes {
+                    self.reorder_peak_bytes = held;
+                }
+            }
             let secs = if rate.is_infinite() { 0.0 } else { f.bytes_left / rate };
             let done = Picos::ceil_secs(secs).ok_or(SimError::TimeOverflow)?;
             let at = now.0.checked_add(done.0).ok_or(SimError::TimeOverflow)?;
@@ -886,6 +900,7 @@ impl Engine<'_, '_> {
             })
             .collect();
         SimReport {
+            reorder_peak_bytes: self.reorder_peak_bytes,
             queues,
             utilisation_over_time,
             topology: self.topology.name.clone(),

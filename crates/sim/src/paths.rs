@@ -63,9 +63,19 @@ fn add_link(topology: &Topology, link: LinkId, fraction: f64, out: &mut Vec<(u32
     }
 }
 
+/// How a flow's bytes are late: its last byte's latency (the slowest of the paths it
+/// uses, summing each path's link latencies; the model leaves latency out and the
+/// seeds' presets have none), and the slowest path's lead over the mean path. Bytes
+/// sprayed at rate R arrive on faster paths ahead of the slower ones; the receiver
+/// holds R × spread of them to deliver in order (seed 001 §7.5.3's reorder buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Lateness {
+    pub last_byte_secs: f64,
+    pub spread_secs: f64,
+}
+
 /// The resources of a transfer from `src` to `dst`, written to `out` (cleared first),
-/// and the latency of its last byte: the slowest of the paths it uses, summing each
-/// path's link latencies (the model leaves latency out; the seeds' presets have none).
+/// and how late its bytes are.
 pub fn flow_resources(
     routes: &mut RouteTable,
     paths: Paths,
@@ -73,7 +83,7 @@ pub fn flow_resources(
     src: DeviceId,
     dst: DeviceId,
     out: &mut Vec<(u32, f64)>,
-) -> Result<f64, SimError> {
+) -> Result<Lateness, SimError> {
     out.clear();
     let topology = routes.topology();
     let route = routes.get(src, dst)?;
@@ -83,10 +93,12 @@ pub fn flow_resources(
                 add_link(topology, link, fraction, out);
             }
             if route.links.iter().all(|&(l, _)| topology.links[l].latency_secs == 0.0) {
-                return Ok(0.0);
+                return Ok(Lateness::default());
             }
-            // The slowest path through the route's links (they form a DAG from src).
-            let mut slowest: Vec<(usize, f64)> = vec![(dst, 0.0)];
+            // The slowest and the mean path through the route's links (a DAG from src
+            // whose paths all have the fewest hops, so breadth-first order is
+            // topological); every hop splits its bytes equally over its next hops.
+            let mut slowest: Vec<(usize, f64, f64)> = vec![(dst, 0.0, 0.0)];
             let mut order: Vec<usize> = vec![src];
             let mut i = 0;
             while i < order.len() {
@@ -103,18 +115,23 @@ pub fn flow_resources(
                 if at == dst {
                     continue;
                 }
-                let worst = route
+                let next: Vec<(f64, f64)> = route
                     .links
                     .iter()
                     .filter(|&&(l, _)| topology.links[l].from == at)
                     .filter_map(|&(l, _)| {
                         let to = topology.links[l].to;
-                        slowest.iter().find(|(d, _)| *d == to).map(|&(_, s)| s + topology.links[l].latency_secs)
+                        let lat = topology.links[l].latency_secs;
+                        slowest.iter().find(|(d, _, _)| *d == to).map(|&(_, worst, mean)| (worst + lat, mean + lat))
                     })
-                    .fold(0.0f64, f64::max);
-                slowest.push((at, worst));
+                    .collect();
+                let worst = next.iter().map(|n| n.0).fold(0.0f64, f64::max);
+                let mean =
+                    if next.is_empty() { 0.0 } else { next.iter().map(|n| n.1).sum::<f64>() / next.len() as f64 };
+                slowest.push((at, worst, mean));
             }
-            Ok(slowest.iter().find(|(d, _)| *d == src).map_or(0.0, |&(_, s)| s))
+            let (worst, mean) = slowest.iter().find(|(d, _, _)| *d == src).map_or((0.0, 0.0), |&(_, w, m)| (w, m));
+            Ok(Lateness { last_byte_secs: worst, spread_secs: (worst - mean).max(0.0) })
         }
         Paths::Ecmp { seed } => {
             let path = ecmp_path(routes, seed, connection, src, dst)?;
@@ -123,7 +140,8 @@ pub fn flow_resources(
                 add_link(topology, l, 1.0, out);
                 latency += topology.links[l].latency_secs;
             }
-            Ok(latency)
+            // One path: bytes arrive in order.
+            Ok(Lateness { last_byte_secs: latency, spread_secs: 0.0 })
         }
     }
 }

@@ -173,6 +173,9 @@ pub struct SimReport {
     /// flat across repeated rounds that were skipped.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub utilisation_over_time: Vec<ResourceSeries>,
+    /// The largest reorder buffer one receiver needed for one flow split over paths of
+    /// different latency (seed 001 §7.5.3): rate × (slowest − mean path latency).
+    pub reorder_peak_bytes: f64,
     /// Switch ports that queued, largest peak first (with `SimOptions::queues`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<crate::queues::QueueReport>,

@@ -138,6 +138,13 @@ fn spraying_over_eight_paths_against_one() {
         let one = secs_of(&t, &schedule, Paths::Ecmp { seed });
         assert!(one > 168e-6 && one < 176e-6, "{one}");
     }
+    // The receiver's reorder buffer: what the seven faster paths deliver ahead of the
+    // slowest, against the packet-level model's peak (339 packets of 4 KiB).
+    let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+    let report = simulate(&t, &[JobSpec::new("x", &schedule, placement, 0.0)], &SimOptions::default()).unwrap();
+    let packets = railyard_netmodels::spray::spray(&railyard_netmodels::spray::SprayInput::default()).unwrap();
+    let (fluid, packet) = (report.reorder_peak_bytes, packets.peak_reorder_bytes);
+    assert!((fluid - packet).abs() < 0.02 * packet, "fluid {fluid} against packets {packet}");
 }
 
 /// A hierarchical all-reduce cut into pipeline chunks overlaps each chunk's intra-server

@@ -505,6 +505,12 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
             s += &t.render();
         }
         s += &resources_table(&fastest.report);
+        if fastest.report.reorder_peak_bytes > 0.0 {
+            s += &format!(
+                "\nA receiver held up to {} out of order (a flow split over paths of different latency).\n",
+                format_bytes(fastest.report.reorder_peak_bytes)
+            );
+        }
     }
     if let Some(fastest) = out.runs.iter().min_by(|a, b| a.report.jobs[0].secs.total_cmp(&b.report.jobs[0].secs)) {
         if args.queues {
