@@ -248,10 +248,6 @@ pub fn run(args: &SimArgs) -> Result<String> {
     let spec = CollectiveSpec::new(args.collective, placement.len(), args.size / elem_bytes).with_root(args.root);
     let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
     let other = if args.barriers { Dependencies::RankOrder } else { Dependencies::Barriers };
-    let paths = match args.ecmp {
-        Some(seed) => Paths::Ecmp { seed },
-        None => Paths::Split,
-    };
     let mut runs = Vec::new();
     let mut skipped = Vec::new();
     let groups = placement.ranks_by_server(&topology);
@@ -275,15 +271,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
             Err(e) => return Err(e).with_context(|| format!("algorithm {algorithm}")),
         };
         let trace = (runs.is_empty() && args.trace.is_some()).then_some(MAX_TRACE_EVENTS);
-        let sim_options = SimOptions {
-            dependencies,
-            paths,
-            reuse_repeated_rounds: !args.every_round,
-            trace_events: trace,
-            queues: args.queues,
-            buffer_bytes: args.buffer.map(|b| b as f64),
-            watch: Vec::new(),
-        };
+        let sim_options = sim_options(args, dependencies, trace);
         let started = Instant::now();
         let ready = args.ready.as_ref().map_or_else(Vec::new, |t| t.0.clone());
         let report = match simulate_one(
@@ -368,6 +356,27 @@ pub fn run(args: &SimArgs) -> Result<String> {
     match args.format {
         Format::Json => Ok(serde_json::to_string_pretty(&output)? + "\n"),
         Format::Md => Ok(markdown(&output, &topology, args)),
+    }
+}
+
+/// How routes are used: one hashed path per connection (--ecmp), or split.
+fn paths_of(args: &SimArgs) -> Paths {
+    match args.ecmp {
+        Some(seed) => Paths::Ecmp { seed },
+        None => Paths::Split,
+    }
+}
+
+/// The event engine's options from the command line.
+fn sim_options(args: &SimArgs, dependencies: Dependencies, trace_events: Option<usize>) -> SimOptions {
+    SimOptions {
+        dependencies,
+        paths: paths_of(args),
+        reuse_repeated_rounds: !args.every_round,
+        trace_events,
+        queues: args.queues,
+        buffer_bytes: args.buffer.map(|b| b as f64),
+        watch: Vec::new(),
     }
 }
 
@@ -572,20 +581,8 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
     let text = railyard_sim::read_jobs_file(path)?;
     let planned = railyard_sim::parse_jobs(&text, topology).with_context(|| path.display().to_string())?;
     let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
-    let paths = match args.ecmp {
-        Some(seed) => Paths::Ecmp { seed },
-        None => Paths::Split,
-    };
-    let trace = args.trace.is_some().then_some(MAX_TRACE_EVENTS);
-    let options = SimOptions {
-        dependencies,
-        paths,
-        reuse_repeated_rounds: !args.every_round,
-        trace_events: trace,
-        queues: args.queues,
-        buffer_bytes: args.buffer.map(|b| b as f64),
-        watch: Vec::new(),
-    };
+    let paths = paths_of(args);
+    let options = sim_options(args, dependencies, args.trace.is_some().then_some(MAX_TRACE_EVENTS));
     let mut specs = Vec::new();
     let mut of_spec = Vec::new();
     // The runs of each job, by the job's place in the file, for `after`.
@@ -745,10 +742,7 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
         cut: args.cut,
         increase_bytes_per_sec: args.increase,
         initial_queue_bytes: 0.0,
-        paths: match args.ecmp {
-            Some(seed) => Paths::Ecmp { seed },
-            None => Paths::Split,
-        },
+        paths: paths_of(args),
         horizon_secs: args.horizon,
     };
     // The jobs: from the file, or one per algorithm asked.
