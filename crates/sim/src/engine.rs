@@ -18,7 +18,7 @@ use crate::fairness::FairShare;
 use crate::job::{Action, Dependencies, Job, Op, OpKind};
 use crate::paths::{flow_resources, Connection, Paths};
 use crate::queues::Queues;
-use crate::report::{JobReport, ResourceSeries, ResourceUse, SimReport};
+use crate::report::{CriticalStep, JobReport, ResourceSeries, ResourceUse, SimReport};
 use crate::time::Picos;
 use crate::trace::{Trace, TraceEvent};
 
@@ -82,6 +82,26 @@ pub struct SimOptions {
     pub buffer_bytes: Option<f64>,
     /// Resources (by name) whose utilisation over time is recorded, at every rate change.
     pub watch: Vec<String>,
+    /// Keep every op to walk the critical path back from the finish, where the run has
+    /// at most `MAX_HISTORY` transfers (it is then simulated flow by flow).
+    pub critical_path: bool,
+}
+
+/// Transfers of a run up to which every op is kept for the critical path.
+pub const MAX_HISTORY: usize = 1 << 18;
+
+/// A finished op, for the critical path.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    round: usize,
+    /// Ranks of a transfer (none for an in-network step).
+    from: Option<usize>,
+    to: Option<usize>,
+    start: Picos,
+    end: Picos,
+    bottleneck: u32,
+    /// The record this op waited for last.
+    cause: u32,
 }
 
 /// Points kept per watched resource, at most (past it, every other point is dropped).
@@ -97,6 +117,7 @@ impl Default for SimOptions {
             queues: false,
             buffer_bytes: None,
             watch: Vec::new(),
+            critical_path: true,
         }
     }
 }
@@ -108,7 +129,7 @@ enum EventKind {
     /// A flow's sender has pushed its last byte (queues only).
     SendDone { flow: u32, version: u32 },
     /// An op's last byte has arrived, the path latency after its flow finished.
-    Delivered { job: u32, round: usize, op: u32 },
+    Delivered { job: u32, round: usize, op: u32, record: u32 },
     /// Every rank of a job enters a round (round 0 of a job not yet started: the job starts).
     EnterAll { job: u32, round: usize },
     /// One rank of a job is ready and enters round 0.
@@ -142,6 +163,10 @@ struct Flow {
     op: u32,
     /// Rank whose trace track shows it.
     track: u32,
+    /// The record it waited for last (critical path; u32::MAX if none or not kept).
+    cause: u32,
+    /// Its ranks, when a transfer.
+    ends: (Option<usize>, Option<usize>),
     /// From the last byte sent to its arrival.
     latency: Picos,
     /// Its slowest path's lead over its mean path: at rate R the receiver holds R × this
@@ -201,6 +226,9 @@ struct Engine<'t, 'r> {
     watched: Vec<Watched>,
     /// The largest reorder buffer a receiver needed for one flow (bytes).
     reorder_peak_bytes: f64,
+    /// Every finished op, for the critical path (kept when the run is small enough).
+    history: Option<Vec<Record>>,
+    last_started: Option<u32>,
     /// Per job and round: when its last op so far ended and the resource that held it.
     round_end: Vec<Vec<Option<(Picos, u32)>>>,
 }
@@ -245,9 +273,17 @@ pub fn simulate_with_progress(
         return Err(SimError::TooManyJobs { jobs: jobs.len(), limit: MAX_JOBS });
     }
     let alpha = Picos::ceil_secs(topology.round_startup_secs).ok_or(SimError::TimeOverflow)?;
-    // Skipping repeated rounds assumes nothing else shares the network meanwhile, and
-    // does not carry the queues' sent bytes.
-    let reuse = options.reuse_repeated_rounds && jobs.len() == 1 && !options.queues;
+    // The critical path walks back over every op: kept when every round's transfers
+    // together stay under `MAX_HISTORY` (simulated flow by flow then).
+    let all_transfers: u128 = jobs
+        .iter()
+        .flat_map(|j| j.schedule.phases.iter())
+        .map(|p| p.rounds.rounds() as u128 * p.rounds.transfers_per_round() as u128)
+        .sum();
+    let keep_history = options.critical_path && all_transfers <= MAX_HISTORY as u128;
+    // Skipping repeated rounds assumes nothing else shares the network meanwhile, does
+    // not carry the queues' sent bytes, and would break the critical path's chain.
+    let reuse = options.reuse_repeated_rounds && jobs.len() == 1 && !options.queues && !keep_history;
     let mut states = Vec::with_capacity(jobs.len());
     for spec in jobs {
         let s = spec.schedule;
@@ -326,6 +362,8 @@ pub fn simulate_with_progress(
         queues: options.queues.then(|| Queues::new(topology, options.buffer_bytes)),
         watched: watched_resources(topology, &options.watch)?,
         reorder_peak_bytes: 0.0,
+        history: keep_history.then(Vec::new),
+        last_started: None,
         send_rates: Vec::new(),
         round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
@@ -413,16 +451,25 @@ impl Engine<'_, '_> {
                         continue;
                     }
                     let (job, round, op, latency) = (f.job, f.round, f.op, f.latency);
-                    let bottleneck = f.bottleneck;
+                    let (bottleneck, started, cause, ends) = (f.bottleneck, f.started, f.cause, f.ends);
                     self.finish(flow);
                     self.note_end(job, round, bottleneck, latency);
+                    let end = self.now.saturating_add(latency);
+                    let record = match &mut self.history {
+                        Some(h) => {
+                            let (from, to) = ends;
+                            h.push(Record { round, from, to, start: started, end, bottleneck, cause });
+                            (h.len() - 1) as u32
+                        }
+                        None => u32::MAX,
+                    };
                     if latency > Picos::ZERO {
-                        self.push(self.now.saturating_add(latency), EventKind::Delivered { job, round, op });
+                        self.push(end, EventKind::Delivered { job, round, op, record });
                         continue;
                     }
                     let state = &mut states[job as usize];
                     state
-                        .op_finished(round, op, self.now, &mut actions)
+                        .op_finished(round, op, self.now, record, &mut actions)
                         .map_err(|rounds| window_error(jobs, job, rounds))?;
                     job
                 }
@@ -447,9 +494,9 @@ impl Engine<'_, '_> {
                     }
                     continue;
                 }
-                EventKind::Delivered { job, round, op } => {
+                EventKind::Delivered { job, round, op, record } => {
                     states[job as usize]
-                        .op_finished(round, op, self.now, &mut actions)
+                        .op_finished(round, op, self.now, record, &mut actions)
                         .map_err(|rounds| window_error(jobs, job, rounds))?;
                     job
                 }
@@ -461,7 +508,12 @@ impl Engine<'_, '_> {
                 }
                 EventKind::Start { job, round, op } => {
                     let Some(o) = states[job as usize].op(round, op).cloned() else { continue };
+                    let cause =
+                        if self.history.is_some() { states[job as usize].start_cause(round, op) } else { u32::MAX };
                     self.start(job, round, op, &o, &jobs[job as usize].placement)?;
+                    if let Some(slot) = self.last_started {
+                        self.flows[slot as usize].cause = cause;
+                    }
                     continue;
                 }
             };
@@ -556,6 +608,10 @@ impl Engine<'_, '_> {
         f.job = job;
         f.round = round;
         f.op = op_index;
+        f.ends = match &op.kind {
+            OpKind::Transfer { from, to } => (Some(*from), Some(*to)),
+            OpKind::InNetwork { .. } => (None, None),
+        };
         f.track = match &op.kind {
             OpKind::Transfer { from, .. } => *from as u32,
             OpKind::InNetwork { ranks } => ranks.first().map_or(0, |&r| r as u32),
@@ -578,6 +634,7 @@ impl Engine<'_, '_> {
         f.resources.extend_from_slice(&self.scratch);
         f.active_at = active_at;
         self.active.push(slot);
+        self.last_started = Some(slot);
         self.stats.flows += 1;
         if op.bytes <= 0.0 || f.resources.is_empty() {
             // Nothing to move, or nothing to move it over: done as it starts.
@@ -871,7 +928,9 @@ impl Engine<'_, '_> {
             .zip(&self.round_end)
             .map(|((spec, state), ends)| {
                 let ends: Vec<Option<(String, String)>> = ends.iter().map(|e| e.and_then(|(_, r)| name(r))).collect();
-                JobReport::new(spec, state, &ends)
+                let mut report = JobReport::new(spec, state, &ends);
+                report.critical_path = self.history.as_ref().map(|h| chain(h, state, topology));
+                report
             })
             .collect();
         let secs = makespan.secs();
@@ -958,6 +1017,32 @@ fn record_watched(watched: &mut [Watched], demands: &[&[(u32, f64)]], rates: &[f
 
 /// A watched resource: its index, and (time, utilisation) points.
 type Watched = (u32, Vec<(Picos, f64)>);
+
+/// The critical path of a job: from the op whose end finished it, back through the
+/// ops each one waited for last, in time order.
+fn chain(history: &[Record], state: &Job<'_>, topology: &Topology) -> Vec<CriticalStep> {
+    let mut steps = Vec::new();
+    let mut at = state.finish_cause;
+    while let Some(r) = history.get(at as usize) {
+        let (from, to) = (r.from, r.to);
+        steps.push(CriticalStep {
+            round: state.round_label(r.round),
+            from,
+            to,
+            start_secs: r.start.secs(),
+            end_secs: r.end.secs(),
+            resource: (r.bottleneck != u32::MAX)
+                .then(|| topology.resource_name(topology.resource(r.bottleneck as usize))),
+        });
+        // Causes point to earlier records; the bound only guards against a bug.
+        if r.cause >= at || steps.len() > history.len() {
+            break;
+        }
+        at = r.cause;
+    }
+    steps.reverse();
+    steps
+}
 
 /// Resource indices of the names to watch; an unknown name is an error naming it.
 fn watched_resources(topology: &Topology, names: &[String]) -> Result<Vec<Watched>, SimError> {

@@ -136,6 +136,12 @@ pub(crate) struct Job<'s> {
     pub started: bool,
     /// When it started (its `start_secs`, after the jobs it waits for where it waits).
     pub started_at: Picos,
+    /// Critical path (engine records, u32::MAX for none): per rank, the op whose end let
+    /// it enter the round it is in; the op that completed the last barrier; the op whose
+    /// end finished the job.
+    cause: Vec<u32>,
+    barrier_cause: u32,
+    pub finish_cause: u32,
     /// The round last dropped from the window, kept to compare the next one with.
     previous: Option<(usize, MadeRound)>,
     /// Rounds every rank has entered since the engine last looked.
@@ -180,6 +186,9 @@ impl<'s> Job<'s> {
             held_items: 0,
             started: false,
             started_at: Picos::ZERO,
+            cause: vec![u32::MAX; ranks],
+            barrier_cause: u32::MAX,
+            finish_cause: u32::MAX,
             previous: None,
             all_in: Vec::new(),
             rank_entry: vec![Picos::ZERO; ranks],
@@ -189,6 +198,13 @@ impl<'s> Job<'s> {
 
     pub fn rounds(&self) -> usize {
         self.spans.len()
+    }
+
+    /// What op `op` of `round` waited for last: the record that let the latest of its
+    /// ranks into the round.
+    pub fn start_cause(&self, round: usize, op: u32) -> u32 {
+        let Some(o) = self.op(round, op) else { return u32::MAX };
+        o.ranks().max_by_key(|&r| (self.rank_entry[r], std::cmp::Reverse(r))).map_or(u32::MAX, |r| self.cause[r])
     }
 
     /// Rounds every rank has left (all of them once the job is done).
@@ -288,8 +304,10 @@ impl<'s> Job<'s> {
 
     fn barrier_enter(&mut self, round: usize, at: Picos, actions: &mut Vec<Action>) -> Result<(), usize> {
         self.drop_before(round);
+        self.cause.fill(self.barrier_cause);
         if round == self.rounds() {
             self.finished = Some(at.saturating_add(self.host));
+            self.finish_cause = self.barrier_cause;
             return Ok(());
         }
         let alpha = self.alpha;
@@ -333,6 +351,7 @@ impl<'s> Job<'s> {
                 self.ranks_done += 1;
                 if self.ranks_done == self.ranks {
                     self.finished = Some(at.saturating_add(self.host));
+                    self.finish_cause = self.cause[rank];
                 }
                 return Ok(());
             }
@@ -494,7 +513,15 @@ impl<'s> Job<'s> {
     }
 
     /// Op `op` of `round` finished at `at`: its ranks move on when it was their last.
-    pub fn op_finished(&mut self, round: usize, op: u32, at: Picos, actions: &mut Vec<Action>) -> Result<(), usize> {
+    /// `record` is the engine's record of the op (for the critical path; u32::MAX if none).
+    pub fn op_finished(
+        &mut self,
+        round: usize,
+        op: u32,
+        at: Picos,
+        record: u32,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), usize> {
         let Some(o) = self.op(round, op) else { return Ok(()) };
         let ranks: Vec<Rank> = o.ranks().collect();
         for rank in ranks {
@@ -502,8 +529,10 @@ impl<'s> Job<'s> {
             if self.pending[rank] != 0 {
                 continue;
             }
+            self.cause[rank] = record;
             match self.dependencies {
                 Dependencies::Barriers => {
+                    self.barrier_cause = record;
                     self.at_barrier += 1;
                     if let Some(s) = &mut self.spans[round] {
                         s.end = s.end.max(at);

@@ -32,5 +32,7 @@ pub use job::Dependencies;
 pub use jobs_file::{parse_jobs, read_jobs_file, JobsFileError, PlannedJob};
 pub use paths::Paths;
 pub use queues::QueueReport;
-pub use report::{CriticalResource, JobReport, PhaseReport, ResourceSeries, ResourceUse, RoundReport, SimReport};
+pub use report::{
+    CriticalResource, CriticalStep, JobReport, PhaseReport, ResourceSeries, ResourceUse, RoundReport, SimReport,
+};
 pub use time::Picos;

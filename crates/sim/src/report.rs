@@ -31,6 +31,19 @@ pub struct CriticalResource {
     pub secs: f64,
 }
 
+/// One transfer of the critical path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CriticalStep {
+    pub round: String,
+    /// Ranks of a transfer (absent for an in-network step).
+    pub from: Option<usize>,
+    pub to: Option<usize>,
+    pub start_secs: f64,
+    pub end_secs: f64,
+    /// The resource that set its rate last.
+    pub resource: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseReport {
     pub name: String,
@@ -61,6 +74,9 @@ pub struct JobReport {
     pub phases: Vec<PhaseReport>,
     /// Resources that held back the last transfer of rounds, by the time of those rounds.
     pub critical: Vec<CriticalResource>,
+    /// The chain of transfers the finish hangs on, first to last: each waited last for
+    /// the one before (kept for runs of up to `MAX_HISTORY` transfers; absent past it).
+    pub critical_path: Option<Vec<CriticalStep>>,
     pub per_round: Vec<RoundReport>,
 }
 
@@ -132,6 +148,7 @@ impl JobReport {
             rounds_held_peak: state.window_peak,
             phases,
             critical,
+            critical_path: None,
             per_round,
         }
     }

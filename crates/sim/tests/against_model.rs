@@ -49,7 +49,9 @@ fn run_report(
     let schedule = generate_compact(algorithm, &spec, &options, 4).ok()?;
     let model = cost(&schedule, &t, &placement).ok()?;
     let job = JobSpec::new("job", &schedule, placement, 0.0);
-    let sim_options = SimOptions { dependencies, reuse_repeated_rounds: reuse, ..SimOptions::default() };
+    // Reuse is what the skip test looks at: no critical path, which would turn it off.
+    let sim_options =
+        SimOptions { dependencies, reuse_repeated_rounds: reuse, critical_path: false, ..SimOptions::default() };
     let report = simulate(&t, &[job], &sim_options).unwrap();
     let loads = report.resources.iter().map(|r| (r.resource.clone(), r.bytes)).collect();
     Some((report.jobs[0].secs, model.total_secs, (loads, report.jobs[0].reused_rounds)))

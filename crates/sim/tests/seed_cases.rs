@@ -243,3 +243,24 @@ fn two_jobs_sharing_leaf_uplinks_slow_as_the_cut_model_predicts() {
         "{sim_together} vs {predicted_together}"
     );
 }
+
+/// The critical path of the seed's ring all-reduce: one transfer per round, each starting
+/// when the one before it ended (plus α), all held back by the NIC link into rank 0's
+/// server, and the last one ending when the job does.
+#[test]
+fn the_ring_critical_path_is_one_nic_transfer_per_round() {
+    let t = preset("hgx-h100x2").unwrap();
+    let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+    let spec = CollectiveSpec::new(Collective::AllReduce, 16, (192 << 20) / 4);
+    let schedule = generate_compact(Algorithm::Ring, &spec, &GenOptions::default(), 4).unwrap();
+    let report = simulate(&t, &[JobSpec::new("ring", &schedule, placement, 0.0)], &SimOptions::default()).unwrap();
+    let job = &report.jobs[0];
+    let path = job.critical_path.as_ref().unwrap();
+    assert_eq!(path.len(), 30);
+    let alpha = t.round_startup_secs;
+    for w in path.windows(2) {
+        assert!((w[1].start_secs - (w[0].end_secs + alpha)).abs() < 1e-11, "{w:?}");
+    }
+    assert!((path[29].end_secs - job.finish_secs).abs() < 1e-12);
+    assert!(path.iter().all(|c| c.resource.as_deref().is_some_and(|r| r.contains("nic"))), "{path:?}");
+}

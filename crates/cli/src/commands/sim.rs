@@ -377,6 +377,7 @@ fn sim_options(args: &SimArgs, dependencies: Dependencies, trace_events: Option<
         queues: args.queues,
         buffer_bytes: args.buffer.map(|b| b as f64),
         watch: Vec::new(),
+        critical_path: true,
     }
 }
 
@@ -510,6 +511,35 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
             let mut t = Table::new(["resource", "kind", "rounds", "time of those rounds"]);
             for c in job.critical.iter().take(6) {
                 t.row([c.resource.clone(), c.kind.clone(), c.rounds.to_string(), format_secs(c.secs)]);
+            }
+            s += &t.render();
+        }
+        if let Some(path) = job.critical_path.as_ref().filter(|p| !p.is_empty()) {
+            s += &format!(
+                "\nCritical path: {} transfers, each the last thing the next one waited for (first and last six):\n\n",
+                path.len()
+            );
+            let mut t = Table::new(["round", "transfer", "start", "end", "held back by"]);
+            let shown: Vec<&railyard_sim::CriticalStep> = if path.len() <= 12 {
+                path.iter().collect()
+            } else {
+                path[..6].iter().chain(&path[path.len() - 6..]).collect()
+            };
+            for (i, c) in shown.iter().enumerate() {
+                if i == 6 && path.len() > 12 {
+                    t.row(["...".to_string(), String::new(), String::new(), String::new(), String::new()]);
+                }
+                let transfer = match (c.from, c.to) {
+                    (Some(a), Some(b)) => format!("{a} -> {b}"),
+                    _ => "in-network".into(),
+                };
+                t.row([
+                    c.round.clone(),
+                    transfer,
+                    format_secs(c.start_secs),
+                    format_secs(c.end_secs),
+                    c.resource.clone().unwrap_or_default(),
+                ]);
             }
             s += &t.render();
         }
