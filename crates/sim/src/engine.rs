@@ -13,6 +13,7 @@ use railyard_schedule::CompactSchedule;
 use railyard_topology::route::in_network_link_streams;
 use railyard_topology::{DeviceId, Placement, Resource, RouteTable, Topology};
 
+use crate::component::Components;
 use crate::error::SimError;
 use crate::fairness::FairShare;
 use crate::job::{Action, Dependencies, Job, Op, OpKind};
@@ -85,6 +86,9 @@ pub struct SimOptions {
     /// Keep every op to walk the critical path back from the finish, where the run has
     /// at most `MAX_HISTORY` transfers (it is then simulated flow by flow).
     pub critical_path: bool,
+    /// Recompute every live flow's rate at every change, not only the changed flows'
+    /// component (for tests that compare the two; the results are the same).
+    pub global_rates: bool,
 }
 
 /// Transfers of a run up to which every op is kept for the critical path.
@@ -118,6 +122,7 @@ impl Default for SimOptions {
             buffer_bytes: None,
             watch: Vec::new(),
             critical_path: true,
+            global_rates: false,
         }
     }
 }
@@ -165,6 +170,8 @@ struct Flow {
     track: u32,
     /// The record it waited for last (critical path; u32::MAX if none or not kept).
     cause: u32,
+    /// Started since the last rate computation.
+    fresh: bool,
     /// Its ranks, when a transfer.
     ends: (Option<usize>, Option<usize>),
     /// From the last byte sent to its arrival.
@@ -229,6 +236,9 @@ struct Engine<'t, 'r> {
     /// Every finished op, for the critical path (kept when the run is small enough).
     history: Option<Vec<Record>>,
     last_started: Option<u32>,
+    /// Resources of flows ended since the last rate computation.
+    ended: Vec<u32>,
+    components: Components,
     /// Per job and round: when its last op so far ended and the resource that held it.
     round_end: Vec<Vec<Option<(Picos, u32)>>>,
 }
@@ -238,6 +248,8 @@ struct Stats {
     events: u64,
     flows: u64,
     rate_updates: u64,
+    /// Flow rates computed, summed over rate updates.
+    rated: u64,
     started: u64,
 }
 
@@ -364,6 +376,8 @@ pub fn simulate_with_progress(
         reorder_peak_bytes: 0.0,
         history: keep_history.then(Vec::new),
         last_started: None,
+        ended: Vec::new(),
+        components: Components::new(n),
         send_rates: Vec::new(),
         round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
@@ -623,6 +637,7 @@ impl Engine<'_, '_> {
         f.started = now;
         f.latency = latency;
         f.spread_secs = spread;
+        f.fresh = true;
         f.bottleneck = u32::MAX;
         f.sent = 0.0;
         f.queue_port = u32::MAX;
@@ -655,6 +670,8 @@ impl Engine<'_, '_> {
             let ev = TraceEvent::flow(f.job, f.track, f.round, f.started, self.now, f.bytes);
             self.trace.push(ev);
         }
+        // Its resources' other flows may speed up.
+        self.ended.extend(f.resources.iter().map(|&(e, _)| e));
         // Taken out of `active` (and its slot freed) at the next recompute.
         f.active_at = u32::MAX;
         f.version = f.version.wrapping_add(1);
@@ -685,8 +702,30 @@ impl Engine<'_, '_> {
             // The queues up to now, behind the bottlenecks of the rates about to change.
             self.observe_queues(None);
         }
-        let demands: Vec<&[(u32, f64)]> =
+        let all: Vec<&[(u32, f64)]> =
             self.active.iter().map(|&s| self.flows[s as usize].resources.as_slice()).collect();
+        // Only the flows connected to what changed (`component.rs`), unless something
+        // reads every flow's rate (watched resources, queues) or most flows changed.
+        let positions: Vec<usize> = if self.options.global_rates || !self.watched.is_empty() || self.queues.is_some() {
+            (0..all.len()).collect()
+        } else {
+            let fresh: Vec<usize> =
+                self.active.iter().enumerate().filter(|(_, &s)| self.flows[s as usize].fresh).map(|(i, _)| i).collect();
+            // Most flows new: the whole set changes anyway, skip the search.
+            if fresh.len() * 2 > all.len() {
+                (0..all.len()).collect()
+            } else {
+                let c = self.components.connected(&all, &self.ended, &fresh);
+                if c.len() * 4 > all.len() * 3 {
+                    (0..all.len()).collect()
+                } else {
+                    c
+                }
+            }
+        };
+        self.ended.clear();
+        self.stats.rated += positions.len() as u64;
+        let demands: Vec<&[(u32, f64)]> = positions.iter().map(|&i| all[i]).collect();
         self.fair.rates(&demands, &self.capacity, &mut self.rates);
         let now = self.now;
         if !self.watched.is_empty() {
@@ -702,10 +741,12 @@ impl Engine<'_, '_> {
                 .collect();
             queues.send_rates(&sending, &self.rates, &self.capacity, &mut self.send_rates);
         }
-        for (i, &slot) in self.active.iter().enumerate() {
-            let rate = self.rates[i];
+        for (k, &i) in positions.iter().enumerate() {
+            let slot = self.active[i];
+            let rate = self.rates[k];
             let f = &mut self.flows[slot as usize];
-            f.bottleneck = self.fair.bottleneck[i];
+            f.fresh = false;
+            f.bottleneck = self.fair.bottleneck[k];
             if rate == f.rate && f.rate > 0.0 {
                 continue;
             }
@@ -970,6 +1011,7 @@ impl Engine<'_, '_> {
             events: self.stats.events,
             flows: self.stats.flows,
             rate_updates: self.stats.rate_updates,
+            rated_flows: self.stats.rated,
             resources,
             trace_events: self.trace.len(),
             trace_dropped: self.trace.dropped(),

@@ -11,6 +11,7 @@
 //!
 //! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
 
+pub mod component;
 pub mod engine;
 pub mod error;
 pub mod fairness;

@@ -184,6 +184,9 @@ pub struct SimReport {
     pub events: u64,
     pub flows: u64,
     pub rate_updates: u64,
+    /// Flow rates computed over all rate updates (only the flows connected to a change
+    /// are recomputed).
+    pub rated_flows: u64,
     /// Resources that carried bytes, highest utilisation first.
     pub resources: Vec<ResourceUse>,
     /// Watched resources' utilisation (0–1) from each time on (`SimOptions::watch`);

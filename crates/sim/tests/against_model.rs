@@ -196,3 +196,65 @@ fn host_work_is_added_as_the_model_adds_it() {
         assert!((sim - model.total_secs).abs() / model.total_secs < 1e-3, "{algorithm}: {sim} vs {}", model.total_secs);
     }
 }
+
+/// Jobs' times, resources' bytes (as bits) and flow rates computed.
+type Outcome = (Vec<u64>, Vec<(String, u64)>, u64);
+
+/// Rates recomputed only over the flows connected to what changed are the rates of a
+/// recomputation over every flow, bit for bit: every generator and collective, both
+/// start rules, and two jobs on separate servers (separate components).
+#[test]
+fn recomputing_only_the_changed_component_changes_nothing() {
+    let run = |t: &railyard_topology::Topology, jobs: &[JobSpec<'_>], dependencies, global_rates| {
+        let options = SimOptions { dependencies, global_rates, ..SimOptions::default() };
+        // In-network steps on fabrics without a reducing switch are refused alike.
+        let r = simulate(t, jobs, &options).ok()?;
+        let mut bytes: Vec<(String, u64)> =
+            r.resources.iter().map(|u| (u.resource.clone(), u.bytes.to_bits())).collect();
+        bytes.sort();
+        Some((r.jobs.iter().map(|j| j.secs.to_bits()).collect::<Vec<_>>(), bytes, r.rated_flows))
+    };
+    let mut compared = 0;
+    for topo in TOPOLOGIES {
+        let t = preset(topo).unwrap();
+        let placement = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+        for algorithm in Algorithm::ALL {
+            for collective in
+                [Collective::AllReduce, Collective::AllGather, Collective::AllToAll, Collective::Broadcast]
+            {
+                if !algorithm.supports(collective) {
+                    continue;
+                }
+                let spec = CollectiveSpec::new(collective, placement.len(), (16 << 20) / 4);
+                let options = GenOptions {
+                    groups: placement.ranks_by_server(&t),
+                    pipeline_chunks: if algorithm.pipelined() { 4 } else { 1 },
+                    ..GenOptions::default()
+                };
+                let Ok(schedule) = generate_compact(algorithm, &spec, &options, 4) else { continue };
+                for dependencies in [Dependencies::Barriers, Dependencies::RankOrder] {
+                    let jobs = [JobSpec::new("job", &schedule, placement.clone(), 0.0)];
+                    let (a, b) = (run(&t, &jobs, dependencies, true), run(&t, &jobs, dependencies, false));
+                    let same = |x: &Option<Outcome>| x.as_ref().map(|v| (v.0.clone(), v.1.clone()));
+                    assert_eq!(same(&a), same(&b), "{topo} {algorithm} {collective:?} {dependencies:?}");
+                    compared += usize::from(a.is_some());
+                }
+            }
+        }
+    }
+    assert!(compared > 100, "{compared}");
+    // Two rings, one per server of hgx-h100x2: two components most of the time.
+    let t = preset("hgx-h100x2").unwrap();
+    let gpus = t.default_ranks.clone();
+    let spec = CollectiveSpec::new(Collective::AllReduce, 8, (64 << 20) / 4);
+    let ring = generate_compact(Algorithm::Ring, &spec, &GenOptions::default(), 4).unwrap();
+    let jobs = [
+        JobSpec::new("a", &ring, Placement { devices: gpus[..8].to_vec() }, 0.0),
+        JobSpec::new("b", &ring, Placement { devices: gpus[8..].to_vec() }, 1e-5),
+    ];
+    let (a, b) = (run(&t, &jobs, Dependencies::RankOrder, true), run(&t, &jobs, Dependencies::RankOrder, false));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!((&a.0, &a.1), (&b.0, &b.1));
+    // ... and fewer rates were computed: each server's ring alone when the other's changed.
+    assert!(b.2 < a.2, "{} flow rates against {} recomputing all", b.2, a.2);
+}

@@ -378,6 +378,7 @@ fn sim_options(args: &SimArgs, dependencies: Dependencies, trace_events: Option<
         buffer_bytes: args.buffer.map(|b| b as f64),
         watch: Vec::new(),
         critical_path: true,
+        global_rates: false,
     }
 }
 
