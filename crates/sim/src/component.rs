@@ -4,101 +4,64 @@
 //! with the same arithmetic, in the same flow order, as a recomputation of all flows
 //! would do for it (the equality is a test).
 
+use crate::membership::Membership;
+
 /// Scratch space sized by the number of resources, kept between calls.
 #[derive(Debug, Default)]
 pub struct Components {
-    /// Place of each touched resource in `touched` (u32::MAX: untouched).
-    slot: Vec<u32>,
-    touched: Vec<u32>,
-    offsets: Vec<usize>,
-    members: Vec<u32>,
+    index: Membership,
     resource_seen: Vec<bool>,
     flow_seen: Vec<bool>,
-    stack: Vec<u32>,
+    stack: Vec<usize>,
 }
 
 impl Components {
     pub fn new(resources: usize) -> Self {
-        Components { slot: vec![u32::MAX; resources], ..Components::default() }
+        Components { index: Membership::new(resources), ..Components::default() }
     }
 
     /// Positions (sorted) of the flows connected to the `seed_flows` and to any flow
     /// crossing one of `seed_resources`.
     pub fn connected(&mut self, flows: &[&[(u32, f64)]], seed_resources: &[u32], seed_flows: &[usize]) -> Vec<usize> {
-        for &e in &self.touched {
-            self.slot[e as usize] = u32::MAX;
-        }
-        self.touched.clear();
-        self.offsets.clear();
-        for f in flows {
-            for &(e, _) in *f {
-                let ei = e as usize;
-                if self.slot[ei] == u32::MAX {
-                    self.slot[ei] = self.touched.len() as u32;
-                    self.touched.push(e);
-                    self.offsets.push(0);
-                }
-                self.offsets[self.slot[ei] as usize] += 1;
-            }
-        }
-        let mut total = 0;
-        for o in self.offsets.iter_mut() {
-            let c = *o;
-            *o = total;
-            total += c;
-        }
-        self.offsets.push(total);
-        self.members.clear();
-        self.members.resize(total, 0);
-        let mut fill: Vec<usize> = self.offsets[..self.touched.len()].to_vec();
-        for (i, f) in flows.iter().enumerate() {
-            for &(e, _) in *f {
-                let s = self.slot[e as usize] as usize;
-                self.members[fill[s]] = i as u32;
-                fill[s] += 1;
-            }
-        }
+        self.index.build(flows);
         self.resource_seen.clear();
-        self.resource_seen.resize(self.touched.len(), false);
+        self.resource_seen.resize(self.index.touched().len(), false);
         self.flow_seen.clear();
         self.flow_seen.resize(flows.len(), false);
         self.stack.clear();
-        // Resources on the stack by slot; a seed resource no live flow crosses is left out.
+        // A seed resource no live flow crosses is left out.
         for &e in seed_resources {
-            let s = self.slot.get(e as usize).copied().unwrap_or(u32::MAX);
-            if s != u32::MAX && !self.resource_seen[s as usize] {
-                self.resource_seen[s as usize] = true;
-                self.stack.push(s);
+            if let Some(s) = self.index.slot(e) {
+                if !self.resource_seen[s] {
+                    self.resource_seen[s] = true;
+                    self.stack.push(s);
+                }
             }
         }
         let mut found: Vec<usize> = Vec::new();
-        for &i in seed_flows {
-            if !self.flow_seen[i] {
-                self.flow_seen[i] = true;
-                found.push(i);
-                for &(e, _) in flows[i] {
-                    let s = self.slot[e as usize];
-                    if !self.resource_seen[s as usize] {
-                        self.resource_seen[s as usize] = true;
-                        self.stack.push(s);
+        let reach = |i: usize, found: &mut Vec<usize>, stack: &mut Vec<usize>, seen: &mut Vec<bool>| {
+            found.push(i);
+            for &(e, _) in flows[i] {
+                if let Some(s) = self.index.slot(e) {
+                    if !seen[s] {
+                        seen[s] = true;
+                        stack.push(s);
                     }
                 }
             }
+        };
+        for &i in seed_flows {
+            if !self.flow_seen[i] {
+                self.flow_seen[i] = true;
+                reach(i, &mut found, &mut self.stack, &mut self.resource_seen);
+            }
         }
         while let Some(s) = self.stack.pop() {
-            for m in self.offsets[s as usize]..self.offsets[s as usize + 1] {
-                let i = self.members[m] as usize;
-                if self.flow_seen[i] {
-                    continue;
-                }
-                self.flow_seen[i] = true;
-                found.push(i);
-                for &(e, _) in flows[i] {
-                    let t = self.slot[e as usize];
-                    if !self.resource_seen[t as usize] {
-                        self.resource_seen[t as usize] = true;
-                        self.stack.push(t);
-                    }
+            for m in 0..self.index.members(s).len() {
+                let i = self.index.members(s)[m] as usize;
+                if !self.flow_seen[i] {
+                    self.flow_seen[i] = true;
+                    reach(i, &mut found, &mut self.stack, &mut self.resource_seen);
                 }
             }
         }

@@ -11,6 +11,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use crate::membership::Membership;
+
 /// Below this a resource's remaining unfrozen weight is rounding left by subtractions.
 const WEIGHT_EPSILON: f64 = 1e-12;
 
@@ -61,12 +63,7 @@ pub struct FairShare {
     weight: Vec<f64>,
     used: Vec<f64>,
     version: Vec<u32>,
-    /// Place of each touched resource in `touched` (meaningful only for touched ones).
-    slot: Vec<u32>,
-    touched: Vec<u32>,
-    /// CSR of the flows on each touched resource, by slot.
-    offsets: Vec<usize>,
-    members: Vec<u32>,
+    index: Membership,
     frozen: Vec<bool>,
     heap: BinaryHeap<Level>,
     /// The resource that froze each flow of the last call (its bottleneck), u32::MAX if none.
@@ -79,7 +76,7 @@ impl FairShare {
             weight: vec![0.0; resources],
             used: vec![0.0; resources],
             version: vec![0; resources],
-            slot: vec![u32::MAX; resources],
+            index: Membership::new(resources),
             ..FairShare::default()
         }
     }
@@ -97,46 +94,20 @@ impl FairShare {
         rates.resize(flows.len(), f64::INFINITY);
         self.bottleneck.clear();
         self.bottleneck.resize(flows.len(), u32::MAX);
-        for &e in &self.touched {
-            let e = e as usize;
-            self.weight[e] = 0.0;
-            self.used[e] = 0.0;
-            self.slot[e] = u32::MAX;
+        for &e in self.index.touched() {
+            self.weight[e as usize] = 0.0;
+            self.used[e as usize] = 0.0;
         }
-        self.touched.clear();
-        self.offsets.clear();
-        // Count the members of each resource (slot order = first seen), then place them.
-        for f in flows {
-            for &(e, w) in f.resources() {
-                let ei = e as usize;
-                if self.slot[ei] == u32::MAX {
-                    self.slot[ei] = self.touched.len() as u32;
-                    self.touched.push(e);
-                    self.offsets.push(0);
-                }
-                self.weight[ei] += w;
-                self.offsets[self.slot[ei] as usize] += 1;
-            }
-        }
-        let mut total = 0;
-        for o in self.offsets.iter_mut() {
-            let count = *o;
-            *o = total;
-            total += count;
-        }
-        self.offsets.push(total);
-        self.members.clear();
-        self.members.resize(total, 0);
-        let mut fill: Vec<usize> = self.offsets[..self.touched.len()].to_vec();
-        for (i, f) in flows.iter().enumerate() {
-            for &(e, _) in f.resources() {
-                let s = self.slot[e as usize] as usize;
-                self.members[fill[s]] = i as u32;
-                fill[s] += 1;
+        let demands: Vec<&[(u32, f64)]> = flows.iter().map(|f| f.resources()).collect();
+        self.index.build(&demands);
+        // Weights summed flow by flow, in the flows' order (the same sums every time).
+        for f in &demands {
+            for &(e, w) in *f {
+                self.weight[e as usize] += w;
             }
         }
         self.heap.clear();
-        for &e in &self.touched {
+        for &e in self.index.touched() {
             let ei = e as usize;
             self.version[ei] = self.version[ei].wrapping_add(1);
             if self.weight[ei] > WEIGHT_EPSILON {
@@ -150,16 +121,16 @@ impl FairShare {
             if version != self.version[e] || self.weight[e] <= WEIGHT_EPSILON {
                 continue;
             }
-            let s = self.slot[e] as usize;
-            for m in self.offsets[s]..self.offsets[s + 1] {
-                let i = self.members[m] as usize;
+            let Some(s) = self.index.slot(resource) else { continue };
+            for m in 0..self.index.members(s).len() {
+                let i = self.index.members(s)[m] as usize;
                 if self.frozen[i] {
                     continue;
                 }
                 self.frozen[i] = true;
                 rates[i] = level;
                 self.bottleneck[i] = resource;
-                for &(e2, w2) in flows[i].resources() {
+                for &(e2, w2) in demands[i] {
                     let e2i = e2 as usize;
                     self.used[e2i] += w2 * level;
                     self.weight[e2i] -= w2;

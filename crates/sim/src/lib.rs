@@ -18,6 +18,7 @@ pub mod fairness;
 pub mod fluid;
 pub mod job;
 pub mod jobs_file;
+pub mod membership;
 pub mod paths;
 pub mod queues;
 pub mod report;
