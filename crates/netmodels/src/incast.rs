@@ -1,6 +1,8 @@
 //! Incast (seed 001 §7.5.2, footnote 37): N−1 senders at B each into one egress of B:
 //! the queue grows at (N−2)·B; the free buffer lasts Q_free/((N−2)B); PFC's one-hop
-//! feedback (cable round trip at 5 ns/m plus one MTU serialised) needs headroom for
+//! feedback (cable round trip at 5 ns/m plus one MTU serialised — on the upstream
+//! sender's link, at the sender's rate: it is that packet which is in flight when the
+//! pause arrives) needs headroom for
 //! the excess meanwhile; end-to-end feedback over an RTT lets in excess·RTT; without
 //! PFC, nothing drops only while (N−2)·B·RTT ≤ Q_free.
 
@@ -66,7 +68,7 @@ pub struct IncastRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IncastOutput {
-    /// 2 x cable propagation + one MTU serialised
+    /// 2 x cable propagation + one MTU serialised at the sender's rate
     pub pfc_one_hop_secs: f64,
     pub rows: Vec<IncastRow>,
     /// Per free buffer: the largest N that drops nothing with end-to-end feedback alone.
@@ -76,7 +78,8 @@ pub struct IncastOutput {
 pub fn incast(input: &IncastInput) -> Result<IncastOutput, NetModelError> {
     positive("sender_bytes_per_sec", input.sender_bytes_per_sec)?;
     positive("egress_bytes_per_sec", input.egress_bytes_per_sec)?;
-    let hop = 2.0 * input.cable_meters * input.secs_per_meter + input.mtu_bytes / input.egress_bytes_per_sec;
+    // The packet in flight when the pause lands is on the sender's link (not the egress).
+    let hop = 2.0 * input.cable_meters * input.secs_per_meter + input.mtu_bytes / input.sender_bytes_per_sec;
     let rows = input
         .group_sizes
         .iter()
@@ -116,7 +119,7 @@ pub fn incast(input: &IncastInput) -> Result<IncastOutput, NetModelError> {
 impl IncastOutput {
     pub fn markdown(&self, input: &IncastInput) -> String {
         let mut out = format!(
-            "# Incast (seed 001 §7.5.2)\n\nN − 1 senders at {} into a {} egress. PFC's one-hop feedback: 2 x {} m x {} + {} B serialised = {}.\n\n",
+            "# Incast (seed 001 §7.5.2)\n\nN − 1 senders at {} into a {} egress. PFC's one-hop feedback: 2 x {} m x {} + {} B serialised at the senders' rate = {}.\n\n",
             format_bytes_per_sec(input.sender_bytes_per_sec),
             format_bytes_per_sec(input.egress_bytes_per_sec),
             trim_float(input.cable_meters, 4),
@@ -177,5 +180,16 @@ mod tests {
             o.rows.iter().map(|r| (r.end_to_end_excess_bytes / 1048576.0 * 10.0).round() / 10.0).collect();
         assert_eq!(e2e, vec![5.7, 13.4, 59.1]);
         assert_eq!(o.largest_group_without_pfc, vec![3, 6]);
+    }
+
+    /// With a 100 GB/s egress fed by 50 GB/s senders, the MTU in flight serialises at
+    /// the senders' 50 GB/s (30 ns), not the egress's 100 GB/s (15 ns).
+    #[test]
+    fn the_mtu_term_is_at_the_senders_rate() {
+        let input = IncastInput { egress_bytes_per_sec: 100e9, group_sizes: vec![8], ..IncastInput::default() };
+        let o = incast(&input).unwrap();
+        assert!((o.pfc_one_hop_secs - (300e-9 + 1500.0 / 50e9)).abs() < 1e-15, "{}", o.pfc_one_hop_secs);
+        // 7 senders x 50 − 100 = 250 GB/s of excess for 0.33 us: 82.5 KB.
+        assert!((o.rows[0].pfc_headroom_bytes - 250e9 * 0.33e-6).abs() < 1.0, "{}", o.rows[0].pfc_headroom_bytes);
     }
 }
