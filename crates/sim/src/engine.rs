@@ -381,7 +381,8 @@ pub fn simulate_with_progress(
         send_rates: Vec::new(),
         round_end: states.iter().map(|s| vec![None; s.rounds()]).collect(),
     };
-    if let Some(cycle) = cycle_in(jobs) {
+    let waits: Vec<Vec<usize>> = jobs.iter().map(|j| j.after.clone()).collect();
+    if let Some(cycle) = on_cycle(&waits) {
         return Err(SimError::CycleInAfter { job: jobs[cycle].name.clone() });
     }
     let mut ready: Vec<Vec<Picos>> = Vec::with_capacity(jobs.len());
@@ -704,28 +705,28 @@ impl Engine<'_, '_> {
         }
         let all: Vec<&[(u32, f64)]> =
             self.active.iter().map(|&s| self.flows[s as usize].resources.as_slice()).collect();
-        // Only the flows connected to what changed (`component.rs`), unless something
-        // reads every flow's rate (watched resources, queues) or most flows changed.
-        let positions: Vec<usize> = if self.options.global_rates || !self.watched.is_empty() || self.queues.is_some() {
-            (0..all.len()).collect()
+        // Only the flows connected to what changed (`component.rs`; `None`: every flow),
+        // unless something reads every flow's rate (watched resources, queues) or most
+        // flows changed.
+        let component: Option<Vec<usize>> = if self.options.global_rates
+            || !self.watched.is_empty()
+            || self.queues.is_some()
+        {
+            None
         } else {
             let fresh: Vec<usize> =
                 self.active.iter().enumerate().filter(|(_, &s)| self.flows[s as usize].fresh).map(|(i, _)| i).collect();
             // Most flows new: the whole set changes anyway, skip the search.
-            if fresh.len() * 2 > all.len() {
-                (0..all.len()).collect()
-            } else {
-                let c = self.components.connected(&all, &self.ended, &fresh);
-                if c.len() * 4 > all.len() * 3 {
-                    (0..all.len()).collect()
-                } else {
-                    c
-                }
-            }
+            (fresh.len() * 2 <= all.len())
+                .then(|| self.components.connected(&all, &self.ended, &fresh))
+                .filter(|c| c.len() * 4 <= all.len() * 3)
         };
         self.ended.clear();
-        self.stats.rated += positions.len() as u64;
-        let demands: Vec<&[(u32, f64)]> = positions.iter().map(|&i| all[i]).collect();
+        let demands: Vec<&[(u32, f64)]> = match &component {
+            None => all,
+            Some(c) => c.iter().map(|&i| all[i]).collect(),
+        };
+        self.stats.rated += demands.len() as u64;
         self.fair.rates(&demands, &self.capacity, &mut self.rates);
         let now = self.now;
         if !self.watched.is_empty() {
@@ -741,7 +742,8 @@ impl Engine<'_, '_> {
                 .collect();
             queues.send_rates(&sending, &self.rates, &self.capacity, &mut self.send_rates);
         }
-        for (k, &i) in positions.iter().enumerate() {
+        for k in 0..demands.len() {
+            let i = component.as_ref().map_or(k, |c| c[k]);
             let slot = self.active[i];
             let rate = self.rates[k];
             let f = &mut self.flows[slot as usize];
@@ -1110,16 +1112,19 @@ fn distinct(after: &[usize]) -> Vec<usize> {
     v
 }
 
-/// A job that waits, through `after`, on itself: the first one found on a cycle.
-fn cycle_in(jobs: &[JobSpec<'_>]) -> Option<usize> {
-    // Kahn's algorithm: what is never freed is on a cycle or behind one.
-    let mut waiting: Vec<usize> = jobs.iter().map(|j| distinct(&j.after).len()).collect();
-    let mut free: Vec<usize> = (0..jobs.len()).filter(|&j| waiting[j] == 0).collect();
+/// A job that waits on itself through `waits` (for each job, the jobs it waits for):
+/// the first one on, or behind, a cycle.
+pub fn on_cycle(waits: &[Vec<usize>]) -> Option<usize> {
+    // Kahn's algorithm: what is never freed is on a cycle or behind one. Repeats in a
+    // list are waited for once.
+    let waits: Vec<Vec<usize>> = waits.iter().map(|w| distinct(w)).collect();
+    let mut waiting: Vec<usize> = waits.iter().map(Vec::len).collect();
+    let mut free: Vec<usize> = (0..waits.len()).filter(|&j| waiting[j] == 0).collect();
     let mut seen = 0;
     while let Some(j) = free.pop() {
         seen += 1;
-        for (k, other) in jobs.iter().enumerate() {
-            if other.after.contains(&j) {
+        for (k, w) in waits.iter().enumerate() {
+            if w.contains(&j) {
                 waiting[k] -= 1;
                 if waiting[k] == 0 {
                     free.push(k);
@@ -1127,7 +1132,7 @@ fn cycle_in(jobs: &[JobSpec<'_>]) -> Option<usize> {
             }
         }
     }
-    (seen < jobs.len()).then(|| (0..jobs.len()).find(|&j| waiting[j] > 0).unwrap_or(0))
+    (seen < waits.len()).then(|| (0..waits.len()).find(|&j| waiting[j] > 0).unwrap_or(0))
 }
 
 /// The order flows are taken in: by job, round and place in the round.

@@ -50,8 +50,6 @@ pub enum SimError {
     FluidTooLarge { work: u128, limit: u128, reached_secs: f64 },
     #[error("job {job} did not finish (this is a bug in the simulator; please report the input)")]
     Unfinished { job: String },
-    #[error("{0}")]
-    NotForFluid(String),
     #[error("simulated time passed its range (about 213 days)")]
     TimeOverflow,
 }

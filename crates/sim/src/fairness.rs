@@ -16,24 +16,6 @@ use crate::membership::Membership;
 /// Below this a resource's remaining unfrozen weight is rounding left by subtractions.
 const WEIGHT_EPSILON: f64 = 1e-12;
 
-/// A flow as the fairness computation sees it: the resources it crosses, with the
-/// fraction of its rate each carries.
-pub trait Demand {
-    fn resources(&self) -> &[(u32, f64)];
-}
-
-impl Demand for [(u32, f64)] {
-    fn resources(&self) -> &[(u32, f64)] {
-        self
-    }
-}
-
-impl Demand for Vec<(u32, f64)> {
-    fn resources(&self) -> &[(u32, f64)] {
-        self
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Level {
     level: f64,
@@ -81,15 +63,11 @@ impl FairShare {
         }
     }
 
-    /// Max-min fair rates (bytes/s) of `flows` on resources of `capacity` (bytes/s),
-    /// written to `rates` (one per flow). A flow that crosses no resource gets
-    /// `f64::INFINITY`. Resource indices must be below the size given to `new`.
-    pub fn rates<D: Demand + ?Sized, F: std::ops::Deref<Target = D>>(
-        &mut self,
-        flows: &[F],
-        capacity: &[f64],
-        rates: &mut Vec<f64>,
-    ) {
+    /// Max-min fair rates (bytes/s) of `flows` — each the resources it crosses, with the
+    /// fraction of its rate on each — on resources of `capacity` (bytes/s), written to
+    /// `rates` (one per flow). A flow that crosses no resource gets `f64::INFINITY`.
+    /// Resource indices must be below the size given to `new`.
+    pub fn rates(&mut self, flows: &[&[(u32, f64)]], capacity: &[f64], rates: &mut Vec<f64>) {
         rates.clear();
         rates.resize(flows.len(), f64::INFINITY);
         self.bottleneck.clear();
@@ -98,10 +76,9 @@ impl FairShare {
             self.weight[e as usize] = 0.0;
             self.used[e as usize] = 0.0;
         }
-        let demands: Vec<&[(u32, f64)]> = flows.iter().map(|f| f.resources()).collect();
-        self.index.build(&demands);
+        self.index.build(flows);
         // Weights summed flow by flow, in the flows' order (the same sums every time).
-        for f in &demands {
+        for f in flows {
             for &(e, w) in *f {
                 self.weight[e as usize] += w;
             }
@@ -130,7 +107,7 @@ impl FairShare {
                 self.frozen[i] = true;
                 rates[i] = level;
                 self.bottleneck[i] = resource;
-                for &(e2, w2) in demands[i] {
+                for &(e2, w2) in flows[i] {
                     let e2i = e2 as usize;
                     self.used[e2i] += w2 * level;
                     self.weight[e2i] -= w2;
@@ -159,7 +136,7 @@ mod tests {
     fn solve(flows: &[Vec<(u32, f64)>], capacity: &[f64]) -> Vec<f64> {
         let mut fair = FairShare::new(capacity.len());
         let mut rates = Vec::new();
-        let refs: Vec<&Vec<(u32, f64)>> = flows.iter().collect();
+        let refs: Vec<&[(u32, f64)]> = flows.iter().map(Vec::as_slice).collect();
         fair.rates(&refs, capacity, &mut rates);
         rates
     }

@@ -34,10 +34,11 @@ pub enum Dependencies {
 }
 
 impl Dependencies {
-    pub fn as_str(self) -> &'static str {
+    /// The rule in words.
+    pub fn describe(self) -> &'static str {
         match self {
-            Dependencies::Barriers => "barriers",
-            Dependencies::RankOrder => "rank-order",
+            Dependencies::Barriers => "round barriers",
+            Dependencies::RankOrder => "rank order",
         }
     }
 }
@@ -130,7 +131,8 @@ pub(crate) struct Job<'s> {
     pub reused_rounds: usize,
     /// The largest number of rounds held at once.
     pub window_peak: usize,
-    /// Items the window holds (see `held_items`), against `window_limit`.
+    /// Items the window holds (every op's place by rank, and one per round), against
+    /// `window_limit`.
     held_items: usize,
     /// Whether the job has started (its first `EnterAll` of round 0 came).
     pub started: bool,
@@ -238,7 +240,7 @@ impl<'s> Job<'s> {
         while self.window_first + self.window.len() <= round {
             let next = self.window_first + self.window.len();
             let made = self.make(next);
-            if self.held_items() + made.by_rank.len() + 1 > self.window_limit {
+            if self.held_items + made.by_rank.len() + 1 > self.window_limit {
                 return Err(self.window.len() + 1);
             }
             self.held_items += made.by_rank.len() + 1;
@@ -247,11 +249,6 @@ impl<'s> Job<'s> {
         }
         let i = round - self.window_first;
         Ok(&mut self.window[i])
-    }
-
-    /// Items held by the window: every op's place by rank, and one per round.
-    fn held_items(&self) -> usize {
-        self.held_items
     }
 
     fn make(&self, round: usize) -> MadeRound {
@@ -385,12 +382,12 @@ impl<'s> Job<'s> {
             if hi > lo {
                 return Ok(());
             }
-            self.leave(rank, round, at);
+            self.leave(round, at);
             round += 1;
         }
     }
 
-    fn leave(&mut self, _rank: Rank, round: usize, at: Picos) {
+    fn leave(&mut self, round: usize, at: Picos) {
         if let Some(i) = round.checked_sub(self.window_first) {
             if let Some(mr) = self.window.get_mut(i) {
                 mr.left += 1;
@@ -542,7 +539,7 @@ impl<'s> Job<'s> {
                     }
                 }
                 Dependencies::RankOrder => {
-                    self.leave(rank, round, at);
+                    self.leave(round, at);
                     self.enter(rank, round + 1, at, actions)?;
                 }
             }

@@ -35,7 +35,9 @@ use railyard_topology::{Placement, PlacementPolicy, Topology};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::engine::MAX_JOBS;
+use railyard_schedule::limits::MAX_PIPELINE_CHUNKS;
+
+use crate::engine::{on_cycle, JobSpec, MAX_JOBS};
 
 /// A jobs file larger than this is refused before it is parsed.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
@@ -201,15 +203,10 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
                 format!("{channels}: from 1 to {}", railyard_schedule::limits::MAX_CHANNELS),
             ));
         }
-        // The CLI's defaults: chain and trees in 4 pipelined chunks, the rest in 1.
-        let default_chunks = if algorithm.pipelined() { 4 } else { 1 };
-        let pipeline_chunks = entry.pipeline_chunks.unwrap_or(default_chunks);
-        if !(1..=railyard_schedule::limits::MAX_PIPELINE_CHUNKS).contains(&pipeline_chunks) {
-            return Err(field(
-                "pipeline_chunks",
-                format!("{pipeline_chunks}: from 1 to {}", railyard_schedule::limits::MAX_PIPELINE_CHUNKS),
-            ));
+        if let Some(asked) = entry.pipeline_chunks.filter(|c| !(1..=MAX_PIPELINE_CHUNKS).contains(c)) {
+            return Err(field("pipeline_chunks", format!("{asked}: from 1 to {MAX_PIPELINE_CHUNKS}")));
         }
+        let pipeline_chunks = chunks_for(algorithm, entry.pipeline_chunks);
         let options = GenOptions {
             groups: placement.ranks_by_server(topology),
             order: None,
@@ -251,23 +248,10 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             });
         }
     }
-    // A cycle of waits: Kahn's algorithm over the names.
-    let mut waiting: Vec<usize> = jobs.iter().map(|j| j.after.len()).collect();
-    let mut free: Vec<usize> = (0..jobs.len()).filter(|&j| waiting[j] == 0).collect();
-    let mut seen = 0;
-    while let Some(j) = free.pop() {
-        seen += 1;
-        for (k, other) in jobs.iter().enumerate() {
-            if other.after.contains(&jobs[j].name) {
-                waiting[k] -= 1;
-                if waiting[k] == 0 {
-                    free.push(k);
-                }
-            }
-        }
-    }
-    if seen < jobs.len() {
-        let index = (0..jobs.len()).find(|&j| waiting[j] > 0).unwrap_or(0);
+    // A cycle of waits, found on the jobs' places in the file.
+    let waits: Vec<Vec<usize>> =
+        jobs.iter().map(|j| j.after.iter().filter_map(|a| jobs.iter().position(|k| &k.name == a)).collect()).collect();
+    if let Some(index) = on_cycle(&waits) {
         return Err(JobsFileError::Field {
             index,
             name: jobs[index].name.clone(),
@@ -276,6 +260,46 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
         });
     }
     Ok(jobs)
+}
+
+/// Pipelined chunks of `algorithm`: what was asked, or the default — chain and trees in
+/// 4, the hierarchical all-reduces in 1; algorithms that are not cut into chunks, 1.
+pub fn chunks_for(algorithm: Algorithm, asked: Option<usize>) -> usize {
+    match algorithm {
+        Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => asked.unwrap_or(4),
+        Algorithm::Hierarchical | Algorithm::InNetwork => asked.unwrap_or(1),
+        _ => 1,
+    }
+}
+
+/// Every run of every job, as the simulator takes them: a job with `count` runs gives
+/// runs named `name#i`; `after` names become the places of every run of those jobs.
+/// Also which job of `planned` each run comes from.
+pub fn job_runs(planned: &[PlannedJob]) -> (Vec<JobSpec<'_>>, Vec<usize>) {
+    let mut specs = Vec::new();
+    let mut of_job = Vec::new();
+    let mut runs_of: Vec<std::ops::Range<usize>> = Vec::with_capacity(planned.len());
+    for (j, p) in planned.iter().enumerate() {
+        runs_of.push(specs.len()..specs.len() + p.starts_secs.len());
+        for (i, &start) in p.starts_secs.iter().enumerate() {
+            let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
+            specs.push(JobSpec {
+                ready_secs: p.ready_secs.clone(),
+                compute_secs: p.compute_secs,
+                ..JobSpec::new(name, &p.schedule, p.placement.clone(), start)
+            });
+            of_job.push(j);
+        }
+    }
+    for (spec, &j) in specs.iter_mut().zip(&of_job) {
+        spec.after = planned[j]
+            .after
+            .iter()
+            .filter_map(|name| planned.iter().position(|q| &q.name == name))
+            .flat_map(|k| runs_of[k].clone())
+            .collect();
+    }
+    (specs, of_job)
 }
 
 /// Read a jobs file, refusing one past `MAX_FILE_BYTES` before reading more of it (a

@@ -101,7 +101,7 @@ impl Queues {
             d.clear();
             d.extend(f.iter().copied().filter(|&(e, _)| self.host_side[e as usize]));
         }
-        let refs: Vec<&Vec<(u32, f64)>> = self.demands[..flows.len()].iter().collect();
+        let refs: Vec<&[(u32, f64)]> = self.demands[..flows.len()].iter().map(Vec::as_slice).collect();
         self.fair.rates(&refs, capacity, &mut self.rates);
         out.clear();
         out.extend(self.rates.iter().zip(delivery).map(|(&s, &r)| if s.is_finite() { s.max(r) } else { r }));

@@ -259,7 +259,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
             groups: groups.clone(),
             order: None,
             channels: if algorithm.uses_channels() { args.channels } else { 1 },
-            pipeline_chunks: chunks_for(algorithm, args.pipeline_chunks),
+            pipeline_chunks: railyard_sim::chunks_for(algorithm, args.pipeline_chunks),
             inter_stage: args.inter_stage,
         };
         let schedule = match generate_compact(algorithm, &spec, &options, elem_bytes) {
@@ -311,7 +311,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 args.format == Format::Md,
             )
             .map(|r| r.jobs[0].secs)
-            .map_err(|e| notes.push(format!("{}: {e:#}", rule(other))))
+            .map_err(|e| notes.push(format!("{}: {e:#}", other.describe())))
             .ok();
             (model, other_run)
         };
@@ -331,7 +331,8 @@ pub fn run(args: &SimArgs) -> Result<String> {
             std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
         }
         if let (Some(path), true) = (&args.trace, runs.is_empty()) {
-            let label = |_: u32, r: usize| round_label(&schedule, r);
+            // Labels from the report: made once per round, not walked per event.
+            let label = |_: u32, r: usize| report.jobs[0].per_round[r].label.clone();
             let json = report.trace.to_json(&[algorithm.to_string()], &label);
             std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
         }
@@ -382,16 +383,6 @@ fn sim_options(args: &SimArgs, dependencies: Dependencies, trace_events: Option<
     }
 }
 
-/// Chunks for `algorithm`: what was asked, or its default (chain and trees 4, the
-/// hierarchical all-reduces 1); none for the others.
-fn chunks_for(algorithm: Algorithm, asked: Option<usize>) -> usize {
-    match algorithm {
-        Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => asked.unwrap_or(4),
-        Algorithm::Hierarchical | Algorithm::InNetwork => asked.unwrap_or(1),
-        _ => 1,
-    }
-}
-
 fn simulate_one(
     topology: &Topology,
     schedule: &CompactSchedule,
@@ -416,25 +407,6 @@ fn simulate_one(
         .with_context(|| format!("simulating {algorithm}"))
 }
 
-fn round_label(schedule: &CompactSchedule, round: usize) -> String {
-    let mut left = round;
-    for (p, phase) in schedule.phases.iter().enumerate() {
-        let n = phase.rounds.rounds();
-        if left < n {
-            return schedule.round_label(p, left);
-        }
-        left -= n;
-    }
-    format!("round {round}")
-}
-
-fn rule(d: Dependencies) -> &'static str {
-    match d {
-        Dependencies::Barriers => "round barriers",
-        Dependencies::RankOrder => "rank order",
-    }
-}
-
 fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
     let mut s = format!(
         "# Simulated {} of {} over {} ranks on {}\n\n",
@@ -445,14 +417,14 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
     );
     s += &format!(
         "Transfers start by {}; links shared max-min fairly; paths: {}; per-step start-up α = {}.\n\n",
-        rule(out.dependencies),
+        out.dependencies.describe(),
         out.runs[0].report.paths.describe(),
         format_secs(topology.round_startup_secs)
     );
     let mut table = Table::new([
         "algorithm".to_string(),
-        format!("sim ({})", rule(out.dependencies)),
-        format!("sim ({})", rule(out.other)),
+        format!("sim ({})", out.dependencies.describe()),
+        format!("sim ({})", out.other.describe()),
         "model".to_string(),
         "sim / model".to_string(),
         "busiest resource".to_string(),
@@ -551,8 +523,6 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
                 format_bytes(fastest.report.reorder_peak_bytes)
             );
         }
-    }
-    if let Some(fastest) = out.runs.iter().min_by(|a, b| a.report.jobs[0].secs.total_cmp(&b.report.jobs[0].secs)) {
         if args.queues {
             s += &queue_table(&fastest.report);
         }
@@ -614,44 +584,13 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
     let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
     let paths = paths_of(args);
     let options = sim_options(args, dependencies, args.trace.is_some().then_some(MAX_TRACE_EVENTS));
-    let mut specs = Vec::new();
-    let mut of_spec = Vec::new();
-    // The runs of each job, by the job's place in the file, for `after`.
-    let mut runs_of: Vec<Vec<usize>> = Vec::with_capacity(planned.len());
-    for (j, p) in planned.iter().enumerate() {
-        runs_of.push((specs.len()..specs.len() + p.starts_secs.len()).collect());
-        for (i, &start) in p.starts_secs.iter().enumerate() {
-            let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
-            specs.push(JobSpec {
-                name,
-                schedule: &p.schedule,
-                placement: p.placement.clone(),
-                start_secs: start,
-                ready_secs: p.ready_secs.clone(),
-                after: Vec::new(),
-                compute_secs: p.compute_secs,
-            });
-            of_spec.push(j);
-        }
-    }
-    for (spec, &j) in specs.iter_mut().zip(&of_spec) {
-        spec.after = planned[j]
-            .after
-            .iter()
-            .filter_map(|name| planned.iter().position(|q| &q.name == name))
-            .flat_map(|k| runs_of[k].iter().copied())
-            .collect();
-    }
+    let (specs, of_spec) = railyard_sim::job_runs(&planned);
     let mut alone = Vec::with_capacity(planned.len());
     for p in &planned {
         let job = JobSpec {
-            name: p.name.clone(),
-            schedule: &p.schedule,
-            placement: p.placement.clone(),
-            start_secs: 0.0,
             ready_secs: p.ready_secs.clone(),
-            after: Vec::new(),
             compute_secs: p.compute_secs,
+            ..JobSpec::new(p.name.clone(), &p.schedule, p.placement.clone(), 0.0)
         };
         let r = simulate(topology, &[job], &SimOptions { trace_events: None, queues: false, ..options.clone() })
             .map_err(|e| stalled(e, topology))
@@ -674,7 +613,7 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
     }
     if let Some(path) = &args.trace {
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-        let label = |j: u32, r: usize| round_label(specs[j as usize].schedule, r);
+        let label = |j: u32, r: usize| report.jobs[j as usize].per_round[r].label.clone();
         std::fs::write(path, report.trace.to_json(&names, &label))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -711,7 +650,7 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         "# {} jobs sharing {}\n\nTransfers start by {}; links shared max-min fairly; paths: {}. All done at {}.\n\n",
         out.jobs.len(),
         out.topology,
-        rule(dependencies),
+        dependencies.describe(),
         paths.describe(),
         format_secs(out.makespan_secs)
     );
@@ -784,19 +723,16 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
     if let Some(path) = &args.jobs {
         let text = railyard_sim::read_jobs_file(path)?;
         planned = railyard_sim::parse_jobs(&text, topology).with_context(|| path.display().to_string())?;
-        for p in &planned {
-            for (i, &start) in p.starts_secs.iter().enumerate() {
-                let name = if p.starts_secs.len() > 1 { format!("{}#{i}", p.name) } else { p.name.clone() };
-                if !p.after.is_empty() || p.compute_secs > 0.0 || !p.ready_secs.is_empty() {
-                    bail!(
-                        "job {}: the fluid model (--flow-control) starts jobs at their start times; after, compute \
-                         and ready are the event engine's (drop --flow-control)",
-                        p.name
-                    );
-                }
-                specs.push(JobSpec::new(name, &p.schedule, p.placement.clone(), start));
-            }
+        if let Some(p) =
+            planned.iter().find(|p| !p.after.is_empty() || p.compute_secs > 0.0 || !p.ready_secs.is_empty())
+        {
+            bail!(
+                "job {}: the fluid model (--flow-control) starts jobs at their start times; after, compute and \
+                 ready are the event engine's (drop --flow-control)",
+                p.name
+            );
         }
+        specs = railyard_sim::job_runs(&planned).0;
     } else {
         let placement = Placement::new(topology, &args.placement, args.ranks)?;
         let (list, _) = algorithms(&args.algo, args.collective)?;
@@ -807,7 +743,7 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
                 groups: placement.ranks_by_server(topology),
                 order: None,
                 channels: if algorithm.uses_channels() { args.channels } else { 1 },
-                pipeline_chunks: chunks_for(algorithm, args.pipeline_chunks),
+                pipeline_chunks: railyard_sim::chunks_for(algorithm, args.pipeline_chunks),
                 inter_stage: args.inter_stage,
             };
             match generate_compact(algorithm, &spec, &options, elem_bytes) {
