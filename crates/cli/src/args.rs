@@ -11,6 +11,32 @@ pub enum Format {
     Json,
 }
 
+/// Where a command's topology comes from, and how its routes are chosen.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TopologyArgs {
+    /// Topology: a preset (`railyard topo list`), optionally with parameters
+    /// (`rail:servers=4`), or a TOML/JSON topology file
+    #[arg(long, default_value = "hgx-h100x2")]
+    pub topo: String,
+    /// Routes: path-type (NCCL's order: NVLink alone, then NVLink and PCIe, then the
+    /// network; the widest paths within the first that joins a pair) or widest (the
+    /// widest paths over any links, as with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1).
+    /// Default: the topology file's `routing`, else path-type
+    #[arg(long)]
+    pub routing: Option<railyard_topology::Routing>,
+}
+
+impl TopologyArgs {
+    pub fn load(&self) -> anyhow::Result<railyard_topology::Topology> {
+        use anyhow::Context;
+        let mut t = railyard_topology::load(&self.topo).with_context(|| format!("topology {}", self.topo))?;
+        if let Some(routing) = self.routing {
+            t.routing = routing;
+        }
+        Ok(t)
+    }
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     units::parse_bytes(text).map_err(|e| e.to_string())
 }

@@ -42,7 +42,11 @@ fn markdown_and_bad_input() {
     for args in [
         vec!["model", "clos-cut", "--ports", "63"],
         vec!["model", "clos-cut", "--tiers", "4"],
-        vec!["model", "clos-cut", "--oversubscription", "5:2"],
+        vec!["model", "clos-cut", "--ports", "4", "--oversubscription", "5:2"],
+        vec!["model", "clos-cut", "--ports", "6000000", "--tiers", "3"],
+        vec!["model", "clos-cut", "--down", "40", "--up", "30"],
+        vec!["model", "clos-cut", "--down", "40"],
+        vec!["model", "clos-cut", "--down", "40", "--up", "20", "--oversubscription", "2:1"],
         vec!["model", "clos-cut", "--oversubscription", "3"],
         vec!["model", "clos-cut", "--job-cards", "99999"],
         vec!["model", "clos-cut", "--port-bandwidth", "-1GB/s"],
@@ -52,4 +56,20 @@ fn markdown_and_bad_input() {
         assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains("error"), "{args:?}: {}", out.stderr);
     }
+}
+
+/// Real leaves split unevenly: 2:1 on 64 ports is 42 down, 21 up and one port idle;
+/// `--down/--up` give the split directly.
+#[test]
+fn uneven_splits_are_taken_and_the_idle_ports_said() {
+    let two_to_one = json(&["model", "clos-cut", "--oversubscription", "2:1", "--format", "json"]);
+    assert_eq!((two_to_one["leaf_down"].as_u64(), two_to_one["leaf_up"].as_u64()), (Some(42), Some(21)));
+    assert_eq!(two_to_one["leaf_idle"], 1);
+    assert_eq!(two_to_one["endpoints"], 64 * 42);
+    let md = railyard(&["model", "clos-cut", "--oversubscription", "2:1"]).stdout;
+    assert!(md.contains("42 down / 21 up (2:1), 1 port idle"), "{md}");
+    let explicit = json(&["model", "clos-cut", "--down", "40", "--up", "20", "--format", "json"]);
+    assert_eq!(explicit["leaf_idle"], 4);
+    assert_eq!(explicit["spines"], 20);
+    assert_eq!(explicit["bisection_bytes_per_sec"].as_f64().unwrap(), 64.0 * 20.0 / 2.0 * 50e9);
 }

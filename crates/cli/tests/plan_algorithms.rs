@@ -200,6 +200,27 @@ fn a_ring_order_range_may_count_down() {
     assert_eq!(bad.code, 2, "{}", bad.stdout);
 }
 
+/// `--order` and `--groups` that no algorithm asked for follows are refused, with the
+/// algorithms they apply to named; a difference from NCCL's pick that `--algo` left out
+/// is said as such, not as a disagreement.
+#[test]
+fn options_no_algorithm_follows_are_refused() {
+    let out = railyard(&["plan", "--algo", "tree", "--order", "0-7"]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stderr.contains("--order") && out.stderr.contains("ring and chain"), "{}", out.stderr);
+    let out = railyard(&["plan", "--algo", "ring", "--groups", "0-7/8-15"]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stderr.contains("--groups") && out.stderr.contains("hierarchical"), "{}", out.stderr);
+    // With one that follows it among others, it is used where it applies.
+    let mixed = json(&["plan", "--algo", "ring,tree", "--order", "0-7,15-8", "--format", "json"]);
+    assert_eq!(mixed["algorithms"].as_array().unwrap().len(), 2);
+    let small = json(&["plan", "--algo", "ring", "--size", "8KiB", "--format", "json"]);
+    assert_eq!(small["choice"]["nccl"]["algorithm"], "tree");
+    assert_eq!(small["choice"]["nccl_family_compared"], false);
+    let md = railyard(&["plan", "--algo", "ring", "--size", "8KiB"]).stdout;
+    assert!(md.contains("not among the algorithms compared") && !md.contains("disagree"), "{md}");
+}
+
 /// An algorithm asked for twice is planned once, and `--channels` is reported only on
 /// the ring algorithms that run on channels.
 #[test]

@@ -194,3 +194,40 @@ fn sizes_the_ranks_do_not_divide_and_zero() {
         }
     }
 }
+
+/// Seed 001 §7.2.1, the discussion after example 7.2: how fast must the local link be
+/// for the hierarchical all-reduce to win? Its 14 local rounds move 336 MiB per rank and
+/// its two cross-server rounds take about 0.5 ms, so it matches the ring's NIC-bound
+/// 7.6 ms at 336 MiB / B_L + 0.5 ms = 7.6 ms, B_L ≈ 50 GB/s. Found here by bisection
+/// over `plan` with a slower NVLink: routes rank paths by type (NVLink before the NICs,
+/// as NCCL does), so a slow NVLink is used, not bypassed. With `--routing widest` the
+/// local rounds detour through the NICs and the hierarchical all-reduce never slows
+/// past the ring, however slow NVLink gets (the behaviour issue 11 reported).
+#[test]
+fn the_local_bandwidth_where_hierarchical_stops_winning_is_about_50_gb_per_s() {
+    let at = |nvlink_gb_per_s: f64, routing: &str| {
+        let topo = format!("hgx-h100x2:nvlink={nvlink_gb_per_s}GB/s");
+        let args = ["plan", "--topo", &topo, "--routing", routing, "--algo", "ring,hierarchical", "--format", "json"];
+        let plan = json(&args);
+        (ms(&plan, "ring"), ms(&plan, "hierarchical"))
+    };
+    let (ring_fast, _) = at(450.0, "path-type");
+    assert!(close(ring_fast, 7.6, 0.05), "{ring_fast}");
+    // The ring keeps its NIC-bound time while NVLink is no slower than a NIC.
+    assert_eq!(at(60.0, "path-type").0, ring_fast);
+    let (mut lo, mut hi) = (10.0_f64, 450.0_f64);
+    while hi - lo > 0.05 {
+        let mid = (lo + hi) / 2.0;
+        if at(mid, "path-type").1 > ring_fast {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    assert!(close(hi, 50.0, 1.0), "hierarchical matches the NIC-bound ring at NVLink {hi} GB/s");
+    // Widest-path routing bypasses a slow NVLink through the network.
+    let (_, hierarchical_widest) = at(20.0, "widest");
+    assert!(hierarchical_widest < ring_fast, "{hierarchical_widest}");
+    let (_, hierarchical_typed) = at(20.0, "path-type");
+    assert!(hierarchical_typed > 2.0 * ring_fast, "{hierarchical_typed}");
+}

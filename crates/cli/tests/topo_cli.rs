@@ -37,12 +37,74 @@ fn hgx_preset_has_the_seed_numbers() {
     let t = json(&["topo", "show", "hgx-h100x2", "--format", "json"]);
     assert_eq!(t["gpus"], 16);
     assert_eq!(t["servers"], 2);
-    assert!((t["round_startup_secs"].as_f64().unwrap() - 0.833e-6).abs() < 1e-15);
-    let links = t["links"].as_array().unwrap();
+    assert!((t["round_startup"].as_f64().unwrap() - 0.833e-6).abs() < 1e-15);
+    let links = t["link"].as_array().unwrap();
     let nvlink = links.iter().find(|l| l["class"] == "nvlink").unwrap();
-    assert_eq!(nvlink["bytes_per_sec"].as_f64().unwrap(), 450e9);
+    assert_eq!(nvlink["bandwidth"].as_f64().unwrap(), 450e9);
     let nic = links.iter().find(|l| l["class"] == "nic").unwrap();
-    assert_eq!(nic["bytes_per_sec"].as_f64().unwrap(), 50e9);
+    assert_eq!(nic["bandwidth"].as_f64().unwrap(), 50e9);
+}
+
+/// What `topo show --format json` and `topo export -o x.toml|x.json` write loads again
+/// and shows the same, byte for byte; `-o x.json` never writes XML.
+#[test]
+fn shown_and_exported_topologies_load_again() {
+    for spec in ["hgx-h100x2", "rail:servers=3,gpus=4,over=3:1", "clos:k=4,tiers=3", "a100-pcie-control:ports=3"] {
+        let shown = railyard(&["topo", "show", spec, "--format", "json"]).stdout;
+        let json_file = temp_file("shown.json", &shown);
+        assert_eq!(railyard(&["topo", "show", &json_file, "--format", "json"]).stdout, shown, "{spec}");
+        for ext in ["toml", "json"] {
+            let path = temp_file(&format!("exported.{ext}"), "");
+            let out = railyard(&["topo", "export", spec, "-o", &path]);
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            assert_eq!(railyard(&["topo", "show", &path, "--format", "json"]).stdout, shown, "{spec} .{ext}");
+            let plan_a = json(&["plan", "--topo", spec, "--algo", "ring", "--format", "json"]);
+            let plan_b = json(&["plan", "--topo", &path, "--algo", "ring", "--format", "json"]);
+            assert_eq!(plan_a["algorithms"], plan_b["algorithms"]);
+        }
+    }
+    let xml = railyard(&["topo", "export", "hgx-h100x2"]).stdout;
+    assert!(xml.starts_with("<system"), "{xml}");
+    let toml = railyard(&["topo", "export", "hgx-h100x2", "--format", "toml"]).stdout;
+    assert!(toml.contains("[[device]]"), "{toml}");
+    for bad in [
+        vec!["topo", "export", "hgx-h100x2", "-o", "x.json", "--format", "nccl-xml"],
+        vec!["topo", "export", "hgx-h100x2", "-o", "x.yaml"],
+    ] {
+        let out = railyard(&bad);
+        assert_eq!(out.code, 2, "{bad:?}");
+        assert!(out.stderr.contains("-o"), "{}", out.stderr);
+    }
+    // The summary counts are checked when present.
+    let edited = temp_file(
+        "edited.json",
+        &railyard(&["topo", "show", "hgx-h100x2", "--format", "json"]).stdout.replace("\"gpus\": 16", "\"gpus\": 15"),
+    );
+    let out = railyard(&["topo", "validate", &edited]);
+    assert!(out.stderr.contains("gpus = 15, but its devices hold 16"), "{}", out.stderr);
+}
+
+/// Files that describe nothing to run on, or numbers no link has, are refused with the field.
+#[test]
+fn empty_and_absurd_files_are_refused() {
+    for (name, text, word) in [
+        ("empty.toml", "", "no GPU"),
+        ("switch-only.toml", "[[device]]\nname = \"s\"\nkind = \"switch\"\n", "no GPU"),
+        (
+            "slow.toml",
+            "[[device]]\nname = \"a\"\nkind = \"gpu\"\n[[device]]\nname = \"b\"\nkind = \"gpu\"\n\
+             [[link]]\nfrom = \"a\"\nto = \"b\"\nbandwidth = 1e-300\n",
+            "1 byte/s to 10 PB/s",
+        ),
+        ("noname.toml", "[[device]]\nname = \"\"\nkind = \"gpu\"\n", "is empty"),
+    ] {
+        let path = temp_file(name, text);
+        for args in [vec!["topo", "validate", path.as_str()], vec!["plan", "--topo", path.as_str()]] {
+            let out = railyard(&args);
+            assert_eq!(out.code, 2, "{args:?}");
+            assert!(out.stderr.contains(word), "{args:?}: {}", out.stderr);
+        }
+    }
 }
 
 #[test]
@@ -92,7 +154,7 @@ fn bad_files_name_the_field() {
         (
             "negative-number.toml",
             format!("{device}[[link]]\nfrom = \"g0\"\nto = \"g1\"\nbandwidth = -5.0\n"),
-            "bandwidth must be a positive",
+            "bandwidth must be 1 byte/s to 10 PB/s",
         ),
         (
             "bad-unit.toml",

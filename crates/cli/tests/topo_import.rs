@@ -26,12 +26,12 @@ fn dgx_a100_matrix_is_an_nvswitch_of_nv12() {
     let t =
         json(&["topo", "import", "--nvidia-smi", &sample("dgx-a100.nvidia-smi.txt"), "-o", &out, "--format", "json"]);
     assert_eq!(t["topology"]["gpus"], 8);
-    let nvlinks: Vec<f64> = t["topology"]["links"]
+    let nvlinks: Vec<f64> = t["topology"]["link"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|l| l["class"] == "nvlink")
-        .map(|l| l["bytes_per_sec"].as_f64().unwrap())
+        .map(|l| l["bandwidth"].as_f64().unwrap())
         .collect();
     assert!(!nvlinks.is_empty() && nvlinks.iter().all(|&b| b == 300e9), "NV12 = 12 x 25 GB/s to one NVSwitch");
     // Ring all-reduce of 192 MiB over 8 GPUs: 14 rounds of 24 MiB at 300 GB/s + α.

@@ -66,6 +66,25 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
             asked.push(algorithm);
         }
     }
+    // An option no algorithm asked for follows is a mistake to say, not to drop.
+    let runs = |a: &Algorithm| a.supports(request.collective);
+    let names = || asked.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+    if request.order.is_some() && !asked.iter().filter(|a| runs(a)).any(|a| a.uses_order()) {
+        return Err(ModelError::BadInput {
+            field: "--order".into(),
+            message: format!("sets the order of ring and chain, and none of the algorithms asked ({}) is one", names()),
+        });
+    }
+    if request.groups.is_some() && !asked.iter().filter(|a| runs(a)).any(|a| a.uses_groups()) {
+        return Err(ModelError::BadInput {
+            field: "--groups".into(),
+            message: format!(
+                "sets the server groups of hierarchical, in-network and interleaved-ring, and none of the \
+                 algorithms asked ({}) is one",
+                names()
+            ),
+        });
+    }
     for &algorithm in &asked {
         let chunk_choices: Vec<usize> = match (algorithm.pipelined(), request.pipeline_chunks) {
             (false, _) => vec![1],

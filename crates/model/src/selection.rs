@@ -62,6 +62,9 @@ pub struct Choice {
     pub nccl: NcclRule,
     /// Whether our choice is in the family the rule of thumb picks.
     pub agrees_with_nccl: bool,
+    /// Whether an algorithm of that family was among those compared: when `--algo`
+    /// left it out, a difference is no disagreement.
+    pub nccl_family_compared: bool,
 }
 
 /// The fastest of the plan's algorithms, the first of equals in the plan's order: what
@@ -86,6 +89,7 @@ pub fn choose(plan: &crate::plan::Plan, in_network_available: bool) -> Option<Ch
         runner_up_secs: second.map(|b| b.total_secs),
         margin: second.map(|b| if best.total_secs > 0.0 { b.total_secs / best.total_secs - 1.0 } else { 0.0 }),
         agrees_with_nccl: family == Some(wanted),
+        nccl_family_compared: plan.algorithms.iter().any(|b| nccl_family(&b.name) == Some(wanted)),
         nccl,
     })
 }

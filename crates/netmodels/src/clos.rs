@@ -9,6 +9,19 @@ use serde::Serialize;
 
 use crate::error::NetModelError;
 
+/// The largest switch radix accepted: 2,048 ports (today's largest switches have 512),
+/// which keeps a 3-tier fabric's counts (k·(k/2)·d endpoints) far inside 64 bits.
+pub const MAX_PORTS: usize = 2048;
+
+/// A leaf's ports: `down` to endpoints, `up` to the next tier, `idle` unused (a ratio
+/// that does not divide the radix, e.g. 2:1 on 64 ports is 42 + 21 with 1 idle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LeafSplit {
+    pub down: usize,
+    pub up: usize,
+    pub idle: usize,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClosInput {
     pub ports: usize,
@@ -36,6 +49,8 @@ pub struct ClosCut {
     pub tiers: u8,
     pub leaf_down: usize,
     pub leaf_up: usize,
+    /// Leaf ports neither down nor up (k − d − u).
+    pub leaf_idle: usize,
     /// d / u
     pub oversubscription: f64,
     pub endpoints: usize,
@@ -56,30 +71,47 @@ pub struct ClosCut {
     pub per_card_bytes_per_sec: Option<f64>,
 }
 
-/// Split k ports by a d:u ratio into (down, up).
-pub fn leaf_ports(ports: usize, ratio: (usize, usize)) -> Result<(usize, usize), NetModelError> {
-    railyard_topology::presets::ClosParams::leaf_ports(ports, ratio).ok_or_else(|| NetModelError::BadInput {
-        field: "oversubscription".into(),
-        message: format!("{}:{} does not split {ports} ports into whole down and up counts", ratio.0, ratio.1),
-    })
+/// The largest whole split of k ports in the ratio d:u, as the Clos generator makes
+/// its leaves (`ClosParams::leaf_ports`); the rest stay idle.
+pub fn leaf_ports(ports: usize, ratio: (usize, usize)) -> Result<LeafSplit, NetModelError> {
+    check_ports(ports)?;
+    let bad = |message: String| NetModelError::BadInput { field: "oversubscription".into(), message };
+    let (down, up) = railyard_topology::presets::ClosParams::leaf_ports(ports, ratio).ok_or_else(|| {
+        bad(format!("{}:{}: both sides at least 1, and one group of them within {ports} ports", ratio.0, ratio.1))
+    })?;
+    Ok(LeafSplit { down, up, idle: ports - down - up })
+}
+
+/// Explicit down and up port counts; the rest of the k ports are idle.
+pub fn leaf_ports_explicit(ports: usize, down: usize, up: usize) -> Result<LeafSplit, NetModelError> {
+    check_ports(ports)?;
+    if down == 0 || up == 0 || down.checked_add(up).is_none_or(|used| used > ports) {
+        return Err(NetModelError::BadInput {
+            field: "down/up".into(),
+            message: format!("{down} down + {up} up: both at least 1, together at most the {ports} ports"),
+        });
+    }
+    Ok(LeafSplit { down, up, idle: ports - down - up })
+}
+
+fn check_ports(k: usize) -> Result<(), NetModelError> {
+    if k < 2 || !k.is_multiple_of(2) || k > MAX_PORTS {
+        return Err(NetModelError::BadInput {
+            field: "ports".into(),
+            message: format!("{k}: must be even, from 2 to {MAX_PORTS}"),
+        });
+    }
+    Ok(())
 }
 
 pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, NetModelError> {
     let ClosInput { ports: k, tiers, down: d, up: u, port_bytes_per_sec: bw, job_cards } = *input;
-    if k < 2 || k % 2 != 0 {
+    let split = leaf_ports_explicit(k, d, u)?;
+    if !(1.0..=1e16).contains(&bw) {
         return Err(NetModelError::BadInput {
-            field: "ports".into(),
-            message: format!("{k}: must be even and at least 2"),
+            field: "port bandwidth".into(),
+            message: format!("{bw} bytes/s: must be 1 byte/s to 10 PB/s"),
         });
-    }
-    if d + u != k || d == 0 || u == 0 {
-        return Err(NetModelError::BadInput {
-            field: "oversubscription".into(),
-            message: format!("{d} down + {u} up must be {k} ports, both > 0"),
-        });
-    }
-    if !(bw.is_finite() && bw > 0.0) {
-        return Err(NetModelError::BadInput { field: "port bandwidth".into(), message: "must be positive".into() });
     }
     let (endpoints, leaves, spines, cores, top_links) = match tiers {
         2 => (k * d, k, u, 0, k * u),
@@ -120,6 +152,7 @@ pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, NetModelError> {
         tiers,
         leaf_down: d,
         leaf_up: u,
+        leaf_idle: split.idle,
         oversubscription: d as f64 / u as f64,
         endpoints,
         switches: leaves + spines + cores,
@@ -141,7 +174,7 @@ mod tests {
     use super::*;
 
     fn cut(tiers: u8, ratio: (usize, usize), job: Option<usize>) -> ClosCut {
-        let (down, up) = leaf_ports(64, ratio).unwrap();
+        let LeafSplit { down, up, .. } = leaf_ports(64, ratio).unwrap();
         clos_cut(&ClosInput { ports: 64, tiers, down, up, port_bytes_per_sec: 50e9, job_cards: job }).unwrap()
     }
 
@@ -168,8 +201,27 @@ mod tests {
     }
 
     #[test]
+    fn uneven_ratios_take_the_largest_whole_split() {
+        assert_eq!(leaf_ports(64, (2, 1)).unwrap(), LeafSplit { down: 42, up: 21, idle: 1 });
+        assert_eq!(leaf_ports(64, (4, 2)).unwrap(), LeafSplit { down: 42, up: 21, idle: 1 });
+        assert_eq!(leaf_ports(64, (5, 2)).unwrap(), LeafSplit { down: 45, up: 18, idle: 1 });
+        assert_eq!(leaf_ports(64, (3, 1)).unwrap(), LeafSplit { down: 48, up: 16, idle: 0 });
+        let c =
+            clos_cut(&ClosInput { ports: 64, tiers: 2, down: 42, up: 21, port_bytes_per_sec: 50e9, job_cards: None })
+                .unwrap();
+        // 64 leaves x 42 endpoints; 21 spines; bisection = 64·21/2 links.
+        assert_eq!((c.endpoints, c.spines, c.leaf_idle, c.top_links), (2688, 21, 1, 1344));
+        assert!((c.bisection_bytes_per_sec - 672.0 * 50e9).abs() < 1.0);
+        assert!((c.oversubscription - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
     fn bad_shapes_are_errors() {
-        assert!(leaf_ports(64, (5, 2)).is_err());
+        assert!(leaf_ports(4, (5, 2)).is_err());
+        assert!(leaf_ports(64, (usize::MAX, usize::MAX - 1)).is_err());
+        assert!(leaf_ports(6_000_000, (1, 1)).unwrap_err().to_string().contains("2048"));
+        assert!(leaf_ports_explicit(64, 40, 30).is_err());
+        assert!(leaf_ports_explicit(64, usize::MAX, 2).is_err());
         assert!(clos_cut(&ClosInput { ports: 7, tiers: 2, down: 4, up: 3, port_bytes_per_sec: 1.0, job_cards: None })
             .is_err());
         assert!(clos_cut(&ClosInput { ports: 8, tiers: 4, down: 4, up: 4, port_bytes_per_sec: 1.0, job_cards: None })

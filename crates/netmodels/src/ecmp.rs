@@ -37,8 +37,10 @@ pub struct EcmpCase {
     pub uplinks: u32,
     /// ⌈n/m⌉: the busiest uplink with no collision.
     pub collision_free_max: u32,
-    /// P(L_max = k) for k = 0..=n.
+    /// P(L_max = k) for k = 0, 1, ... up to where what is left is below 1e-30.
     pub distribution: Vec<f64>,
+    /// P(L_max ≥ distribution.len()): the mass not listed, exact (0 when all is listed).
+    pub tail_probability: f64,
     pub expected_max: f64,
     pub percentile_max: u32,
     /// P(L_max ≤ 1): no two flows share an uplink.
@@ -74,6 +76,9 @@ fn ways_at_most(n: usize, m: usize, k: usize, binom: &[Vec<BigUint>]) -> BigUint
     std::mem::take(&mut ways[n])
 }
 
+/// Counting work allowed per case, in big-number multiply-adds: about 5 s here.
+pub const MAX_COUNTING_STEPS: u128 = 50_000_000;
+
 fn ratio_f64(num: &BigUint, den: &BigUint) -> f64 {
     BigRational::new(num.clone().into(), den.clone().into()).to_f64().unwrap_or(f64::NAN)
 }
@@ -100,35 +105,68 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelEr
         }
     }
     let total = BigUint::from(m).pow(n as u32);
-    // cumulative[k] = ways with L_max ≤ k; exact up to the k where it reaches the total.
+    // Assignments where one given uplink holds more than k flows: Σ_{j>k} C(n,j)(m−1)^{n−j}.
+    // m times it bounds those where any uplink does (exactly equal once 2(k+1) > n: only
+    // one uplink can), which says up front where the listed distribution will stop.
+    let over = |k: usize| -> BigUint {
+        binom[n].iter().enumerate().skip(k + 1).map(|(j, c)| c * BigUint::from(m - 1).pow((n - j) as u32)).sum()
+    };
+    let negligible = |tail: &BigUint| tail * BigUint::from(10u32).pow(30) < total;
+    let exact_from = |k: usize| 2 * (k + 1) > n;
+    let mut steps: u128 = 0;
+    for k in 0..=n {
+        if exact_from(k) || negligible(&(over(k) * BigUint::from(m))) {
+            break;
+        }
+        steps += (m * (n + 1) * (k + 1)) as u128;
+    }
+    if steps > MAX_COUNTING_STEPS {
+        return Err(NetModelError::BadInput {
+            field: "cases".into(),
+            message: format!(
+                "{n} flows on {m} uplinks takes about {steps:.1e} big-number steps to count exactly, more than \
+                 the limit of {MAX_COUNTING_STEPS:.0e} (a few seconds); fewer flows or fewer uplinks count faster",
+                steps = steps as f64,
+                MAX_COUNTING_STEPS = MAX_COUNTING_STEPS as f64
+            ),
+        });
+    }
+    // cumulative[k] = ways with L_max ≤ k, counted until what is left is negligible.
     let mut cumulative: Vec<BigUint> = Vec::with_capacity(n + 1);
     for k in 0..=n {
-        let c = if 2 * (k + 1) > n {
+        let c = if exact_from(k) {
             // Only one uplink can hold more than k flows: subtract those assignments exactly.
-            let mut over = BigUint::zero();
-            for (j, choose) in binom[n].iter().enumerate().skip(k + 1) {
-                over += choose * BigUint::from(m - 1).pow((n - j) as u32);
-            }
-            &total - over * BigUint::from(m)
+            &total - over(k) * BigUint::from(m)
         } else {
             ways_at_most(n, m, k, &binom)
         };
+        let done = negligible(&(&total - &c));
         cumulative.push(c);
+        if done {
+            break;
+        }
     }
-    let distribution: Vec<f64> = (0..=n)
+    let listed = cumulative.len();
+    let distribution: Vec<f64> = (0..listed)
         .map(|k| {
             let below = if k == 0 { BigUint::zero() } else { cumulative[k - 1].clone() };
             ratio_f64(&(&cumulative[k] - &below), &total)
         })
         .collect();
-    // E[L_max] = Σ_k P(L_max > k), summed exactly then converted.
+    let last = cumulative.last().cloned().unwrap_or_default();
+    let tail_probability = ratio_f64(&(&total - &last), &total);
+    // E[L_max] = Σ_k P(L_max > k), summed exactly then converted; past the listed k the
+    // terms are each at most the (negligible) tail, so they are bounded by n·tail.
     let mut tail = BigUint::zero();
     for c in cumulative.iter().take(n) {
         tail += &total - c;
     }
+    tail += (&total - &last) * BigUint::from(n.saturating_sub(listed));
     let expected = ratio_f64(&tail, &total);
     let target = BigRational::from_float(percentile).unwrap_or_else(BigRational::one);
-    let percentile_max = (0..=n)
+    // A percentile below 1 is reached within the listed k (the rest is below 1e-30, and
+    // f64's largest number below 1 is 1 − 1.1e-16); p100 is n: all on one uplink can happen.
+    let percentile_max = (0..listed)
         .find(|&k| BigRational::new(cumulative[k].clone().into(), total.clone().into()) >= target)
         .unwrap_or(n) as u32;
     let no_collision = cumulative.get(1).cloned().unwrap_or_default();
@@ -139,6 +177,7 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelEr
         uplinks: m as u32,
         collision_free_max: free,
         distribution,
+        tail_probability,
         expected_max: expected,
         percentile_max,
         no_collision_probability: ratio_f64(&no_collision, &total),
@@ -218,8 +257,26 @@ mod tests {
         assert_eq!((row(3).0, row(3).1, row(3).2, row(3).3), (4.83, 8, 0.0, 41.4));
         assert_eq!((row(4).0, row(4).1, row(4).2, row(4).3), (13.36, 18, 0.0, 59.9));
         for c in &o.cases {
-            let sum: f64 = c.distribution.iter().sum();
+            let sum: f64 = c.distribution.iter().sum::<f64>() + c.tail_probability;
             assert!((sum - 1.0).abs() < 1e-12);
+            assert!(c.tail_probability < 1e-30);
         }
+    }
+
+    /// Listing stops where the rest is below 1e-30, which changes no reported figure:
+    /// 8 flows on 16 uplinks lists P(L_max = 0..=8) with all mass, a larger case stops early.
+    #[test]
+    fn the_listing_stops_at_a_negligible_tail_and_costly_cases_are_refused() {
+        let small = ecmp_case(8, 16, 0.99).unwrap();
+        assert_eq!((small.distribution.len(), small.tail_probability), (9, 0.0));
+        let big = ecmp_case(200, 200, 0.99).unwrap();
+        assert!(big.distribution.len() < 60 && big.tail_probability < 1e-30, "{}", big.distribution.len());
+        assert!(big.tail_probability > 0.0);
+        let e = ecmp_case(512, 512, 0.99).unwrap_err().to_string();
+        assert!(e.contains("limit of 5e7"), "{e}");
+        let e = ecmp_case(513, 2, 0.99).unwrap_err().to_string();
+        assert!(e.contains("512 flows"), "{e}");
+        // p100 is every flow on one uplink.
+        assert_eq!(ecmp_case(32, 32, 1.0).unwrap().percentile_max, 32);
     }
 }

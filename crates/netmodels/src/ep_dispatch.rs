@@ -168,11 +168,27 @@ fn direction(v: &[Vec<f64>], send_bw: f64, layout: &ReceiverLayout, layout_recei
     }
 }
 
+/// The matrix is held and printed whole: at most 2^20 sender × receiver cells (1,024 ×
+/// 1,024), and at most 4,096 on either side or NICs in a layout. The seed's case is 8 × 8.
+pub const MAX_MATRIX_CELLS: usize = 1 << 20;
+pub const MAX_SIDE: usize = 4096;
+
 pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModelError> {
-    if input.senders == 0 || input.receivers == 0 {
+    for (field, n) in [("senders", input.senders), ("receivers", input.receivers)] {
+        if !(1..=MAX_SIDE).contains(&n) {
+            return Err(NetModelError::BadInput {
+                field: field.into(),
+                message: format!("{n}: must be 1 to {MAX_SIDE}"),
+            });
+        }
+    }
+    if input.senders * input.receivers > MAX_MATRIX_CELLS {
         return Err(NetModelError::BadInput {
             field: "senders/receivers".into(),
-            message: "must be at least 1".into(),
+            message: format!(
+                "{} x {} is more than the {MAX_MATRIX_CELLS} cells of matrix this model holds and prints",
+                input.senders, input.receivers
+            ),
         });
     }
     if input.cross_fraction > 1.0 {
@@ -193,7 +209,7 @@ pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModel
             r.iter().map(|row| row.iter().map(|&c| c as f64).collect()).collect()
         }
         None => {
-            let remote = (input.tokens * input.top_k) as f64 * input.cross_fraction;
+            let remote = input.tokens as f64 * input.top_k as f64 * input.cross_fraction;
             let each = remote / (input.senders * input.receivers) as f64;
             vec![vec![each; input.receivers]; input.senders]
         }
@@ -206,10 +222,10 @@ pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModel
         .collect();
     let mut layouts = Vec::with_capacity(input.layouts.len());
     for (k, l) in input.layouts.iter().enumerate() {
-        if l.nics == 0 {
+        if !(1..=MAX_SIDE).contains(&l.nics) {
             return Err(NetModelError::BadInput {
                 field: format!("layouts[{k}].nics"),
-                message: "must be at least 1".into(),
+                message: format!("{}: must be 1 to {MAX_SIDE}", l.nics),
             });
         }
         positive(&format!("layouts[{k}].nic_bytes_per_sec"), l.nic_bytes_per_sec)?;
@@ -263,6 +279,18 @@ impl EpDispatchOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_past_the_limits_are_refused_before_anything_is_allocated() {
+        let with = |senders, receivers, tokens| EpDispatchInput { senders, receivers, tokens, ..Default::default() };
+        let e = ep_dispatch(&with(100_000, 100_000, 1024)).unwrap_err().to_string();
+        assert!(e.contains("senders") && e.contains("4096"), "{e}");
+        let e = ep_dispatch(&with(4096, 4096, 1024)).unwrap_err().to_string();
+        assert!(e.contains("1048576 cells"), "{e}");
+        // Large counts do not overflow: tokens x top_k is taken in floating point.
+        let o = ep_dispatch(&with(1024, 1024, u64::MAX)).unwrap();
+        assert!(o.remote_dispatches.is_finite() && o.remote_dispatches > 1e19);
+    }
 
     #[test]
     fn seed_7_2_3() {

@@ -6,12 +6,20 @@ use railyard_topology::{presets::preset, DeviceKind};
 
 #[test]
 fn generated_fabrics_match_the_closed_forms() {
-    for (k, tiers, ratio) in
-        [(8, 2, (1, 1)), (8, 2, (3, 1)), (4, 3, (1, 1)), (8, 3, (1, 1)), (8, 3, (3, 1)), (12, 2, (2, 1))]
-    {
+    for (k, tiers, ratio) in [
+        (8, 2, (1, 1)),
+        (8, 2, (3, 1)),
+        (4, 3, (1, 1)),
+        (8, 3, (1, 1)),
+        (8, 3, (3, 1)),
+        (12, 2, (2, 1)),
+        (8, 2, (2, 1)),
+        (10, 3, (3, 1)),
+    ] {
         let spec = format!("clos:k={k},tiers={tiers},over={}:{}", ratio.0, ratio.1);
         let t = preset(&spec).unwrap();
-        let (down, up) = leaf_ports(k, ratio).unwrap();
+        let split = leaf_ports(k, ratio).unwrap();
+        let (down, up) = (split.down, split.up);
         let model =
             clos_cut(&ClosInput { ports: k, tiers, down, up, port_bytes_per_sec: 50e9, job_cards: None }).unwrap();
         let switches = t.devices.iter().filter(|d| d.kind == DeviceKind::Switch).count();

@@ -102,6 +102,16 @@ impl Algorithm {
         matches!(self, Algorithm::Ring | Algorithm::InterleavedRing)
     }
 
+    /// Whether the algorithm follows a given rank order (`GenOptions::order`).
+    pub fn uses_order(self) -> bool {
+        matches!(self, Algorithm::Ring | Algorithm::Chain)
+    }
+
+    /// Whether the algorithm follows given server groups (`GenOptions::groups`).
+    pub fn uses_groups(self) -> bool {
+        matches!(self, Algorithm::InterleavedRing | Algorithm::Hierarchical | Algorithm::InNetwork)
+    }
+
     /// Whether the algorithm cuts the message into pipelined chunks (`pipeline_chunks`).
     pub fn pipelined(self) -> bool {
         matches!(self, Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree)

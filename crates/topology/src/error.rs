@@ -33,9 +33,11 @@ pub enum TopologyError {
     DuplicateInterface { field: String, name: String },
     #[error("{field}: a link from \"{name}\" to itself")]
     SelfLink { field: String, name: String },
-    #[error("{field}: bandwidth must be a positive, finite number of bytes per second (got {value})")]
+    #[error("{field}: bandwidth must be 1 byte/s to 10 PB/s (1 to 1e16 bytes per second; got {value})")]
     BadBandwidth { field: String, value: f64 },
-    #[error("{field}: latency must be a finite number of seconds >= 0 (got {value})")]
+    #[error("{field}: name \"{name}\" {problem}")]
+    BadName { field: String, name: String, problem: &'static str },
+    #[error("{field}: latency must be 0 to 1 s (got {value} s)")]
     BadLatency { field: String, value: f64 },
     #[error("{field}: rank {rank} is placed on \"{name}\", which is a {kind}, not a GPU")]
     RankNotOnGpu { field: String, rank: usize, name: String, kind: String },

@@ -70,10 +70,18 @@ impl Topology {
     /// This topology without `links` (devices, interfaces and everything else kept, so
     /// device and resource names stay the same).
     pub fn without_links(&self, links: &[LinkId]) -> Result<Topology, TopologyError> {
-        let mut b = TopologyBuilder::new(format!("{} (failed: {} links)", self.name, links.len()));
+        let name = format!("{} (failed: {} links)", self.name, links.len());
+        self.with_links_where(name, |l| links.binary_search(&l).is_err())
+    }
+
+    /// This topology with only the links `keep` keeps, in their order (devices,
+    /// interfaces and everything else kept): link `i` of the result is the `i`-th kept.
+    pub fn with_links_where(&self, name: String, keep: impl Fn(LinkId) -> bool) -> Result<Topology, TopologyError> {
+        let mut b = TopologyBuilder::new(name);
         b.description(self.description.clone());
         b.round_startup_secs(self.round_startup_secs);
         b.host_costs(self.host);
+        b.routing(self.routing);
         for d in &self.devices {
             b.add_device(d.clone(), "device");
         }
@@ -81,7 +89,7 @@ impl Topology {
             b.add_interface(i.clone(), "interface");
         }
         for (l, link) in self.links.iter().enumerate() {
-            if links.binary_search(&l).is_err() {
+            if keep(l) {
                 b.add_link(link.clone(), "link");
             }
         }

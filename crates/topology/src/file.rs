@@ -4,6 +4,10 @@
 //! ```toml
 //! name = "two-box"
 //! round_startup = "0.833us"
+//! gpus = 2              # optional summary counts (written by `topo show`/`export`);
+//! servers = 2           # when present they are checked against the devices
+//! routing = "widest"    # optional: "path-type" (default: NVLink, then PCIe, then the
+//!                       # network, widest within the first that joins) or "widest"
 //!
 //! [[device]]
 //! name = "A.gpu0"
@@ -34,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TopologyError;
 use crate::graph::{
-    Device, DeviceKind, HostCosts, Interface, InterfaceUse, Link, LinkClass, Topology, TopologyBuilder,
+    Device, DeviceKind, HostCosts, Interface, InterfaceUse, Link, LinkClass, Routing, Topology, TopologyBuilder,
 };
 use crate::units::{parse_bytes_per_sec, parse_secs};
 
@@ -44,6 +48,14 @@ struct TopologyFile {
     name: Option<String>,
     description: Option<String>,
     round_startup: Option<Quantity>,
+    /// Summary counts `write` adds for a reader; when present they must match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpus: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    servers: Option<usize>,
+    /// "path-type" (the default) or "widest".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    routing: Option<Routing>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ranks: Option<Vec<String>>,
     #[serde(default, rename = "device", alias = "devices")]
@@ -182,9 +194,26 @@ pub fn parse(text: &str, format: FileFormat, default_name: &str) -> Result<Topol
 }
 
 fn build(file: TopologyFile, default_name: &str) -> Result<Topology, TopologyError> {
+    let (gpus, servers) = (file.gpus, file.servers);
+    let t = build_graph(file, default_name)?;
+    for (field, said, counted) in [("gpus", gpus, t.gpus().len()), ("servers", servers, t.gpu_servers())] {
+        if let Some(said) = said.filter(|&n| n != counted) {
+            return Err(TopologyError::Parse {
+                format: "topology file",
+                message: format!("{field} = {said}, but its devices hold {counted} (the count is checked, not set)"),
+            });
+        }
+    }
+    Ok(t)
+}
+
+fn build_graph(file: TopologyFile, default_name: &str) -> Result<Topology, TopologyError> {
     let mut b = TopologyBuilder::new(file.name.unwrap_or_else(|| default_name.to_string()));
     if let Some(d) = file.description {
         b.description(d);
+    }
+    if let Some(routing) = file.routing {
+        b.routing(routing);
     }
     if let Some(alpha) = &file.round_startup {
         b.round_startup_secs(alpha.secs("round_startup")?);
@@ -328,6 +357,9 @@ pub fn write(t: &Topology, format: FileFormat) -> Result<String, TopologyError> 
         name: Some(t.name.clone()),
         description: (!t.description.is_empty()).then(|| t.description.clone()),
         round_startup: Some(Quantity::Number(t.round_startup_secs)),
+        gpus: Some(t.gpus().len()),
+        servers: Some(t.gpu_servers()),
+        routing: (t.routing != Routing::default()).then_some(t.routing),
         ranks: Some(t.default_ranks.iter().map(|&d| name(d)).collect()),
         devices: t
             .devices
@@ -401,5 +433,31 @@ mod tests {
         std::fs::write(&path, [0xff, 0xfe, 0x00]).unwrap();
         assert!(read_text(&path, 20).unwrap_err().to_string().contains("not UTF-8"));
         std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn empty_absurd_and_unprintable_inputs_are_refused_with_the_field() {
+        let two = |name: &str, bandwidth: &str| {
+            format!(
+                "[[device]]\nname = \"{name}\"\nkind = \"gpu\"\n[[device]]\nname = \"g1\"\nkind = \"gpu\"\n\
+                 [[link]]\nfrom = \"{name}\"\nto = \"g1\"\nbandwidth = {bandwidth}\n"
+            )
+        };
+        let refused = |text: &str| parse(text, FileFormat::Toml, "x").unwrap_err().to_string();
+        assert!(parse(&two("g0", "1e9"), FileFormat::Toml, "x").is_ok());
+        assert!(refused("").contains("no GPU"), "{}", refused(""));
+        assert!(refused("[[device]]\nname = \"s\"\nkind = \"switch\"\n").contains("no GPU"));
+        for bandwidth in ["1e-300", "0.5", "1e17", "\"0.5 B/s\"", "\"20000 TB/s\""] {
+            let e = refused(&two("g0", bandwidth));
+            assert!(e.contains("link[0] (g0 -> g1).bandwidth") && e.contains("1 byte/s to 10 PB/s"), "{e}");
+        }
+        for (name, word) in [("", "is empty"), ("  ", "is empty"), ("g\\u0000x", "control character")] {
+            let e = refused(&two(name, "1e9"));
+            assert!(e.contains("device[0]") && e.contains(word), "{e}");
+        }
+        let e = refused(&two(&"g".repeat(300), "1e9"));
+        assert!(e.contains("longer than 256 bytes"), "{e}");
+        let e = refused(&format!("round_startup = \"2s\"\n{}", two("g0", "1e9")));
+        assert!(e.contains("round_startup") && e.contains("0 to 1 s"), "{e}");
     }
 }

@@ -106,6 +106,49 @@ impl LinkClass {
     }
 }
 
+/// How routes are chosen (see the `route` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Routing {
+    /// The closest path type first, as NCCL ranks paths (NVL, then PCIe and the host,
+    /// then the network): NVLink alone if it joins the pair, else NVLink and PCIe, else
+    /// anything; the widest paths within that type. Two GPUs of one server never talk
+    /// through their NICs while NVLink or PCIe joins them, however slow.
+    #[default]
+    PathType,
+    /// The widest paths over any links (a slow NVLink is bypassed through the network,
+    /// as with NCCL_P2P_DISABLE and NCCL_SHM_DISABLE set).
+    Widest,
+}
+
+impl Routing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Routing::PathType => "path-type",
+            Routing::Widest => "widest",
+        }
+    }
+
+    /// The link classes of each path type tried in turn before the whole fabric.
+    pub fn tiers(self) -> &'static [&'static [LinkClass]] {
+        match self {
+            Routing::PathType => &[&[LinkClass::Nvlink], &[LinkClass::Nvlink, LinkClass::Pcie]],
+            Routing::Widest => &[],
+        }
+    }
+}
+
+impl std::str::FromStr for Routing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "path-type" => Ok(Routing::PathType),
+            "widest" => Ok(Routing::Widest),
+            _ => Err(format!("\"{s}\": routing is path-type or widest")),
+        }
+    }
+}
+
 /// A link uses one direction of a shared interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct InterfaceUse {
@@ -160,6 +203,13 @@ pub struct HostCosts {
 /// Plausible host memory bandwidths and per-message overheads; anything outside is a typo.
 const HOST_COPY_BYTES_PER_SEC: std::ops::RangeInclusive<f64> = 1e6..=1e15;
 const HOST_MESSAGE_SECS: std::ops::RangeInclusive<f64> = 0.0..=1.0;
+/// A link or interface: 1 byte/s to 10 PB/s. Outside it a time is either meaningless
+/// or overflows to infinity (1e-300 B/s once printed "inf s" and "NaNx faster").
+pub const LINK_BYTES_PER_SEC: std::ops::RangeInclusive<f64> = 1.0..=1e16;
+/// A link's latency and the per-round start-up α: 0 to 1 s.
+pub const LATENCY_SECS: std::ops::RangeInclusive<f64> = 0.0..=1.0;
+/// The longest device or interface name, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
 
 impl HostCosts {
     /// Whether anything is counted.
@@ -182,6 +232,8 @@ pub struct Topology {
     pub host: HostCosts,
     /// The default rank order (GPU devices); placement policies reorder it.
     pub default_ranks: Vec<DeviceId>,
+    /// How routes are chosen.
+    pub routing: Routing,
     out_links: Vec<Vec<LinkId>>,
     in_links: Vec<Vec<LinkId>>,
     by_name: HashMap<String, DeviceId>,
@@ -263,6 +315,11 @@ impl Topology {
         d.server.as_deref().unwrap_or(&d.name)
     }
 
+    /// How many servers hold a GPU.
+    pub fn gpu_servers(&self) -> usize {
+        self.gpus().into_iter().map(|g| self.server_of(g)).collect::<std::collections::HashSet<_>>().len()
+    }
+
     /// NIC devices, in declaration order.
     pub fn nics(&self) -> Vec<DeviceId> {
         (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Nic).collect()
@@ -280,6 +337,7 @@ pub struct TopologyBuilder {
     round_startup_secs: f64,
     host: HostCosts,
     default_ranks: Option<Vec<DeviceId>>,
+    routing: Routing,
     by_name: HashMap<String, DeviceId>,
     errors: Vec<TopologyError>,
 }
@@ -295,6 +353,7 @@ impl TopologyBuilder {
             round_startup_secs: 0.0,
             host: HostCosts::default(),
             default_ranks: None,
+            routing: Routing::default(),
             by_name: HashMap::new(),
             errors: Vec::new(),
         }
@@ -310,6 +369,11 @@ impl TopologyBuilder {
         self
     }
 
+    pub fn routing(&mut self, routing: Routing) -> &mut Self {
+        self.routing = routing;
+        self
+    }
+
     pub fn host_costs(&mut self, host: HostCosts) -> &mut Self {
         self.host = host;
         self
@@ -321,6 +385,7 @@ impl TopologyBuilder {
 
     /// Add a device; `field` names where it came from, for error messages.
     pub fn add_device(&mut self, device: Device, field: &str) -> DeviceId {
+        check_name(&device.name, field, &mut self.errors);
         if let Some(&existing) = self.by_name.get(&device.name) {
             self.errors.push(TopologyError::DuplicateDevice { field: field.to_string(), name: device.name });
             return existing;
@@ -361,6 +426,7 @@ impl TopologyBuilder {
             self.errors.push(TopologyError::DuplicateInterface { field: field.to_string(), name: interface.name });
             return existing;
         }
+        check_name(&interface.name, field, &mut self.errors);
         check_bandwidth(interface.bytes_per_sec, field, &mut self.errors);
         self.interfaces.push(interface);
         self.interfaces.len() - 1
@@ -385,7 +451,7 @@ impl TopologyBuilder {
                 .push(TopologyError::SelfLink { field: field.to_string(), name: self.devices[link.from].name.clone() });
         }
         check_bandwidth(link.bytes_per_sec, field, &mut self.errors);
-        if !(link.latency_secs.is_finite() && link.latency_secs >= 0.0) {
+        if !LATENCY_SECS.contains(&link.latency_secs) {
             self.errors.push(TopologyError::BadLatency { field: field.to_string(), value: link.latency_secs });
         }
         self.links.push(link);
@@ -433,7 +499,7 @@ impl TopologyBuilder {
         if let Some(first) = self.errors.into_iter().next() {
             return Err(first);
         }
-        if !(self.round_startup_secs.is_finite() && self.round_startup_secs >= 0.0) {
+        if !LATENCY_SECS.contains(&self.round_startup_secs) {
             return Err(TopologyError::BadLatency { field: "round_startup".into(), value: self.round_startup_secs });
         }
         if let Some(bw) = self.host.local_bytes_per_sec {
@@ -469,6 +535,10 @@ impl TopologyBuilder {
             None => (0..self.devices.len()).filter(|&d| self.devices[d].kind == DeviceKind::Gpu).collect(),
         };
         check_ranks(&self.devices, &default_ranks, "ranks")?;
+        // A file with no device (an empty TOML) or no GPU has nothing to run a collective on.
+        if !self.devices.iter().any(|d| d.kind == DeviceKind::Gpu) {
+            return Err(TopologyError::NoGpus);
+        }
         Ok(Topology {
             name: self.name,
             description: self.description,
@@ -478,6 +548,7 @@ impl TopologyBuilder {
             round_startup_secs: self.round_startup_secs,
             host: self.host,
             default_ranks,
+            routing: self.routing,
             out_links,
             in_links,
             by_name: self.by_name,
@@ -507,7 +578,27 @@ pub(crate) fn check_ranks(devices: &[Device], ranks: &[DeviceId], field: &str) -
 }
 
 fn check_bandwidth(value: f64, field: &str, errors: &mut Vec<TopologyError>) {
-    if !(value.is_finite() && value > 0.0) {
+    if !LINK_BYTES_PER_SEC.contains(&value) {
         errors.push(TopologyError::BadBandwidth { field: field.to_string(), value });
+    }
+}
+
+/// Names appear in messages, tables and NCCL XML: not empty, printable, bounded.
+fn check_name(name: &str, field: &str, errors: &mut Vec<TopologyError>) {
+    let problem = if name.trim().is_empty() {
+        Some("is empty")
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character (NUL, newline, ...)")
+    } else if name.len() > MAX_NAME_BYTES {
+        Some("is longer than 256 bytes")
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        errors.push(TopologyError::BadName {
+            field: field.to_string(),
+            name: name.escape_debug().to_string(),
+            problem,
+        });
     }
 }

@@ -16,7 +16,7 @@ pub mod units;
 pub use error::{TopologyError, UnitError};
 pub use graph::{
     Device, DeviceId, DeviceKind, HostCosts, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource,
-    Topology, TopologyBuilder,
+    Routing, Topology, TopologyBuilder,
 };
 pub use placement::{Placement, PlacementPolicy};
 pub use route::{Route, RouteTable, RouteView};

@@ -83,6 +83,39 @@ proptest! {
         all_parsers(&mutate(base, &edits));
     }
 
+    /// Nesting far past the limit (20,000 deep once overflowed the stack) and numbers
+    /// from 0 to u64::MAX where the samples have counts, lane widths, speeds and servers.
+    #[test]
+    fn deep_nesting_and_huge_counts_are_errors_not_crashes(
+        depth in 0usize..30_000,
+        tag in prop::sample::select(vec!["x", "pci", "cpu", "gpu", "system"]),
+        number in prop_oneof![any::<u64>().prop_map(|n| n.to_string()), Just("NaN".to_string()), Just("1e308".to_string()), Just("-0".to_string())],
+        servers in any::<usize>(),
+    ) {
+        let d = LinkDefaults::default();
+        let deep = format!("<system version=\"1\">{}{}</system>", format!("<{tag}>").repeat(depth), format!("</{tag}>").repeat(depth));
+        let result = nccl_xml::import(&deep, "deep", &d);
+        if depth > 64 {
+            prop_assert!(result.unwrap_err().to_string().contains("nests at most 64"));
+        }
+        for attr in ["count=\"", "link_width=\"", "speed=\"", "dev=\""] {
+            let mut text = String::new();
+            let mut rest = XML;
+            while let Some(at) = rest.find(attr) {
+                let value_end = rest[at + attr.len()..].find('"').map_or(rest.len(), |e| at + attr.len() + e);
+                text.push_str(&rest[..at + attr.len()]);
+                text.push_str(&number);
+                rest = &rest[value_end..];
+            }
+            text.push_str(rest);
+            if let Ok(t) = nccl_xml::import(&text, "huge", &d) {
+                prop_assert!(t.links.iter().all(|l| l.bytes_per_sec.is_finite() && l.bytes_per_sec >= 1.0));
+            }
+        }
+        let smi = nvidia_smi::import(SMI, "many", servers, &d);
+        prop_assert_eq!(smi.is_ok(), (1..=64).contains(&servers));
+    }
+
     #[test]
     fn matrices_of_random_cells_never_panic(n in 1usize..12, cells in prop::collection::vec(0usize..10, 144)) {
         let names = ["X", "NV1", "NV12", "PIX", "PXB", "PHB", "NODE", "SYS", "NV0", "ZZ"];

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use railyard_netmodels::clos::{clos_cut, leaf_ports, ClosCut, ClosInput};
+use railyard_netmodels::clos::{clos_cut, leaf_ports, leaf_ports_explicit, ClosCut, ClosInput};
 use railyard_netmodels::report::Table;
 use railyard_netmodels::{
     concurrency, connection_state, dag, deadlock, ecmp, ep_dispatch, feedback, incast, message, multipath, nic_relay,
@@ -79,7 +79,11 @@ pub struct ScenarioArgs {
 #[command(after_help = "Examples:\n  \
     railyard model clos-cut                                   # k=64, 2 tiers, 1:1, 1024-card job\n  \
     railyard model clos-cut --oversubscription 3:1 --format json\n  \
-    railyard model clos-cut --tiers 3")]
+    railyard model clos-cut --tiers 3
+  \
+    railyard model clos-cut --oversubscription 2:1            # 42 down, 21 up, 1 idle
+  \
+    railyard model clos-cut --down 40 --up 20                 # explicit, 4 idle")]
 pub struct ClosCutArgs {
     /// Ports per switch (QM9700: 64)
     #[arg(long, default_value_t = 64)]
@@ -87,9 +91,17 @@ pub struct ClosCutArgs {
     /// 2 (leaf-spine) or 3 (fat-tree pods)
     #[arg(long, default_value_t = 2)]
     pub tiers: u8,
-    /// Leaf ports down:up, e.g. 3:1 (48 down, 16 up at k=64)
-    #[arg(long, default_value = "1:1", value_parser = parse_ratio)]
+    /// Leaf ports down:up, e.g. 3:1 (48 down, 16 up at k=64). A ratio that does not
+    /// divide the ports takes the largest whole split and says which ports stay idle
+    /// (2:1 at k=64: 42 down, 21 up, 1 idle)
+    #[arg(long, default_value = "1:1", value_parser = parse_ratio, conflicts_with_all = ["down", "up"])]
     pub oversubscription: (usize, usize),
+    /// Explicit leaf ports down to endpoints (with --up); the rest of --ports stay idle
+    #[arg(long, requires = "up")]
+    pub down: Option<usize>,
+    /// Explicit leaf ports up to the next tier (with --down)
+    #[arg(long, requires = "down")]
+    pub up: Option<usize>,
     /// Cards of one job that fills whole leaves; its cut is those leaves' uplinks
     #[arg(long, default_value_t = 1024)]
     pub job_cards: usize,
@@ -319,12 +331,15 @@ fn ecmp_chart(o: &ecmp::EcmpOutput, _: &ecmp::EcmpInput) -> String {
 pub fn run(cmd: &ModelCommand) -> Result<String> {
     match cmd {
         ModelCommand::ClosCut(a) => {
-            let (down, up) = leaf_ports(a.ports, a.oversubscription)?;
+            let split = match (a.down, a.up) {
+                (Some(down), Some(up)) => leaf_ports_explicit(a.ports, down, up)?,
+                _ => leaf_ports(a.ports, a.oversubscription)?,
+            };
             let cut = clos_cut(&ClosInput {
                 ports: a.ports,
                 tiers: a.tiers,
-                down,
-                up,
+                down: split.down,
+                up: split.up,
                 port_bytes_per_sec: a.port_bandwidth,
                 job_cards: Some(a.job_cards),
             })?;
@@ -357,12 +372,17 @@ pub fn run(cmd: &ModelCommand) -> Result<String> {
 
 fn clos_markdown(c: &ClosCut) -> String {
     let mut out = format!(
-        "# {}-tier Clos of {}-port switches, leaves {} down / {} up ({}:1)\n\n",
+        "# {}-tier Clos of {}-port switches, leaves {} down / {} up ({}:1){}\n\n",
         c.tiers,
         c.ports,
         c.leaf_down,
         c.leaf_up,
-        railyard_topology::units::trim_float(c.oversubscription, 4)
+        railyard_topology::units::trim_float(c.oversubscription, 4),
+        match c.leaf_idle {
+            0 => String::new(),
+            1 => ", 1 port idle".to_string(),
+            n => format!(", {n} ports idle"),
+        }
     );
     let mut t = Table::new(["quantity", "value", "how"]);
     let middle = if c.tiers == 2 { "spines" } else { "aggregation switches" };

@@ -26,10 +26,8 @@ Limits (each refusal names its numbers and the option to change): 262,144 ranks;
 costing at most 128 Mi transfers made round by round (repeated rounds are costed once) and\n\
 16 Mi in one round.")]
 pub struct PlanArgs {
-    /// Topology: a preset (`railyard topo list`), optionally with parameters
-    /// (`rail:servers=4`), or a TOML/JSON topology file
-    #[arg(long, default_value = "hgx-h100x2")]
-    pub topo: String,
+    #[command(flatten)]
+    pub topology: crate::args::TopologyArgs,
     /// Collective: allreduce, reducescatter, allgather, broadcast, reduce, gather, scatter, alltoall, barrier, sendrecv
     #[arg(long, default_value = "allreduce")]
     pub collective: Collective,
@@ -98,7 +96,7 @@ pub(crate) fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algo
 }
 
 pub fn run(args: &PlanArgs) -> Result<String> {
-    let topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
+    let topology = args.topology.load()?;
     let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
     let (algorithms, strict) = algorithms(&args.algo, args.collective)?;
     let request = PlanRequest {
@@ -173,8 +171,10 @@ fn choice_markdown(c: &Choice) -> String {
         c.nccl.reason,
         if c.agrees_with_nccl {
             "the same family"
-        } else {
+        } else if c.nccl_family_compared {
             "**we disagree**: the model predicts the choice above is faster here"
+        } else {
+            "not among the algorithms compared (--algo), so not weighed here"
         }
     )
 }

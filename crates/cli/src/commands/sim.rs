@@ -46,9 +46,8 @@ its state repeats exactly; --every-round simulates each, which can take minutes)
 transfers in one round; 16 Mi items held between the slowest and the fastest rank; 2 Mi\n\
 trace events (the rest are counted as dropped).")]
 pub struct SimArgs {
-    /// Topology: a preset (`railyard topo list`), optionally with parameters, or a TOML/JSON file
-    #[arg(long, default_value = "hgx-h100x2")]
-    pub topo: String,
+    #[command(flatten)]
+    pub topology: crate::args::TopologyArgs,
     /// Collective: allreduce, reducescatter, allgather, broadcast, reduce, gather, scatter, alltoall, barrier, sendrecv
     #[arg(long, default_value = "allreduce")]
     pub collective: Collective,
@@ -221,7 +220,7 @@ fn parse_times(text: &str) -> Result<Times, String> {
 }
 
 pub fn run(args: &SimArgs) -> Result<String> {
-    let mut topology = railyard_topology::load(&args.topo).with_context(|| format!("topology {}", args.topo))?;
+    let mut topology = args.topology.load()?;
     if !args.fail.is_empty() {
         let links = topology.failed_links(&args.fail)?;
         topology = topology.without_links(&links)?;

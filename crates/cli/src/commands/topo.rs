@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use railyard_model::ring_search::best_ring;
+use railyard_topology::file;
 use railyard_topology::import::{nccl_xml, nvidia_smi, LinkDefaults};
 use railyard_topology::presets::PRESETS;
 use railyard_topology::units::{format_bytes_per_sec, format_secs};
@@ -22,7 +23,8 @@ pub enum TopoCommand {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
-    /// Show a preset or topology file: devices, links, shared interfaces, default ranks
+    /// Show a preset or topology file: devices, links, shared interfaces, default ranks.
+    /// `--format json` writes it in the topology file format, which loads again
     Show {
         /// Preset spec (e.g. `hgx-h100x2`, `a100-pcie-control:ports=3`) or a TOML/JSON file
         topology: String,
@@ -31,13 +33,22 @@ pub enum TopoCommand {
     },
     /// Import `nvidia-smi topo -m` output or an NCCL topology XML dump (NCCL_TOPO_DUMP_FILE)
     Import(ImportArgs),
-    /// Write a topology as NCCL topology XML (the shape NCCL_TOPO_FILE reads)
+    /// Write a topology as NCCL topology XML (the shape NCCL_TOPO_FILE reads) or as a
+    /// railyard topology file (TOML or JSON, which loads again as the same topology)
+    #[command(after_help = "Examples:\n  \
+        railyard topo export hgx-h100x2 -o topo.xml                # NCCL XML\n  \
+        railyard topo export rail:servers=64 -o fabric.toml        # a file to edit and load with --topo\n  \
+        railyard topo export hgx-h100x2 --format json")]
     Export {
         /// Preset spec or TOML/JSON file
         topology: String,
-        /// Write to this file instead of standard output
+        /// Write to this file instead of standard output; its extension (.xml, .toml,
+        /// .json) sets the format unless --format does
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// nccl-xml (the default on standard output), toml or json
+        #[arg(long, value_enum)]
+        format: Option<ExportFormat>,
     },
     /// Check a topology file; prints a summary, or the first problem with the field it is in
     Validate {
@@ -46,6 +57,44 @@ pub enum TopoCommand {
         #[arg(long, value_enum, default_value = "md")]
         format: Format,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    NcclXml,
+    Toml,
+    Json,
+}
+
+impl ExportFormat {
+    fn extension(self) -> &'static str {
+        match self {
+            ExportFormat::NcclXml => "xml",
+            ExportFormat::Toml => "toml",
+            ExportFormat::Json => "json",
+        }
+    }
+
+    /// The format `-o PATH` and `--format` ask for; a clash between them is refused
+    /// (`-o x.json` once wrote XML into x.json).
+    fn choose(output: Option<&std::path::Path>, asked: Option<ExportFormat>) -> Result<ExportFormat> {
+        let by_extension = match output.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+            None => None,
+            Some(e) => Some(
+                [ExportFormat::NcclXml, ExportFormat::Toml, ExportFormat::Json]
+                    .into_iter()
+                    .find(|f| e.eq_ignore_ascii_case(f.extension()))
+                    .with_context(|| format!("-o: unknown extension .{e}; use .xml, .toml or .json, or --format"))?,
+            ),
+        };
+        match (asked, by_extension) {
+            (Some(a), Some(b)) if a != b => {
+                bail!("--format {} but -o ends in .{}; make them agree", a.extension(), b.extension())
+            }
+            (Some(f), _) | (None, Some(f)) => Ok(f),
+            (None, None) => Ok(ExportFormat::NcclXml),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -96,113 +145,18 @@ struct PresetView {
     source: &'static str,
 }
 
-#[derive(Serialize)]
-struct DeviceView<'a> {
-    name: &'a str,
-    kind: &'static str,
-    server: Option<&'a str>,
-    tier: Option<u8>,
-    rail: Option<u32>,
-    in_network_reduction: bool,
-}
-
-#[derive(Serialize)]
-struct LinkView {
-    from: String,
-    to: String,
-    class: &'static str,
-    bytes_per_sec: f64,
-    latency_secs: f64,
-    interfaces: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct InterfaceView<'a> {
-    name: &'a str,
-    bytes_per_sec: f64,
-}
-
-#[derive(Serialize)]
-struct TopologyView<'a> {
-    name: &'a str,
-    description: &'a str,
-    round_startup_secs: f64,
-    /// Host costs the model adds (absent where none are counted).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    host: Option<railyard_topology::HostCosts>,
-    gpus: usize,
-    servers: usize,
-    devices: Vec<DeviceView<'a>>,
-    links: Vec<LinkView>,
-    interfaces: Vec<InterfaceView<'a>>,
-    ranks: Vec<&'a str>,
-}
-
-fn view(t: &Topology) -> TopologyView<'_> {
-    let mut servers: Vec<&str> = t.default_ranks.iter().map(|&d| t.server_of(d)).collect();
-    servers.dedup();
-    TopologyView {
-        name: &t.name,
-        description: &t.description,
-        round_startup_secs: t.round_startup_secs,
-        host: t.host.counted().then_some(t.host),
-        gpus: t.gpus().len(),
-        servers: servers.len(),
-        devices: t
-            .devices
-            .iter()
-            .map(|d| DeviceView {
-                name: &d.name,
-                kind: d.kind.as_str(),
-                server: d.server.as_deref(),
-                tier: d.tier,
-                rail: d.rail,
-                in_network_reduction: d.in_network_reduction,
-            })
-            .collect(),
-        links: t
-            .links
-            .iter()
-            .map(|l| LinkView {
-                from: t.devices[l.from].name.clone(),
-                to: t.devices[l.to].name.clone(),
-                class: l.class.as_str(),
-                bytes_per_sec: l.bytes_per_sec,
-                latency_secs: l.latency_secs,
-                interfaces: l
-                    .interfaces
-                    .iter()
-                    .map(|u| {
-                        t.resource_name(railyard_topology::Resource::Interface {
-                            interface: u.interface,
-                            reverse: u.reverse,
-                        })
-                    })
-                    .collect(),
-            })
-            .collect(),
-        interfaces: t
-            .interfaces
-            .iter()
-            .map(|i| InterfaceView { name: &i.name, bytes_per_sec: i.bytes_per_sec })
-            .collect(),
-        ranks: t.default_ranks.iter().map(|&d| t.devices[d].name.as_str()).collect(),
-    }
-}
-
 fn summary_markdown(t: &Topology) -> String {
-    let v = view(t);
-    let mut out = format!("# {}\n\n{}\n\n", v.name, v.description);
+    let mut out = format!("# {}\n\n{}\n\n", t.name, t.description);
     out.push_str(&format!(
         "{} GPUs on {} servers; {} devices, {} directed links, {} shared interfaces; α = {} per round.\n\n",
-        v.gpus,
-        v.servers,
-        v.devices.len(),
-        v.links.len(),
-        v.interfaces.len(),
-        format_secs(v.round_startup_secs)
+        t.gpus().len(),
+        t.gpu_servers(),
+        t.devices.len(),
+        t.links.len(),
+        t.interfaces.len(),
+        format_secs(t.round_startup_secs)
     ));
-    if let Some(h) = &v.host {
+    if let Some(h) = t.host.counted().then_some(&t.host) {
         out.push_str(&format!(
             "Host costs: local copies and reductions at {}, {} per message.\n\n",
             h.local_bytes_per_sec.map_or("- (not counted)".into(), railyard_topology::units::format_bytes_per_sec),
@@ -226,10 +180,10 @@ fn summary_markdown(t: &Topology) -> String {
     out.push_str(&kinds.render());
     // Links of one class and bandwidth, collapsed.
     let mut classes: Vec<(&'static str, f64, usize)> = Vec::new();
-    for l in &v.links {
-        match classes.iter_mut().find(|c| c.0 == l.class && c.1 == l.bytes_per_sec) {
+    for l in &t.links {
+        match classes.iter_mut().find(|c| c.0 == l.class.as_str() && c.1 == l.bytes_per_sec) {
             Some(c) => c.2 += 1,
-            None => classes.push((l.class, l.bytes_per_sec, 1)),
+            None => classes.push((l.class.as_str(), l.bytes_per_sec, 1)),
         }
     }
     out.push('\n');
@@ -238,7 +192,7 @@ fn summary_markdown(t: &Topology) -> String {
         links.row([class.to_string(), format_bytes_per_sec(bw), n.to_string()]);
     }
     out.push_str(&links.render());
-    if !v.interfaces.is_empty() {
+    if !t.interfaces.is_empty() {
         out.push('\n');
         let mut ifs = Table::new(["shared interface", "bandwidth per direction", "links using it"]);
         for (i, iface) in t.interfaces.iter().enumerate() {
@@ -247,11 +201,11 @@ fn summary_markdown(t: &Topology) -> String {
         }
         out.push_str(&ifs.render());
     }
-    let shown: Vec<&str> = v.ranks.iter().take(16).copied().collect();
+    let shown: Vec<&str> = t.default_ranks.iter().take(16).map(|&d| t.devices[d].name.as_str()).collect();
     out.push_str(&format!(
         "\nDefault rank order: {}{}\n",
         shown.join(", "),
-        if v.ranks.len() > 16 { format!(", ... ({} ranks)", v.ranks.len()) } else { String::new() }
+        if t.default_ranks.len() > 16 { format!(", ... ({} ranks)", t.default_ranks.len()) } else { String::new() }
     ));
     out
 }
@@ -298,7 +252,9 @@ fn import(a: &ImportArgs) -> Result<String> {
     };
     match a.format {
         Format::Json => {
-            Ok(serde_json::to_string_pretty(&serde_json::json!({ "topology": view(&t), "ring": ring }))? + "\n")
+            // The topology in the file format, which loads again.
+            let topology: serde_json::Value = serde_json::from_str(&file::write(&t, file::FileFormat::Json)?)?;
+            Ok(serde_json::to_string_pretty(&serde_json::json!({ "topology": topology, "ring": ring }))? + "\n")
         }
         Format::Md => {
             let mut out = format!("Imported {}.\n\n{}", path.display(), summary_markdown(&t));
@@ -330,15 +286,20 @@ fn import(a: &ImportArgs) -> Result<String> {
 pub fn run(cmd: &TopoCommand) -> Result<String> {
     match cmd {
         TopoCommand::Import(a) => import(a),
-        TopoCommand::Export { topology, output } => {
+        TopoCommand::Export { topology, output, format } => {
+            let format = ExportFormat::choose(output.as_deref(), *format)?;
             let t = railyard_topology::load(topology).with_context(|| format!("topology {topology}"))?;
-            let xml = nccl_xml::export(&t, &LinkDefaults::default());
+            let text = match format {
+                ExportFormat::NcclXml => nccl_xml::export(&t, &LinkDefaults::default()),
+                ExportFormat::Toml => file::write(&t, file::FileFormat::Toml)?,
+                ExportFormat::Json => file::write(&t, file::FileFormat::Json)?,
+            };
             match output {
                 Some(path) => {
-                    std::fs::write(path, &xml).with_context(|| format!("cannot write {}", path.display()))?;
-                    Ok(format!("wrote {} ({} GPUs)\n", path.display(), t.gpus().len()))
+                    std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?;
+                    Ok(format!("wrote {} ({} GPUs, {})\n", path.display(), t.gpus().len(), format.extension()))
                 }
-                None => Ok(xml),
+                None => Ok(text),
             }
         }
         TopoCommand::List { format } => {
@@ -366,7 +327,7 @@ pub fn run(cmd: &TopoCommand) -> Result<String> {
         TopoCommand::Show { topology, format } => {
             let t = railyard_topology::load(topology).with_context(|| format!("topology {topology}"))?;
             match format {
-                Format::Json => Ok(serde_json::to_string_pretty(&view(&t))? + "\n"),
+                Format::Json => Ok(file::write(&t, file::FileFormat::Json)?),
                 Format::Md => Ok(summary_markdown(&t)),
             }
         }

@@ -53,13 +53,26 @@ impl Importer<'_> {
         })
     }
 
-    fn pci_bandwidth(&self, node: Node) -> f64 {
-        let width: Option<f64> = node.attribute("link_width").and_then(|w| w.trim().parse().ok());
-        let lane = node.attribute("link_speed").and_then(lane_bytes_per_sec);
-        match (width, lane) {
-            (Some(w), Some(l)) if w > 0.0 && w <= 64.0 => w * l,
-            _ => self.defaults.pcie_bytes_per_sec,
+    /// link_width × per-lane rate. Absent, empty, "Unknown" or width 0 mean NCCL could
+    /// not read it, and the default is used as NCCL does; anything else that does not
+    /// read (`link_speed="NaN"`) is refused rather than silently replaced.
+    fn pci_bandwidth(&self, node: Node) -> Result<f64, TopologyError> {
+        let line = || node.document().text_pos_at(node.range().start).row;
+        let unknown =
+            |v: Option<&str>| v.is_none_or(|v| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("unknown"));
+        let (width, speed) = (node.attribute("link_width"), node.attribute("link_speed"));
+        if unknown(width) || unknown(speed) || width.is_some_and(|w| w.trim() == "0") {
+            return Ok(self.defaults.pcie_bytes_per_sec);
         }
+        let (width, speed) = (width.unwrap_or_default(), speed.unwrap_or_default());
+        let lanes: u32 =
+            width.trim().parse().ok().filter(|w| (1..=64).contains(w)).ok_or_else(|| {
+                err(format!("line {}: link_width=\"{width}\" is not a lane count from 1 to 64", line()))
+            })?;
+        let lane = lane_bytes_per_sec(speed.trim()).ok_or_else(|| {
+            err(format!("line {}: link_speed=\"{speed}\" is not a PCIe rate (2.5, 5, 8, 16, 32 or 64 GT/s)", line()))
+        })?;
+        Ok(f64::from(lanes) * lane)
     }
 
     fn name(&mut self, base: &str) -> String {
@@ -78,7 +91,7 @@ impl Importer<'_> {
         }
         let busid = Self::attr(node, "busid")?.to_string();
         let class = node.attribute("class").unwrap_or("");
-        let bw = self.pci_bandwidth(node);
+        let bw = self.pci_bandwidth(node)?;
         let server = self.server.clone();
         let gpu = node.children().find(|c| c.has_tag_name("gpu"));
         let nic = node.children().find(|c| c.has_tag_name("nic"));
@@ -102,8 +115,17 @@ impl Importer<'_> {
             let id = self.b.device(n, DeviceKind::PcieSwitch, Some(&server));
             for net in nic.iter().flat_map(|n| n.children().filter(|c| c.has_tag_name("net"))) {
                 let dev = Self::attr(net, "dev")?;
-                let speed: f64 = net.attribute("speed").and_then(|s| s.parse().ok()).unwrap_or(0.0);
-                let nic_bw = if speed > 0.0 { speed * 1e6 / 8.0 } else { self.defaults.nic_bytes_per_sec };
+                // speed in Mb/s; absent or 0 (NCCL could not read it) means the default.
+                let nic_bw = match net.attribute("speed").map(str::trim) {
+                    None | Some("" | "0") => self.defaults.nic_bytes_per_sec,
+                    Some(text) => match text.parse::<f64>() {
+                        Ok(mbps) if mbps.is_finite() && mbps > 0.0 => mbps * 1e6 / 8.0,
+                        _ => {
+                            let row = net.document().text_pos_at(net.range().start).row;
+                            return Err(err(format!("line {row}: net speed=\"{text}\" is not a rate in Mb/s")));
+                        }
+                    },
+                };
                 let n = self.name(&format!("nic{dev}"));
                 let nic_id = self.b.device(n, DeviceKind::Nic, Some(&server));
                 self.b.duplex(id, nic_id, bw, 0.0, &[]);
@@ -389,6 +411,40 @@ mod tests {
             "<system><cpu><pci busid=\"1\"><gpu/></pci></cpu></system>",
         ] {
             assert!(import(bad, "x", &LinkDefaults::default()).is_err(), "{bad}");
+        }
+    }
+
+    fn one_gpu(link_speed: &str, link_width: &str, net_speed: &str) -> String {
+        format!(
+            "<system version=\"1\"><cpu numaid=\"0\">\
+             <pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"{link_speed}\" link_width=\"{link_width}\">\
+             <gpu dev=\"0\"/></pci>\
+             <pci busid=\"0000:02:00.0\" class=\"0x020000\" link_speed=\"16 GT/s PCIe\" link_width=\"16\">\
+             <nic><net name=\"mlx5_0\" dev=\"0\" speed=\"{net_speed}\"/></nic></pci></cpu></system>"
+        )
+    }
+
+    #[test]
+    fn unreadable_rates_are_refused_and_unknown_ones_take_the_default() {
+        let d = LinkDefaults::default();
+        let gpu_link = |t: &Topology| {
+            let g = t.device_id("gpu0").unwrap();
+            t.links[t.out_links(g)[0]].bytes_per_sec
+        };
+        assert_eq!(gpu_link(&import(&one_gpu("32.0 GT/s PCIe", "16", "400000"), "x", &d).unwrap()), 48e9);
+        for (speed, width) in [("Unknown", "16"), ("", "16"), ("32.0 GT/s PCIe", "0")] {
+            let t = import(&one_gpu(speed, width, "400000"), "x", &d).unwrap();
+            assert_eq!(gpu_link(&t), d.pcie_bytes_per_sec, "{speed} x{width}");
+        }
+        for (speed, width, net, word) in [
+            ("NaN", "16", "400000", "link_speed=\"NaN\""),
+            ("32.0 GT/s PCIe", "x16", "400000", "link_width=\"x16\""),
+            ("32.0 GT/s PCIe", "65", "400000", "link_width=\"65\""),
+            ("32.0 GT/s PCIe", "16", "NaN", "speed=\"NaN\""),
+            ("32.0 GT/s PCIe", "16", "-5", "speed=\"-5\""),
+        ] {
+            let e = import(&one_gpu(speed, width, net), "x", &d).unwrap_err().to_string();
+            assert!(e.contains(word) && e.contains("line 1"), "{e}");
         }
     }
 }

@@ -40,15 +40,29 @@ impl ClosShape {
     }
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 impl ClosParams {
-    /// Leaf ports from a port count and a d:u ratio: d = k·D/(D+U), u = k − d.
+    /// Leaf ports (down, up) from a port count and a D:U ratio: the largest whole split,
+    /// m·D' down and m·U' up for the reduced ratio D':U' and the largest m with
+    /// m·(D'+U') ≤ k. Ports left over stay idle, as on real leaves (2:1 on 64 ports is
+    /// 42 + 21, one idle). None when not even one group fits.
     pub fn leaf_ports(ports: usize, ratio: (usize, usize)) -> Option<(usize, usize)> {
         let (d, u) = ratio;
-        if d == 0 || u == 0 || !(ports * d).is_multiple_of(d + u) {
+        if d == 0 || u == 0 {
             return None;
         }
-        let down = ports * d / (d + u);
-        (down > 0 && down < ports).then_some((down, ports - down))
+        let g = gcd(d, u);
+        let (d, u) = (d / g, u / g);
+        let per = d.checked_add(u).filter(|&per| per <= ports)?;
+        let m = ports / per;
+        Some((m * d, m * u))
     }
 
     pub fn from_params(p: &mut PresetParams) -> Result<Self, TopologyError> {

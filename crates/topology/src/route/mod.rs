@@ -106,6 +106,25 @@ mod tests {
         assert_eq!(sum_on(&t, &same_rail, LinkClass::Fabric), 0.0);
     }
 
+    /// NCCL ranks paths by type: NVLink however slow before the network (issue 11,
+    /// item 1). With `Routing::Widest` a 10 GB/s NVLink is bypassed through the NICs.
+    #[test]
+    fn the_closest_path_type_wins_over_a_wider_detour() {
+        let mut t = preset("rail:servers=2,nvlink=10GB/s").unwrap();
+        let (a0, a1, b1) =
+            (t.device_id("A.gpu0").unwrap(), t.device_id("A.gpu1").unwrap(), t.device_id("B.gpu1").unwrap());
+        let local = t.route(a0, a1).unwrap();
+        assert_eq!((local.hops, local.bottleneck_bytes_per_sec), (2, 10e9));
+        assert!(local.links.iter().all(|(l, _)| t.links[*l].class == LinkClass::Nvlink));
+        // Across servers only the network joins them: unchanged.
+        let across = t.route(a0, b1).unwrap();
+        t.routing = crate::Routing::Widest;
+        assert_eq!(t.route(a0, b1).unwrap(), across);
+        let detour = t.route(a0, a1).unwrap();
+        assert_eq!(detour.bottleneck_bytes_per_sec, 50e9);
+        assert!(detour.links.iter().any(|(l, _)| t.links[*l].class == LinkClass::Nic));
+    }
+
     #[test]
     fn cross_rail_traffic_splits_over_the_spines() {
         let t = preset("hgx-h100x2").unwrap();
@@ -154,6 +173,7 @@ mod tests {
     /// switches in-network reductions aggregate at) must be exactly the reference's.
     fn assert_same_as_reference(t: &crate::Topology) {
         let mut table = super::RouteTable::new(t);
+        let reference = super::reference::Reference::new(t);
         let ends: Vec<usize> = (0..t.devices.len())
             .filter(|&d| {
                 t.devices[d].kind == crate::DeviceKind::Gpu
@@ -163,7 +183,7 @@ mod tests {
         for &a in &ends {
             for &b in &ends {
                 let fast = table.get(a, b).map(super::RouteView::to_route);
-                let slow = super::reference::route(t, a, b);
+                let slow = reference.route(a, b);
                 assert_eq!(fast, slow, "{}: {} -> {}", t.name, t.devices[a].name, t.devices[b].name);
             }
         }
@@ -181,6 +201,8 @@ mod tests {
             "rail:servers=5,gpus=4,group=2,spines=3",
             "rail:servers=4,gpus=2,group=2,spines=2,over=2:1",
             "rail:servers=3,nvlink=40GB/s",
+            "rail:servers=3,gpus=4,nvlink=5GB/s,pcie=8GB/s",
+            "a100-pcie-control:local=10GB/s",
             "rail:servers=2,gpus=8,nic=100GB/s,pcie=32GB/s",
             "clos:k=4,tiers=2",
             "clos:k=4,tiers=3",
@@ -191,7 +213,10 @@ mod tests {
             "clos:k=6,tiers=2,over=2:1",
             "mesh:ranks=5",
         ] {
-            assert_same_as_reference(&preset(spec).unwrap());
+            let mut t = preset(spec).unwrap();
+            assert_same_as_reference(&t);
+            t.routing = crate::Routing::Widest;
+            assert_same_as_reference(&t);
         }
     }
 

@@ -44,7 +44,41 @@ fn hop_distances(
     dist
 }
 
-pub(super) fn route(t: &Topology, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
+/// The route under the topology's routing (`Reference::route`): in the first path type
+/// (link classes) that joins the pair, the widest paths over its links; else the widest
+/// over every link. The path types of a topology, each as a topology of its links, made once.
+pub(super) struct Reference<'a> {
+    t: &'a Topology,
+    tiers: Vec<(Topology, Vec<LinkId>)>,
+}
+
+impl<'a> Reference<'a> {
+    pub(super) fn new(t: &'a Topology) -> Self {
+        let tiers = t
+            .routing
+            .tiers()
+            .iter()
+            .map(|classes| {
+                let keep = |l: LinkId| classes.contains(&t.links[l].class);
+                let ids: Vec<LinkId> = (0..t.links.len()).filter(|&l| keep(l)).collect();
+                (t.with_links_where(t.name.clone(), keep).expect("a topology's own links build"), ids)
+            })
+            .collect();
+        Reference { t, tiers }
+    }
+
+    pub(super) fn route(&self, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
+        for (tier, ids) in &self.tiers {
+            if let Ok(mut r) = widest(tier, src, dst) {
+                r.links.iter_mut().for_each(|(l, _)| *l = ids[*l]);
+                return Ok(r);
+            }
+        }
+        widest(self.t, src, dst)
+    }
+}
+
+fn widest(t: &Topology, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
     if src == dst {
         return Ok(Route { links: Vec::new(), bottleneck_bytes_per_sec: f64::INFINITY, hops: 0 });
     }

@@ -60,6 +60,29 @@ pub const MAX_HELD_ROUTE_LINKS: usize = 1 << 24;
 /// large that the table would pass it keeps class routes in the hash index instead.
 const MAX_CLASS_TABLE: usize = 1 << 24;
 
+/// The links of one path type (`Routing::tiers`) as a topology of their own, indexed
+/// for the width and the search like the whole one; `links[i]` is the whole topology's
+/// id of the tier's link `i`.
+#[derive(Debug, Clone)]
+struct Tier {
+    topology: Topology,
+    links: Vec<LinkId>,
+    width: WidthIndex,
+    adjacency: Adjacency,
+}
+
+impl Tier {
+    /// None when the tier has no link, or the same links as the tier before it.
+    fn new(t: &Topology, classes: &[crate::graph::LinkClass], previous: Option<usize>) -> Option<Tier> {
+        let links: Vec<LinkId> = (0..t.links.len()).filter(|&l| classes.contains(&t.links[l].class)).collect();
+        if links.is_empty() || links.len() == t.links.len() || previous == Some(links.len()) {
+            return None;
+        }
+        let topology = t.with_links_where(t.name.clone(), |l| classes.contains(&t.links[l].class)).ok()?;
+        Some(Tier { width: WidthIndex::new(&topology), adjacency: Adjacency::new(&topology), topology, links })
+    }
+}
+
 /// Every route asked of one topology, computed on first use and kept up to
 /// [`MAX_HELD_ROUTE_LINKS`].
 #[derive(Debug, Clone)]
@@ -79,6 +102,8 @@ pub struct RouteTable<'a> {
     /// `class_entries`, `u32::MAX` where none is held yet. Made on the first class route.
     class_routes: Vec<u32>,
     class_entries: Vec<Entry>,
+    /// The path types tried before the whole fabric, made on the first search.
+    tiers: Option<Vec<Tier>>,
 }
 
 impl<'a> RouteTable<'a> {
@@ -96,6 +121,7 @@ impl<'a> RouteTable<'a> {
             moved: Vec::new(),
             class_routes: Vec::new(),
             class_entries: Vec::new(),
+            tiers: None,
         }
     }
 
@@ -200,8 +226,28 @@ impl<'a> RouteTable<'a> {
     /// room (the entry to index it by), else leave them in `scratch`.
     fn search(&mut self, src: DeviceId, dst: DeviceId) -> Option<(Found, Option<Entry>)> {
         let t = self.topology;
-        let width = self.width.width(t, src, dst)?;
-        let hops = self.search.links(&self.adjacency, src, dst, width, &mut self.scratch)?;
+        let tiers = self.tiers.get_or_insert_with(|| {
+            let mut tiers: Vec<Tier> = Vec::new();
+            for classes in t.routing.tiers() {
+                if let Some(tier) = Tier::new(t, classes, tiers.last().map(|x| x.links.len())) {
+                    tiers.push(tier);
+                }
+            }
+            tiers
+        });
+        // The closest path type that joins the pair, the widest paths within it.
+        let in_tier = tiers.iter().find_map(|tier| tier.width.width(&tier.topology, src, dst).map(|w| (tier, w)));
+        let (width, hops) = match in_tier {
+            Some((tier, width)) => {
+                let hops = self.search.links(&tier.adjacency, src, dst, width, &mut self.scratch)?;
+                self.scratch.iter_mut().for_each(|(l, _)| *l = tier.links[*l]);
+                (width, hops)
+            }
+            None => {
+                let width = self.width.width(t, src, dst)?;
+                (width, self.search.links(&self.adjacency, src, dst, width, &mut self.scratch)?)
+            }
+        };
         if self.links.len() + self.scratch.len() > MAX_HELD_ROUTE_LINKS {
             return Some((Found { held: None, width, hops }, None));
         }
