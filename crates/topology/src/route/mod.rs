@@ -260,7 +260,10 @@ mod tests {
             );
         }
         let t = b.build().unwrap();
-        assert!(matches!(super::width::WidthIndex::new(&t), super::width::WidthIndex::Dijkstra));
+        assert!(matches!(
+            super::width::WidthIndex::new(&super::search::Adjacency::new(&t)),
+            super::width::WidthIndex::Dijkstra
+        ));
         assert_eq!(t.route(g0, g1).unwrap().bottleneck_bytes_per_sec, 10e9);
         assert_eq!(t.route(g1, g0).unwrap().bottleneck_bytes_per_sec, 2e9);
         assert_same_as_reference(&t);

@@ -83,7 +83,7 @@ fn widest(t: &Topology, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyE
         return Ok(Route { links: Vec::new(), bottleneck_bytes_per_sec: f64::INFINITY, hops: 0 });
     }
     let no_route = || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
-    let width = super::width::dijkstra(t, src, dst).ok_or_else(no_route)?;
+    let width = super::width::dijkstra(&super::search::Adjacency::new(t), src, dst).ok_or_else(no_route)?;
     let min_bw = width * (1.0 - BANDWIDTH_TOLERANCE);
     let from_src = hop_distances(t, src, min_bw, false, src, dst);
     let to_dst = hop_distances(t, dst, min_bw, true, src, dst);

@@ -15,9 +15,11 @@ use crate::graph::{DeviceId, LinkId, Topology};
 /// One link as seen from one of its ends: the device at the other end.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hop {
-    device: u32,
-    link: u32,
-    bytes_per_sec: f64,
+    /// The device at the other end.
+    pub(super) device: u32,
+    /// The link's id in the whole topology (also in a path type's adjacency).
+    pub(super) link: u32,
+    pub(super) bytes_per_sec: f64,
 }
 
 /// The topology's links by device, packed so that a device's links are one contiguous
@@ -34,13 +36,18 @@ pub(super) struct Adjacency {
 impl Adjacency {
     /// Device and link counts are bounded by `MAX_DEVICES` and `MAX_LINKS`, so u32 holds them.
     pub(super) fn new(t: &Topology) -> Self {
+        Self::of_links(t, |_| true)
+    }
+
+    /// Only the links `keep` keeps (one path type's), under their ids in `t`.
+    pub(super) fn of_links(t: &Topology, keep: impl Fn(LinkId) -> bool) -> Self {
         let pack = |outgoing: bool| {
             let mut start = Vec::with_capacity(t.devices.len() + 1);
-            let mut hops = Vec::with_capacity(t.links.len());
+            let mut hops = Vec::new();
             for d in 0..t.devices.len() {
                 start.push(hops.len() as u32);
                 let ends = if outgoing { t.out_links(d) } else { t.in_links(d) };
-                hops.extend(ends.iter().map(|&l| {
+                hops.extend(ends.iter().filter(|&&l| keep(l)).map(|&l| {
                     let link = &t.links[l];
                     let device = if outgoing { link.to } else { link.from };
                     Hop { device: device as u32, link: l as u32, bytes_per_sec: link.bytes_per_sec }
@@ -54,12 +61,22 @@ impl Adjacency {
         Adjacency { out_start, out, in_start, inn, forwards: t.devices.iter().map(|d| d.kind.forwards()).collect() }
     }
 
-    fn out(&self, d: DeviceId) -> &[Hop] {
+    /// Links leaving `d`, in link order.
+    pub(super) fn out(&self, d: DeviceId) -> &[Hop] {
         &self.out[self.out_start[d] as usize..self.out_start[d + 1] as usize]
     }
 
-    fn inn(&self, d: DeviceId) -> &[Hop] {
+    /// Links into `d`, in link order; `device` is the link's sending end.
+    pub(super) fn inn(&self, d: DeviceId) -> &[Hop] {
         &self.inn[self.in_start[d] as usize..self.in_start[d + 1] as usize]
+    }
+
+    pub(super) fn devices(&self) -> usize {
+        self.forwards.len()
+    }
+
+    pub(super) fn forwards(&self, d: DeviceId) -> bool {
+        self.forwards[d]
     }
 }
 

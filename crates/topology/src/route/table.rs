@@ -60,26 +60,24 @@ pub const MAX_HELD_ROUTE_LINKS: usize = 1 << 24;
 /// large that the table would pass it keeps class routes in the hash index instead.
 const MAX_CLASS_TABLE: usize = 1 << 24;
 
-/// The links of one path type (`Routing::tiers`) as a topology of their own, indexed
-/// for the width and the search like the whole one; `links[i]` is the whole topology's
-/// id of the tier's link `i`.
+/// The links of one path type (`Routing::tiers`), indexed for the width and the search
+/// like the whole topology's, under their own ids.
 #[derive(Debug, Clone)]
 struct Tier {
-    topology: Topology,
-    links: Vec<LinkId>,
     width: WidthIndex,
     adjacency: Adjacency,
 }
 
 impl Tier {
-    /// None when the tier has no link, or the same links as the tier before it.
-    fn new(t: &Topology, classes: &[crate::graph::LinkClass], previous: Option<usize>) -> Option<Tier> {
-        let links: Vec<LinkId> = (0..t.links.len()).filter(|&l| classes.contains(&t.links[l].class)).collect();
-        if links.is_empty() || links.len() == t.links.len() || previous == Some(links.len()) {
+    /// None when the tier has no link, or the same links as the tier before it (or as
+    /// the whole topology): searching it again would find nothing new.
+    fn new(t: &Topology, classes: &[crate::graph::LinkClass], previous: Option<usize>) -> Option<(Tier, usize)> {
+        let count = t.links.iter().filter(|l| classes.contains(&l.class)).count();
+        if count == 0 || count == t.links.len() || previous == Some(count) {
             return None;
         }
-        let topology = t.with_links_where(t.name.clone(), |l| classes.contains(&t.links[l].class)).ok()?;
-        Some(Tier { width: WidthIndex::new(&topology), adjacency: Adjacency::new(&topology), topology, links })
+        let adjacency = Adjacency::of_links(t, |l| classes.contains(&t.links[l].class));
+        Some((Tier { width: WidthIndex::new(&adjacency), adjacency }, count))
     }
 }
 
@@ -109,10 +107,11 @@ pub struct RouteTable<'a> {
 impl<'a> RouteTable<'a> {
     /// O(links · distinct bandwidths) to index the fabric; routes come later, on demand.
     pub fn new(topology: &'a Topology) -> Self {
+        let adjacency = Adjacency::new(topology);
         RouteTable {
             topology,
-            width: WidthIndex::new(topology),
-            adjacency: Adjacency::new(topology),
+            width: WidthIndex::new(&adjacency),
+            adjacency,
             search: Search::new(topology.devices.len()),
             index: FxHashMap::default(),
             links: Vec::new(),
@@ -227,27 +226,22 @@ impl<'a> RouteTable<'a> {
     fn search(&mut self, src: DeviceId, dst: DeviceId) -> Option<(Found, Option<Entry>)> {
         let t = self.topology;
         let tiers = self.tiers.get_or_insert_with(|| {
-            let mut tiers: Vec<Tier> = Vec::new();
+            let mut tiers = Vec::new();
+            let mut previous = None;
             for classes in t.routing.tiers() {
-                if let Some(tier) = Tier::new(t, classes, tiers.last().map(|x| x.links.len())) {
+                if let Some((tier, count)) = Tier::new(t, classes, previous) {
                     tiers.push(tier);
+                    previous = Some(count);
                 }
             }
             tiers
         });
         // The closest path type that joins the pair, the widest paths within it.
-        let in_tier = tiers.iter().find_map(|tier| tier.width.width(&tier.topology, src, dst).map(|w| (tier, w)));
-        let (width, hops) = match in_tier {
-            Some((tier, width)) => {
-                let hops = self.search.links(&tier.adjacency, src, dst, width, &mut self.scratch)?;
-                self.scratch.iter_mut().for_each(|(l, _)| *l = tier.links[*l]);
-                (width, hops)
-            }
-            None => {
-                let width = self.width.width(t, src, dst)?;
-                (width, self.search.links(&self.adjacency, src, dst, width, &mut self.scratch)?)
-            }
-        };
+        let (adjacency, width) = tiers
+            .iter()
+            .find_map(|tier| tier.width.width(&tier.adjacency, src, dst).map(|w| (&tier.adjacency, w)))
+            .or_else(|| self.width.width(&self.adjacency, src, dst).map(|w| (&self.adjacency, w)))?;
+        let hops = self.search.links(adjacency, src, dst, width, &mut self.scratch)?;
         if self.links.len() + self.scratch.len() > MAX_HELD_ROUTE_LINKS {
             return Some((Found { held: None, width, hops }, None));
         }
@@ -259,7 +253,7 @@ impl<'a> RouteTable<'a> {
     /// Whether `dst` can be reached from `src` (the width search alone; nothing is kept).
     pub fn reachable(&self, src: DeviceId, dst: DeviceId) -> Result<(), TopologyError> {
         let t = self.topology;
-        if src == dst || self.width.width(t, src, dst).is_some() {
+        if src == dst || self.width.width(&self.adjacency, src, dst).is_some() {
             Ok(())
         } else {
             Err(TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() })

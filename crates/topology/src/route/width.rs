@@ -15,7 +15,8 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
-use crate::graph::{DeviceId, Topology};
+use super::search::Adjacency;
+use crate::graph::DeviceId;
 
 /// More distinct bandwidths than this and the component tables would cost more than
 /// they save: use the Dijkstra.
@@ -39,86 +40,80 @@ pub(super) enum WidthIndex {
 }
 
 impl WidthIndex {
-    pub(super) fn new(t: &Topology) -> Self {
-        let forwards = |d: DeviceId| t.devices[d].kind.forwards();
-        let mut thresholds_bytes_per_sec: Vec<f64> = t.links.iter().map(|l| l.bytes_per_sec).collect();
+    /// Over the links of `adj` (the whole topology's, or one path type's).
+    pub(super) fn new(adj: &Adjacency) -> Self {
+        let devices = adj.devices();
+        let all = || (0..devices).flat_map(|d| adj.out(d).iter().map(move |h| (d, h)));
+        let mut thresholds_bytes_per_sec: Vec<f64> = all().map(|(_, h)| h.bytes_per_sec).collect();
         thresholds_bytes_per_sec.sort_by(|a, b| b.total_cmp(a));
         thresholds_bytes_per_sec.dedup();
-        let devices = t.devices.len();
         if thresholds_bytes_per_sec.len() > MAX_THRESHOLDS
             || thresholds_bytes_per_sec.len().saturating_mul(devices) > MAX_LABELS
         {
             return WidthIndex::Dijkstra;
         }
-        let fabric: Vec<usize> =
-            (0..t.links.len()).filter(|&l| forwards(t.links[l].from) && forwards(t.links[l].to)).collect();
-        let present: HashSet<(DeviceId, DeviceId, u64)> =
-            fabric.iter().map(|&l| (t.links[l].from, t.links[l].to, t.links[l].bytes_per_sec.to_bits())).collect();
-        if fabric
-            .iter()
-            .any(|&l| !present.contains(&(t.links[l].to, t.links[l].from, t.links[l].bytes_per_sec.to_bits())))
-        {
+        // Links between forwarding devices: (from, to, bandwidth).
+        let fabric: Vec<(DeviceId, DeviceId, f64)> = all()
+            .filter(|(d, h)| adj.forwards(*d) && adj.forwards(h.device as usize))
+            .map(|(d, h)| (d, h.device as usize, h.bytes_per_sec))
+            .collect();
+        let present: HashSet<(DeviceId, DeviceId, u64)> = fabric.iter().map(|&(a, b, w)| (a, b, w.to_bits())).collect();
+        if fabric.iter().any(|&(a, b, w)| !present.contains(&(b, a, w.to_bits()))) {
             return WidthIndex::Dijkstra;
         }
         let mut by_width = fabric;
-        by_width.sort_by(|&a, &b| t.links[b].bytes_per_sec.total_cmp(&t.links[a].bytes_per_sec));
+        by_width.sort_by(|a, b| b.2.total_cmp(&a.2));
         let mut parent: Vec<usize> = (0..devices).collect();
         let mut labels = Vec::with_capacity(thresholds_bytes_per_sec.len() * devices);
         let mut next = 0;
         for &w in &thresholds_bytes_per_sec {
-            while next < by_width.len() && t.links[by_width[next]].bytes_per_sec >= w {
-                let link = &t.links[by_width[next]];
-                let (a, b) = (find(&mut parent, link.from), find(&mut parent, link.to));
+            while next < by_width.len() && by_width[next].2 >= w {
+                let (a, b) = (find(&mut parent, by_width[next].0), find(&mut parent, by_width[next].1));
                 parent[a.max(b)] = a.min(b);
                 next += 1;
             }
             for d in 0..devices {
                 // Device counts are bounded by MAX_LABELS, so a root always fits in u32.
-                labels.push(if forwards(d) { find(&mut parent, d) as u32 } else { NO_COMPONENT });
+                labels.push(if adj.forwards(d) { find(&mut parent, d) as u32 } else { NO_COMPONENT });
             }
         }
         WidthIndex::Components { thresholds_bytes_per_sec, labels, devices }
     }
 
-    /// The width from `src` to `dst` (`src != dst`), or `None` when no path exists.
-    pub(super) fn width(&self, t: &Topology, src: DeviceId, dst: DeviceId) -> Option<f64> {
+    /// The width from `src` to `dst` (`src != dst`) over the links of `adj` (those the
+    /// index was made from), or `None` when no path exists.
+    pub(super) fn width(&self, adj: &Adjacency, src: DeviceId, dst: DeviceId) -> Option<f64> {
         let WidthIndex::Components { thresholds_bytes_per_sec, labels, devices } = self else {
-            return dijkstra(t, src, dst);
+            return dijkstra(adj, src, dst);
         };
-        let forwards = |d: DeviceId| t.devices[d].kind.forwards();
         for (k, &w) in thresholds_bytes_per_sec.iter().enumerate() {
             let label = |d: DeviceId| labels[k * devices + d];
             // A forwarding end is in a component itself: compare the other end's
             // neighbours with it (a spine's thousands of links are never scanned).
-            if forwards(src) || forwards(dst) {
-                let (end, others, from_side) =
-                    if forwards(src) { (src, t.in_links(dst), true) } else { (dst, t.out_links(src), false) };
-                let meets = others.iter().any(|&l| {
-                    let link = &t.links[l];
-                    let next = if from_side { link.from } else { link.to };
-                    link.bytes_per_sec >= w && (next == end || label(next) == label(end))
+            if adj.forwards(src) || adj.forwards(dst) {
+                let (end, others) = if adj.forwards(src) { (src, adj.inn(dst)) } else { (dst, adj.out(src)) };
+                let meets = others.iter().any(|h| {
+                    let next = h.device as usize;
+                    h.bytes_per_sec >= w && (next == end || label(next) == label(end))
                 });
                 if meets {
                     return Some(w);
                 }
                 continue;
             }
-            for &l in t.out_links(src) {
-                let first = &t.links[l];
+            for first in adj.out(src) {
                 if first.bytes_per_sec < w {
                     continue;
                 }
-                if first.to == dst {
+                if first.device as usize == dst {
                     return Some(w);
                 }
-                let component = label(first.to);
+                let component = label(first.device as usize);
                 if component == NO_COMPONENT {
                     continue;
                 }
-                let meets = t.in_links(dst).iter().any(|&m| {
-                    let last = &t.links[m];
-                    last.bytes_per_sec >= w && label(last.from) == component
-                });
+                let meets =
+                    adj.inn(dst).iter().any(|last| last.bytes_per_sec >= w && label(last.device as usize) == component);
                 if meets {
                     return Some(w);
                 }
@@ -151,9 +146,9 @@ impl Ord for Widest {
 }
 
 /// The largest bottleneck bandwidth of any path from `src` to `dst` (max-min
-/// Dijkstra); GPUs other than `src` are never left.
-pub(super) fn dijkstra(t: &Topology, src: DeviceId, dst: DeviceId) -> Option<f64> {
-    let mut best = vec![0.0f64; t.devices.len()];
+/// Dijkstra) over the links of `adj`; GPUs other than `src` are never left.
+pub(super) fn dijkstra(adj: &Adjacency, src: DeviceId, dst: DeviceId) -> Option<f64> {
+    let mut best = vec![0.0f64; adj.devices()];
     best[src] = f64::INFINITY;
     let mut heap = BinaryHeap::new();
     heap.push(Widest(f64::INFINITY, src));
@@ -164,15 +159,14 @@ pub(super) fn dijkstra(t: &Topology, src: DeviceId, dst: DeviceId) -> Option<f64
         if u == dst {
             return Some(width);
         }
-        if u != src && !t.devices[u].kind.forwards() {
+        if u != src && !adj.forwards(u) {
             continue;
         }
-        for &l in t.out_links(u) {
-            let link = &t.links[l];
-            let w = width.min(link.bytes_per_sec);
-            if w > best[link.to] {
-                best[link.to] = w;
-                heap.push(Widest(w, link.to));
+        for h in adj.out(u) {
+            let (to, w) = (h.device as usize, width.min(h.bytes_per_sec));
+            if w > best[to] {
+                best[to] = w;
+                heap.push(Widest(w, to));
             }
         }
     }
