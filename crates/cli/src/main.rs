@@ -38,6 +38,11 @@ enum Command {
     Model(commands::model::ModelCommand),
     /// Simulate collectives flow by flow on a shared network, beside the per-round model
     Sim(commands::sim::SimArgs),
+    /// NCCL's own choice for a collective (its tuner's tables and times), beside railyard's
+    ExplainNccl(commands::nccl::ExplainArgs),
+    /// Read what NCCL users already have: nccl-tests output
+    #[command(subcommand)]
+    Analyze(commands::nccl::AnalyzeCommand),
     /// Run collectives for real and report like nccl-tests (time, algbw, busbw, #wrong)
     ///
     /// Each size is timed out of place (separate input and output) and in place (one
@@ -61,6 +66,8 @@ fn main() -> ExitCode {
         Command::Topo(cmd) => commands::topo::run(&cmd),
         Command::Model(cmd) => commands::model::run(&cmd),
         Command::Sim(args) => commands::sim::run(&args),
+        Command::ExplainNccl(args) => commands::nccl::explain(&args),
+        Command::Analyze(cmd) => commands::nccl::analyze(&cmd),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),

@@ -1,0 +1,510 @@
+//! `railyard explain-nccl` and `railyard analyze nccl-tests`: NCCL's own choice and
+//! expectations (its tuner), beside railyard's model, on a topology.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use railyard_nccl::nccl_tests::{self, TestKind, TestsOutput};
+use railyard_nccl::shape::{self, Overrides, Shape};
+use railyard_nccl::tuner::{self, Arch, Coll};
+use railyard_nccl::verdict::{self, Analysis};
+use railyard_netmodels::report::Table;
+use railyard_schedule::Collective;
+use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
+use railyard_topology::{Placement, PlacementPolicy, Topology};
+use serde::Serialize;
+
+use crate::args::{parse_size, Format, TopologyArgs};
+
+/// What NCCL's graph search would have found; each derived from the topology unless given.
+#[derive(Debug, Clone, Args)]
+pub struct TunerShapeArgs {
+    /// GPU generation for NCCL's per-channel caps: volta, ampere, hopper, blackwell
+    #[arg(long)]
+    pub arch: Option<Arch>,
+    /// NCCL's channels (a log's `N coll channels`; default 16)
+    #[arg(long)]
+    pub channels: Option<usize>,
+    /// Per-channel GB/s inside a node (a log's `Pattern ..., bw INTRA/INTER`)
+    #[arg(long, allow_hyphen_values = true)]
+    pub bw_intra: Option<f64>,
+    /// Per-channel GB/s across nodes
+    #[arg(long, allow_hyphen_values = true)]
+    pub bw_inter: Option<f64>,
+    /// NVLink SHARP (NVLS): on or off (default: on where GPUs sit on an NVSwitch, Hopper or newer)
+    #[arg(long)]
+    pub nvls: Option<OnOff>,
+    /// CollNet enabled (NCCL_COLLNET_ENABLE=1)
+    #[arg(long)]
+    pub collnet: bool,
+    /// NCCL_ALGO as NCCL reads it (e.g. `Ring,Tree`, `^NVLS`, `allreduce:tree;ring`)
+    #[arg(long)]
+    pub nccl_algo: Option<String>,
+    /// NCCL_PROTO as NCCL reads it (e.g. `^LL128`, `Simple`)
+    #[arg(long)]
+    pub nccl_proto: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl TunerShapeArgs {
+    fn shape(&self, t: &Topology, p: &Placement, collective: Collective) -> Result<Shape> {
+        let name = nccl_function_name(collective);
+        let o = Overrides {
+            arch: self.arch,
+            channels: self.channels,
+            bw_intra_gb_per_s: self.bw_intra,
+            bw_inter_gb_per_s: self.bw_inter,
+            nvls: self.nvls.map(|x| x == OnOff::On),
+            collnet: self.collnet,
+            algos: self.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, name)).transpose()?,
+            protos: self.nccl_proto.as_deref().map(|s| shape::parse_proto_env(s, name)).transpose()?,
+        };
+        Ok(shape::shape(t, p, &o)?)
+    }
+}
+
+fn nccl_function_name(c: Collective) -> &'static str {
+    match c {
+        Collective::AllReduce => "allreduce",
+        Collective::AllGather => "allgather",
+        Collective::ReduceScatter => "reducescatter",
+        Collective::Broadcast => "broadcast",
+        Collective::Reduce => "reduce",
+        _ => "other",
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    railyard explain-nccl                                        # 192 MiB all-reduce on 2 x HGX H100\n  \
+    railyard explain-nccl --size 64KiB --nccl-algo '^NVLS'\n  \
+    railyard explain-nccl --topo rail:servers=4 --sweep 8B:4GiB\n  \
+    railyard explain-nccl --channels 24 --bw-intra 20 --bw-inter 20   # from a log's Pattern line\n\n\
+NCCL's tuner (src/graph/tuning.cc, NCCL 2.30.7): for each algorithm x protocol a latency\n\
+and a bandwidth from its constant tables and the channels and per-channel bandwidth its\n\
+graph search found; time = latency + bytes / bandwidth; the smallest wins. The channels\n\
+and bandwidths are derived from the topology unless given (see the inputs printed).")]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    /// allreduce, allgather, reducescatter, broadcast, reduce
+    #[arg(long, default_value = "allreduce")]
+    pub collective: Collective,
+    /// NCCL's nBytes: the whole buffer (n x per-rank for all-gather and reduce-scatter)
+    #[arg(long, default_value = "192MiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Ranks (default: every GPU of the topology)
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Sizes FROM:TO, doubling: NCCL's pick per size and where it changes
+    #[arg(long)]
+    pub sweep: Option<String>,
+    #[command(flatten)]
+    pub shape: TunerShapeArgs,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AnalyzeCommand {
+    /// Read nccl-tests output: recompute algbw/busbw, and with --topo put NCCL's expected
+    /// time and railyard's bound beside every size, with a verdict
+    NcclTests(AnalyzeTestsArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    railyard analyze nccl-tests samples/nccl-tests/seed-000-8.8.txt --collective allreduce\n  \
+    railyard analyze nccl-tests run.txt --topo rail:servers=2 --format json\n\n\
+Verdicts: `as expected` within 1.25x of NCCL's own prediction; `slow` above it; `faster\n\
+than the model allows` below railyard's bound (payload and start-up only): the topology\n\
+given is slower than the machine measured.")]
+pub struct AnalyzeTestsArgs {
+    /// nccl-tests standard output (any *_perf binary)
+    pub file: PathBuf,
+    /// The test, where the output has no `# Collective test starting` line:
+    /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv
+    #[arg(long)]
+    pub collective: Option<String>,
+    /// Ranks, where the output has no `#  Rank` lines (else inferred from busbw/algbw)
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Topology to compare with (a preset, or a file `topo import` made of the same machines)
+    #[arg(long)]
+    pub topo: Option<String>,
+    #[command(flatten)]
+    pub shape: TunerShapeArgs,
+    /// Draw measured, NCCL-expected and railyard-bound busbw per size
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+}
+
+fn placement(t: &Topology, ranks: Option<usize>) -> Result<Placement> {
+    Placement::new(t, &PlacementPolicy::Contiguous, ranks).context("placement")
+}
+
+pub fn explain(args: &ExplainArgs) -> Result<String> {
+    let topology = args.topology.load()?;
+    let placement = placement(&topology, args.ranks)?;
+    let coll = Coll::from_railyard(args.collective).with_context(|| {
+        format!(
+            "NCCL's tuner models allreduce, allgather, reducescatter, broadcast and reduce, not {}",
+            args.collective.as_str()
+        )
+    })?;
+    let shape = args.shape.shape(&topology, &placement, args.collective)?;
+    let table = tuner::table(&shape.input, coll)?;
+    if let Some(range) = &args.sweep {
+        let (from, to) = range.split_once(':').context("--sweep takes FROM:TO, e.g. 8B:4GiB")?;
+        let (from, to) = (parse_size(from).map_err(anyhow::Error::msg)?, parse_size(to).map_err(anyhow::Error::msg)?);
+        if from == 0 || from > to {
+            bail!("--sweep: FROM must be at least 1 B and at most TO");
+        }
+        let mut rows = Vec::new();
+        let mut size = from;
+        while size <= to && rows.len() < 64 {
+            let c = tuner::choose(&shape.input, &table, size).context("NCCL_ALGO/NCCL_PROTO leave no algorithm")?;
+            rows.push(c);
+            size = match size.checked_mul(2) {
+                Some(s) => s,
+                None => break,
+            };
+        }
+        return match args.format {
+            Format::Json => {
+                Ok(serde_json::to_string_pretty(&serde_json::json!({ "shape": shape, "sweep": rows }))? + "\n")
+            }
+            Format::Md => {
+                let mut out = format!(
+                    "# NCCL's choice per size: {} over {} ranks on {}\n\n",
+                    args.collective.as_str(),
+                    shape.input.ranks,
+                    topology.name
+                );
+                out.push_str(&shape_markdown(&shape));
+                let mut t = Table::new(["size", "NCCL picks", "channels", "predicted", "algbw"]);
+                let mut changes = Vec::new();
+                for (i, c) in rows.iter().enumerate() {
+                    if i > 0 && (rows[i - 1].algo, rows[i - 1].proto) != (c.algo, c.proto) {
+                        changes.push(format!(
+                            "{}/{} → {}/{} at {}",
+                            rows[i - 1].algo.as_str(),
+                            rows[i - 1].proto.as_str(),
+                            c.algo.as_str(),
+                            c.proto.as_str(),
+                            format_bytes(c.bytes as f64)
+                        ));
+                    }
+                    t.row([
+                        format_bytes(c.bytes as f64),
+                        format!("{}/{}", c.algo.as_str(), c.proto.as_str()),
+                        c.channels.to_string(),
+                        format_secs(c.time_us * 1e-6),
+                        format_bytes_per_sec(c.bytes as f64 / (c.time_us * 1e-6)),
+                    ]);
+                }
+                out.push_str(&t.render());
+                out.push_str(&format!(
+                    "\nNCCL's choice changes: {}.\n",
+                    if changes.is_empty() { "never in this range".to_string() } else { changes.join("; ") }
+                ));
+                Ok(out)
+            }
+        };
+    }
+    let choice = tuner::choose(&shape.input, &table, args.size).context("NCCL_ALGO/NCCL_PROTO leave no algorithm")?;
+    // railyard's own choice on the same topology and size.
+    let request = railyard_model::plan::PlanRequest {
+        collective: args.collective,
+        bytes: args.size - args.size % 4,
+        elem_bytes: 4,
+        algorithms: railyard_schedule::Algorithm::ALL.to_vec(),
+        order: None,
+        groups: None,
+        root: 0,
+        channels: 1,
+        pipeline_chunks: None,
+        strict: false,
+    };
+    let ours = railyard_model::plan::plan(&topology, &placement, &request)?;
+    let fastest = railyard_model::selection::fastest(&ours);
+    let same_family =
+        choice.algo.railyard_algorithm().and_then(|a| ours.algorithms.iter().find(|b| b.name == a.as_str()));
+    #[derive(Serialize)]
+    struct Out<'a> {
+        shape: &'a Shape,
+        table: &'a tuner::Table,
+        nccl: &'a tuner::Choice,
+        railyard_choice: Option<(&'a str, f64)>,
+        railyard_time_of_nccl_algorithm: Option<(&'a str, f64)>,
+    }
+    let out = Out {
+        shape: &shape,
+        table: &table,
+        nccl: &choice,
+        railyard_choice: fastest.map(|b| (b.name.as_str(), b.total_secs)),
+        railyard_time_of_nccl_algorithm: same_family.map(|b| (b.name.as_str(), b.total_secs)),
+    };
+    match args.format {
+        Format::Json => Ok(serde_json::to_string_pretty(&out)? + "\n"),
+        Format::Md => {
+            let mut md = format!(
+                "# NCCL's choice: {} of {} over {} ranks on {}\n\n",
+                args.collective.as_str(),
+                format_bytes(args.size as f64),
+                shape.input.ranks,
+                topology.name
+            );
+            md.push_str(&shape_markdown(&shape));
+            md.push_str("NCCL's tuning table (latency / algorithm bandwidth, as NCCL_DEBUG_SUBSYS=TUNING prints it; `-` not considered):\n\n");
+            let mut t = Table::new(["algorithm", "LL", "LL128", "Simple"]);
+            for a in tuner::ALGOS {
+                let cell = |p| {
+                    table.cells.iter().find(|c| c.algo == a && c.proto == p).map_or("-".to_string(), |c| {
+                        if c.enabled {
+                            format!("{:.1} us / {:.1} GB/s", c.latency_us, c.algbw_gb_per_s)
+                        } else {
+                            "-".into()
+                        }
+                    })
+                };
+                t.row([
+                    a.as_str().to_string(),
+                    cell(tuner::Proto::Ll),
+                    cell(tuner::Proto::Ll128),
+                    cell(tuner::Proto::Simple),
+                ]);
+            }
+            md.push_str(&t.render());
+            md.push_str(&format!(
+                "\nCandidates for {} (time = latency + bytes / bandwidth):\n\n",
+                format_bytes(args.size as f64)
+            ));
+            let mut cands = choice.candidates.clone();
+            cands.sort_by(|a, b| a.time_us.total_cmp(&b.time_us));
+            let mut t = Table::new(["algorithm/protocol", "latency", "bandwidth", "time"]);
+            for c in &cands {
+                t.row([
+                    format!("{}/{}", c.algo.as_str(), c.proto.as_str()),
+                    format_secs(c.latency_us * 1e-6),
+                    format!("{:.2} GB/s", c.algbw_gb_per_s),
+                    format_secs(c.time_us * 1e-6),
+                ]);
+            }
+            md.push_str(&t.render());
+            md.push_str(&format!(
+                "\nNCCL picks **{}/{}** on {} channels × {} threads: {} predicted.\n",
+                choice.algo.as_str(),
+                choice.proto.as_str(),
+                choice.channels,
+                choice.threads,
+                format_secs(choice.time_us * 1e-6)
+            ));
+            if let Some(b) = fastest {
+                md.push_str(&format!(
+                    "railyard's model (payload and start-up, per round) picks **{}**: {}",
+                    b.name,
+                    format_secs(b.total_secs)
+                ));
+                match same_family {
+                    Some(s) => md.push_str(&format!("; its {} takes {}.\n", s.name, format_secs(s.total_secs))),
+                    None => md.push_str(".\n"),
+                }
+            }
+            Ok(md)
+        }
+    }
+}
+
+fn shape_markdown(s: &Shape) -> String {
+    let i = &s.input;
+    let mut out = format!(
+        "Inputs: {} ranks on {} nodes, {:?}, {} channels of {} GB/s inside a node and {} GB/s across, \
+         intra-node path {}, NVLS {}, CollNet {}.\n\n",
+        i.ranks,
+        i.nodes,
+        i.arch,
+        i.channels,
+        i.bw_intra_gb_per_s,
+        i.bw_inter_gb_per_s,
+        if i.intra_nvlink { "NVLink" } else { "PCI" },
+        if i.nvls_channels > 0 { "on" } else { "off" },
+        if i.collnet { "on" } else { "off" }
+    );
+    for (k, v) in &s.notes {
+        out.push_str(&format!("- {k}: {v}\n"));
+    }
+    out.push('\n');
+    out
+}
+
+fn test_kind(name: &str) -> Result<TestKind> {
+    let k = match name.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
+        "allreduce" => TestKind::AllReduce,
+        "allgather" => TestKind::AllGather,
+        "reducescatter" => TestKind::ReduceScatter,
+        "broadcast" => TestKind::Broadcast,
+        "reduce" => TestKind::Reduce,
+        "alltoall" => TestKind::AllToAll,
+        "sendrecv" => TestKind::SendRecv,
+        other => {
+            bail!("--collective {other}: allreduce, allgather, reducescatter, broadcast, reduce, alltoall or sendrecv")
+        }
+    };
+    Ok(k)
+}
+
+pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
+    let AnalyzeCommand::NcclTests(args) = cmd;
+    let text = railyard_topology::file::read_text(&args.file, nccl_tests::MAX_INPUT_BYTES)?;
+    let kind = args.collective.as_deref().map(test_kind).transpose()?;
+    let output = nccl_tests::parse(&text, kind, args.ranks).with_context(|| format!("{}", args.file.display()))?;
+    let analysis = match &args.topo {
+        None => None,
+        Some(spec) => {
+            let topology = TopologyArgs { topo: spec.clone(), routing: None }.load()?;
+            let ranks = output.ranks.max(2);
+            let placement = placement(&topology, Some(ranks))?;
+            let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
+            let shape = args.shape.shape(&topology, &placement, collective)?;
+            Some((verdict::analyze(&output, &topology, &placement, &shape)?, shape, topology.name.clone()))
+        }
+    };
+    if let Some(path) = &args.svg {
+        std::fs::write(path, tests_chart(&output, analysis.as_ref().map(|a| &a.0)))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    match args.format {
+        Format::Json => {
+            #[derive(Serialize)]
+            struct Out<'a> {
+                output: &'a TestsOutput,
+                analysis: Option<&'a Analysis>,
+                shape: Option<&'a Shape>,
+            }
+            let out = Out {
+                output: &output,
+                analysis: analysis.as_ref().map(|a| &a.0),
+                shape: analysis.as_ref().map(|a| &a.1),
+            };
+            Ok(serde_json::to_string_pretty(&out)? + "\n")
+        }
+        Format::Md => Ok(tests_markdown(&output, analysis.as_ref().map(|(a, s, n)| (a, s, n.as_str())))),
+    }
+}
+
+fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) -> String {
+    let mut out = format!("# nccl-tests {}: {} sizes over {} ranks\n\n", o.kind.binary(), o.rows.len(), o.ranks);
+    out.push_str(&format!(
+        "Test: {}; ranks: {}{}. busbw = algbw × {:.4} (nccl-tests' factor for {}).\n\n",
+        o.kind_from,
+        o.ranks_from,
+        if o.hosts.is_empty() {
+            String::new()
+        } else {
+            format!(" on {} host(s): {}", o.hosts.len(), o.hosts.join(", "))
+        },
+        o.kind.bus_factor(o.ranks.max(2)),
+        o.kind.binary()
+    ));
+    let mut t =
+        Table::new(["size", "time (out / in)", "algbw printed", "busbw printed", "busbw from the time", "agrees"]);
+    let mut disagreeing = 0;
+    for r in &o.rows {
+        let agrees = r.out_of_place.consistent && r.in_place.consistent;
+        if !agrees {
+            disagreeing += 1;
+        }
+        t.row([
+            format_bytes(r.bytes as f64),
+            format!("{} / {} us", r.out_of_place.time_us.value, r.in_place.time_us.value),
+            format!("{} / {}", r.out_of_place.algbw_gb_per_s.value, r.in_place.algbw_gb_per_s.value),
+            format!("{} / {}", r.out_of_place.busbw_gb_per_s.value, r.in_place.busbw_gb_per_s.value),
+            format!("{:.2} / {:.2}", r.out_of_place.busbw_recomputed, r.in_place.busbw_recomputed),
+            if agrees { "yes".into() } else { format!("**no** (line {})", r.line) },
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push_str(&format!(
+        "\n{disagreeing} of {} rows print an algbw or busbw their own time does not give (beyond the printed digits).\n",
+        o.rows.len()
+    ));
+    if let Some(avg) = o.avg_busbw_printed {
+        out.push_str(&format!("Footer's average busbw {avg}; the rows' mean {:.4}.\n", o.avg_busbw_of_rows));
+    }
+    if o.unread_count > 0 {
+        out.push_str(&format!("{} line(s) neither header nor row were skipped.\n", o.unread_count));
+    }
+    if let Some((a, shape, name)) = analysis {
+        out.push_str(&format!("\n## Against {name}\n\n"));
+        out.push_str(&shape_markdown(shape));
+        let mut t = Table::new([
+            "size",
+            "measured",
+            "busbw",
+            "NCCL would pick",
+            "NCCL expects",
+            "busbw expected",
+            "railyard bound",
+            "measured / expected",
+            "verdict",
+        ]);
+        for s in &a.sizes {
+            t.row([
+                format_bytes(s.bytes as f64),
+                format_secs(s.measured_us * 1e-6),
+                format!("{:.2} GB/s", s.measured_busbw_gb_per_s),
+                format!("{}/{} ({} ch)", s.nccl_algo.as_str(), s.nccl_proto.as_str(), s.nccl_channels),
+                format_secs(s.nccl_expected_us * 1e-6),
+                format!("{:.2} GB/s", s.nccl_expected_busbw_gb_per_s),
+                format!("{} ({})", format_secs(s.railyard_bound_us * 1e-6), s.railyard_algorithm),
+                format!("{:.2}", s.ratio),
+                s.verdict.as_str().to_string(),
+            ]);
+        }
+        out.push_str(&t.render());
+        match a.leaves_model_at_bytes {
+            Some(b) => out.push_str(&format!(
+                "\nThe measured curve leaves the model's at {}: from there on no size is as expected.\n",
+                format_bytes(b as f64)
+            )),
+            None => out.push_str("\nThe measured curve does not leave the model's for good in this range.\n"),
+        }
+        for n in &a.notes {
+            out.push_str(&format!("{n}.\n"));
+        }
+    }
+    out
+}
+
+fn tests_chart(o: &TestsOutput, a: Option<&Analysis>) -> String {
+    let measured: Vec<(f64, f64)> = o
+        .rows
+        .iter()
+        .map(|r| (r.bytes as f64, r.out_of_place.busbw_recomputed.max(r.in_place.busbw_recomputed)))
+        .collect();
+    let mut series = vec![crate::chart::Series { name: "measured busbw".into(), points: measured }];
+    if let Some(a) = a {
+        series.push(crate::chart::Series {
+            name: "NCCL expects".into(),
+            points: a.sizes.iter().map(|s| (s.bytes as f64, s.nccl_expected_busbw_gb_per_s)).collect(),
+        });
+    }
+    crate::chart::LineChart {
+        title: format!("{} busbw (GB/s) per size", o.kind.binary()),
+        x_label: "size (B, log)".into(),
+        y_label: "busbw (GB/s)".into(),
+        log_x: true,
+        series,
+        marks: Vec::new(),
+    }
+    .svg()
+}

@@ -1,0 +1,202 @@
+//! `railyard analyze nccl-tests` and `railyard explain-nccl` (issue 15): nccl-tests
+//! output read and checked against its own definitions, NCCL's tuner reproduced on
+//! cases computed by hand from its constants (nccl-facts §1.2–§1.8), verdicts.
+
+mod common;
+use common::{json, railyard};
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn sample(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/nccl-tests").join(name).display().to_string()
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["output"]["rows"].as_array().unwrap()
+}
+
+/// Seed 000 §8.8.1's three rows (8 ranks, old layout): two print an algbw or busbw their
+/// own time does not give; and the 1 GiB busbw of 109.7 GB/s says the run was not 8
+/// nodes of one GPU on HDR InfiniBand (25 GB/s): no ring over such NICs can carry it.
+#[test]
+fn the_seed_sample_and_what_its_busbw_implies() {
+    let f = sample("seed-000-8.8.txt");
+    let v = json(&["analyze", "nccl-tests", &f, "--collective", "allreduce", "--format", "json"]);
+    assert_eq!(v["output"]["ranks"], 8);
+    let r = rows(&v);
+    assert_eq!(r.len(), 3);
+    // 1073741824 B / 17125 us = 62.700 GB/s; x 2·7/8 = 109.73 GB/s.
+    let alg = r[2]["in_place"]["algbw_recomputed"].as_f64().unwrap();
+    assert!((alg - 1073741824.0 / 17125e3).abs() < 1e-9);
+    let agrees: Vec<bool> = r.iter().map(|x| x["out_of_place"]["consistent"].as_bool().unwrap()).collect();
+    assert_eq!(agrees, [true, false, false]);
+    let hdr = json(&[
+        "analyze",
+        "nccl-tests",
+        &f,
+        "--collective",
+        "allreduce",
+        "--topo",
+        "rail:servers=8,gpus=1,nic=25GB/s",
+        "--arch",
+        "ampere",
+        "--format",
+        "json",
+    ]);
+    let sizes = hdr["analysis"]["sizes"].as_array().unwrap();
+    assert_eq!(sizes[2]["verdict"], "faster-than-the-model-allows");
+    // The bound: a ring over 25 GB/s NICs moves 2·7/8 GiB through each, 75.2 ms.
+    let bound = sizes[2]["railyard_bound_us"].as_f64().unwrap();
+    assert!((bound / 1e3 - 2.0 * 7.0 / 8.0 * 1073741824.0 / 25e9 * 1e3).abs() < 0.1, "{bound}");
+    let md = railyard(&["analyze", "nccl-tests", &f, "--collective", "allreduce"]).stdout;
+    assert!(md.contains("2 of 3 rows print an algbw or busbw their own time does not give"), "{md}");
+}
+
+/// A 2 x 8 H100 run written from the format: as NCCL predicts up to 1 MiB, then twice
+/// its prediction. NCCL's predictions at these sizes are computed by hand in
+/// `explain_nccl_reproduces_the_tuner_by_hand` below (25.26, 38.64, 59.05, 79.65 us; 1 GiB
+/// by NVLSTree 66.8 + 1073741824/326400 = 3356.45 us).
+#[test]
+fn a_curve_that_turns_slow_is_found_where_it_turns() {
+    let f = sample("hgx-h100x2-all_reduce_perf.txt");
+    let v = json(&["analyze", "nccl-tests", &f, "--topo", "hgx-h100x2", "--format", "json"]);
+    assert_eq!(v["output"]["ranks"], 16);
+    assert_eq!(v["output"]["ranks_from"], "rank lines");
+    assert_eq!(v["output"]["hosts"], serde_json::json!(["nodeA", "nodeB"]));
+    assert!(rows(&v).iter().all(|r| r["out_of_place"]["consistent"] == true && r["in_place"]["consistent"] == true));
+    // 1 GiB in 8000 us: algbw 134.22 GB/s, busbw x 2·15/16 = 251.66.
+    let last = &rows(&v)[4]["out_of_place"];
+    assert!((last["busbw_recomputed"].as_f64().unwrap() - 1073741824.0 / 8e6 * 1.875).abs() < 1e-9);
+    let verdicts: Vec<&str> =
+        v["analysis"]["sizes"].as_array().unwrap().iter().map(|s| s["verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["as-expected", "as-expected", "as-expected", "slow", "slow"]);
+    assert_eq!(v["analysis"]["leaves_model_at_bytes"], 4194304);
+    let expected: Vec<f64> = v["analysis"]["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["nccl_expected_us"].as_f64().unwrap() * 100.0).round() / 100.0)
+        .collect();
+    assert_eq!(expected, [25.26, 38.64, 59.05, 79.65, 3356.45]);
+}
+
+/// all_gather_perf: the size column is the whole buffer, busbw = algbw x (n-1)/n.
+#[test]
+fn all_gather_uses_its_own_factor() {
+    let f = sample("hgx-h100x2-all_gather_perf.txt");
+    let v = json(&["analyze", "nccl-tests", &f, "--format", "json"]);
+    assert_eq!(v["output"]["kind"], "AllGather");
+    let r = &rows(&v)[1];
+    assert_eq!(
+        (r["bytes"].as_u64(), r["count"].as_u64(), r["root"].as_i64()),
+        (Some(268435456), Some(4194304), Some(-1))
+    );
+    // 268435456 / 1500 us = 178.957 GB/s; x 15/16 = 167.77.
+    assert!((r["out_of_place"]["busbw_recomputed"].as_f64().unwrap() - 268435456.0 / 1.5e6 * 15.0 / 16.0).abs() < 1e-9);
+    assert_eq!(r["out_of_place"]["consistent"], true);
+}
+
+#[test]
+fn bad_nccl_tests_input_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("railyard-nccl-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text, word) in [
+        ("empty.txt", "", "names no test"),
+        ("words.txt", "# Collective test starting: all_reduce_perf\nhello world\n", "no result rows"),
+        (
+            "short.txt",
+            "# Collective test starting: all_reduce_perf\n1024 256 float sum -1 1.0 1.0 1.0 0 1.0 1.0 1.0\n",
+            "line 2",
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = railyard(&["analyze", "nccl-tests", path.to_str().unwrap(), "--ranks", "2"]);
+        assert_eq!(out.code, 2, "{name}");
+        assert!(out.stderr.contains(word), "{name}: {}", out.stderr);
+    }
+    let out = railyard(&["analyze", "nccl-tests", "/dev/urandom", "--collective", "allreduce"]);
+    assert_eq!(out.code, 2);
+}
+
+fn pick(args: &[&str]) -> (String, f64) {
+    let mut all = vec!["explain-nccl", "--format", "json"];
+    all.extend_from_slice(args);
+    let v = json(&all);
+    let n = &v["nccl"];
+    (format!("{}/{}", n["algo"].as_str().unwrap(), n["proto"].as_str().unwrap()), n["time_us"].as_f64().unwrap())
+}
+
+/// NCCL's choice by hand from its constants, on the shapes railyard derives:
+/// 16 channels; 24 GB/s per channel inside a node (450 GB/s / 16 = 28.1 → Hopper's
+/// candidate 24) and across (8 NICs x 50 = 400 GB/s / 16 = 25 → 24); NVLS on (NVSwitch).
+///
+/// One node, 8 GPUs (`--ranks 8`): bus = 16 x 24 = 384 GB/s, ring steps 14.
+/// Ring LL min(141, 192) x 8/14 = 80.571, lat 6.6 + 14 x 0.6 = 15.0;
+/// Ring Simple 384 x 8/14 = 219.43, lat 56.0; Ring LL128 min(353.28, 587.2) x 8/14 = 201.87, lat 40.6;
+/// Tree (min(353.28, 619.2)): LL 353.28/3.8 = 92.97 x 0.5 = 46.48, lat 15.2; LL128 x 7/9 x 0.5 = 137.39, lat 31.5;
+/// NVLS: 24 x 0.85 x 15/16 x 2 = 38.25 per channel x 16 = 612 x 8/14 = 349.71, lat 25.
+///   1 KiB: Ring LL 15.0 + 1024/80571 = 15.013; Tree LL 15.2 + 1024/(46484 x 0.9) = 15.224 → Ring/LL.
+///   64 KiB: Ring LL 15.0 + 0.813 = 15.813; Tree LL 15.2 + 65536/(46484 x 0.6) = 17.55 → Ring/LL.
+///   1 MiB: NVLS 25 + 1048576/349714 = 27.998; Ring LL 15.0 + 13.014 = 28.014 → NVLS/Simple.
+///   256 MiB: NVLS 25 + 767.58 = 792.58; Ring Simple 56 + 1223.3 → NVLS/Simple.
+///   256 MiB with NCCL_ALGO=^NVLS: Ring Simple 1279.3; Ring LL128 40.6 + 1329.7;
+///     Tree Simple 64.4 + 268435456/(176640 x 0.9) = 1752.9 → Ring/Simple.
+///
+/// Two nodes (hgx-h100x2, 16 ranks): bw = bwIntra (2 nodes), ring steps 30, 2 of them across.
+/// Tree LL min(92.97, 39 [Intel, N2]) x 0.5 = 19.5, lat 6.8 + 2(7 x 0.6 + 5.0) = 25.2;
+/// Tree LL128 353.28 x 120/128 x 0.5 = 165.6, lat 14 + 2(7 x 1.25 + 8.5) = 48.5;
+/// Ring LL128 188.42, lat 14 + 28 x 1.9 + 2 x 4.0 = 75.2; Ring Simple 204.8,
+/// lat 8.4 + 28 x 3.4 + 2 x 14 = 131.6 (x 1.4 at these sizes: 184.24);
+/// NVLSTree min(38.25, 48, 57.7) x 16 x 16/30 = 326.4, lat 25 + 2 x 20.9 = 66.8.
+///   1 KiB: Tree LL 25.2 + 1024/(19500 x 0.9) = 25.258 → Tree/LL.
+///   128 KiB: Tree LL 25.2 + 131072/(19500 x 0.5) = 38.64; Ring LL 40 + 6.3 → Tree/LL.
+///   1 MiB: Tree LL128 48.5 + 1048576/(165600 x 0.6) = 59.05; NVLSTree 66.8 + 3.21 = 70.01 → Tree/LL128.
+///   4 MiB: NVLSTree 66.8 + 12.85 = 79.65; Tree LL128 48.5 + 4194304/(165600 x 0.8) = 80.16 → NVLSTree/Simple.
+///   1 GiB with NVLS off: Ring Simple 184.24 + 1073741824/204800 = 5427.1; Ring LL128 75.2 + 5698.8 → Ring/Simple.
+#[test]
+fn explain_nccl_reproduces_the_tuner_by_hand() {
+    let one = |size: &str, extra: &[&str]| {
+        let mut a = vec!["--ranks", "8", "--size", size];
+        a.extend_from_slice(extra);
+        pick(&a)
+    };
+    let close = |(name, t): (String, f64), want: &str, us: f64| {
+        assert_eq!(name, want);
+        assert!((t - us).abs() < 0.01, "{want}: {t} vs {us}");
+    };
+    close(one("1KiB", &[]), "Ring/LL", 15.0 + 1024.0 / 80571.428571);
+    close(one("64KiB", &[]), "Ring/LL", 15.0 + 65536.0 / 80571.428571);
+    close(one("1MiB", &[]), "NVLS/Simple", 25.0 + 1048576.0 / 349714.285714);
+    close(one("256MiB", &[]), "NVLS/Simple", 25.0 + 268435456.0 / 349714.285714);
+    close(one("256MiB", &["--nccl-algo", "^NVLS"]), "Ring/Simple", 56.0 + 268435456.0 / 219428.571428);
+    let two = |size: &str, extra: &[&str]| {
+        let mut a = vec!["--size", size];
+        a.extend_from_slice(extra);
+        pick(&a)
+    };
+    close(two("1KiB", &[]), "Tree/LL", 25.2 + 1024.0 / (19500.0 * 0.9));
+    close(two("128KiB", &[]), "Tree/LL", 25.2 + 131072.0 / (19500.0 * 0.5));
+    close(two("1MiB", &[]), "Tree/LL128", 48.5 + 1048576.0 / (165600.0 * 0.6));
+    close(two("4MiB", &[]), "NVLSTree/Simple", 66.8 + 4194304.0 / 326400.0);
+    close(two("1GiB", &["--nvls", "off"]), "Ring/Simple", 131.6 * 1.4 + 1073741824.0 / 204800.0);
+    // The sweep says where the choice changes.
+    let md = railyard(&["explain-nccl", "--sweep", "8B:4GiB"]).stdout;
+    assert!(md.contains("Tree/LL128 → NVLSTree/Simple at 4 MiB"), "{md}");
+}
+
+#[test]
+fn explain_nccl_refuses_what_nccl_would_not_run() {
+    for (args, word) in [
+        (vec!["explain-nccl", "--collective", "alltoall"], "not alltoall"),
+        (vec!["explain-nccl", "--nccl-algo", "warp"], "warp"),
+        (vec!["explain-nccl", "--collective", "broadcast", "--nccl-algo", "tree"], "leave no algorithm"),
+        (vec!["explain-nccl", "--channels", "0"], "channels"),
+        (vec!["explain-nccl", "--bw-intra", "-3"], "bw-intra"),
+        (vec!["explain-nccl", "--sweep", "4GiB:8B"], "FROM"),
+    ] {
+        let out = railyard(&args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stdout);
+        assert!(out.stderr.contains(word), "{args:?}: {}", out.stderr);
+    }
+}

@@ -1,0 +1,13 @@
+//! NCCL's artifacts in railyard's terms: the output of nccl-tests (`nccl_tests.rs`),
+//! NCCL's own tuner — its latency and bandwidth tables and the choice it makes from
+//! them (`tuner.rs`, `tuner_constants.rs`) — and the expectations railyard's model puts
+//! beside measured curves (`verdict.rs`).
+
+pub mod error;
+pub mod nccl_tests;
+pub mod shape;
+pub mod tuner;
+pub mod tuner_constants;
+pub mod verdict;
+
+pub use error::NcclError;

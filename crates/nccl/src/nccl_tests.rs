@@ -1,0 +1,476 @@
+//! The standard output of nccl-tests (`all_reduce_perf` and the rest; nccl-facts §2.1):
+//! its header (test, threads, GPUs, iterations), the devices of every rank, and the rows
+//! of sizes with out-of-place and in-place time, algbw, busbw and #wrong — in the
+//! current layout (a `root` column, `#wrong`) and the old one (no `root`, `error`).
+//! Each row's printed algbw and busbw are recomputed from its size and time with
+//! nccl-tests' own definitions (§2.2) and flagged when they disagree by more than the
+//! printed digits allow.
+
+use serde::Serialize;
+
+use crate::error::NcclError;
+
+/// What nccl-tests binary produced the output; sets the busbw factor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TestKind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    SendRecv,
+}
+
+impl TestKind {
+    pub fn from_binary(name: &str) -> Option<TestKind> {
+        let base = name.rsplit('/').next().unwrap_or(name);
+        let base = base.strip_suffix("_perf").unwrap_or(base);
+        Some(match base {
+            "all_reduce" => TestKind::AllReduce,
+            "all_gather" => TestKind::AllGather,
+            "reduce_scatter" => TestKind::ReduceScatter,
+            "broadcast" => TestKind::Broadcast,
+            "reduce" => TestKind::Reduce,
+            "alltoall" => TestKind::AllToAll,
+            "sendrecv" => TestKind::SendRecv,
+            _ => return None,
+        })
+    }
+
+    pub fn binary(self) -> &'static str {
+        match self {
+            TestKind::AllReduce => "all_reduce_perf",
+            TestKind::AllGather => "all_gather_perf",
+            TestKind::ReduceScatter => "reduce_scatter_perf",
+            TestKind::Broadcast => "broadcast_perf",
+            TestKind::Reduce => "reduce_perf",
+            TestKind::AllToAll => "alltoall_perf",
+            TestKind::SendRecv => "sendrecv_perf",
+        }
+    }
+
+    /// busbw = algbw × this (nccl-tests `doc/PERFORMANCE.md`, nccl-facts §2.2).
+    pub fn bus_factor(self, ranks: usize) -> f64 {
+        let n = ranks as f64;
+        match self {
+            TestKind::AllReduce => 2.0 * (n - 1.0) / n,
+            TestKind::AllGather | TestKind::ReduceScatter | TestKind::AllToAll => (n - 1.0) / n,
+            TestKind::Broadcast | TestKind::Reduce | TestKind::SendRecv => 1.0,
+        }
+    }
+
+    /// The ranks whose bus factor is `factor`, where the factor depends on them.
+    fn ranks_from_factor(self, factor: f64) -> Option<usize> {
+        let n = match self {
+            TestKind::AllReduce if factor < 2.0 => 2.0 / (2.0 - factor),
+            TestKind::AllGather | TestKind::ReduceScatter | TestKind::AllToAll if factor < 1.0 => 1.0 / (1.0 - factor),
+            _ => return None,
+        };
+        (n.is_finite() && (1.5..1e7).contains(&n)).then(|| n.round() as usize)
+    }
+
+    pub fn railyard(self) -> Option<railyard_schedule::Collective> {
+        use railyard_schedule::Collective as C;
+        Some(match self {
+            TestKind::AllReduce => C::AllReduce,
+            TestKind::AllGather => C::AllGather,
+            TestKind::ReduceScatter => C::ReduceScatter,
+            TestKind::Broadcast => C::Broadcast,
+            TestKind::Reduce => C::Reduce,
+            TestKind::AllToAll => C::AllToAll,
+            TestKind::SendRecv => return None,
+        })
+    }
+}
+
+/// A printed number and the half-unit of its last printed digit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Printed {
+    pub value: f64,
+    pub resolution: f64,
+}
+
+fn printed(token: &str) -> Option<Printed> {
+    let value: f64 = token.parse().ok().filter(|v: &f64| v.is_finite())?;
+    let (mantissa, exponent) = match token.find(['e', 'E']) {
+        Some(i) => (&token[..i], token[i + 1..].parse::<i32>().ok()?),
+        None => (token, 0),
+    };
+    let decimals = mantissa.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+    Some(Printed { value, resolution: 0.5 * 10f64.powi(exponent - decimals) })
+}
+
+/// One half of a row: out-of-place or in-place.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Half {
+    pub time_us: Printed,
+    pub algbw_gb_per_s: Printed,
+    pub busbw_gb_per_s: Printed,
+    /// `#wrong` (or the old `error`) as printed; "N/A" when not checked.
+    pub wrong: String,
+    /// size / time.
+    pub algbw_recomputed: f64,
+    /// algbw_recomputed × the bus factor.
+    pub busbw_recomputed: f64,
+    /// Whether the printed algbw and busbw agree with the time within their digits.
+    pub consistent: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// 1-based line of the input.
+    pub line: usize,
+    pub bytes: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub redop: String,
+    pub root: Option<i64>,
+    pub out_of_place: Half,
+    pub in_place: Half,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankDevice {
+    pub rank: usize,
+    pub host: String,
+    pub device: usize,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TestsOutput {
+    pub kind: TestKind,
+    /// Where the kind came from: the header, or the caller.
+    pub kind_from: &'static str,
+    pub ranks: usize,
+    /// How the ranks were found: "rank lines", "given", or from busbw/algbw.
+    pub ranks_from: String,
+    pub hosts: Vec<String>,
+    pub devices: Vec<RankDevice>,
+    pub version: Option<String>,
+    pub rows: Vec<Row>,
+    /// The footer's average busbw, and the mean of the printed busbw of every half.
+    pub avg_busbw_printed: Option<f64>,
+    pub avg_busbw_of_rows: f64,
+    pub out_of_bounds: Option<String>,
+    /// Lines that are neither header, comment nor row, with their numbers (at most 100 kept).
+    pub unread_lines: Vec<usize>,
+    pub unread_count: usize,
+}
+
+/// Largest input read: 16 MiB (a sweep of every size and dtype is a few hundred KiB).
+pub const MAX_INPUT_BYTES: u64 = 16 << 20;
+/// Times read, µs: nccl-tests prints two decimals, and no run lasts 11 days.
+pub const MIN_TIME_US: f64 = 1e-3;
+pub const MAX_TIME_US: f64 = 1e12;
+/// Most rows read.
+pub const MAX_ROWS: usize = 100_000;
+
+/// Parse nccl-tests output. `kind` and `ranks` say what the output may not (the seeds'
+/// excerpts have no header); given, they win over what the header says.
+pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<TestsOutput, NcclError> {
+    let mut kind_seen = None;
+    let mut version = None;
+    let mut devices = Vec::new();
+    let mut has_root: Option<bool> = None;
+    let mut raw_rows: Vec<(usize, Vec<&str>)> = Vec::new();
+    let mut avg_busbw_printed = None;
+    let mut out_of_bounds = None;
+    let (mut unread_lines, mut unread_count) = (Vec::new(), 0usize);
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if let Some(comment) = t.strip_prefix('#') {
+            let c = comment.trim();
+            if let Some(name) = c.strip_prefix("Collective test starting:") {
+                kind_seen = TestKind::from_binary(name.trim());
+            } else if let Some(v) = c.strip_prefix("nccl-tests version") {
+                version = v.split_whitespace().next().map(str::to_string);
+            } else if let Some(rest) = c.strip_prefix("Rank") {
+                if let Some(d) = rank_line(rest) {
+                    devices.push(d);
+                }
+            } else if c.split_whitespace().next() == Some("size") {
+                has_root = Some(c.split_whitespace().any(|w| w == "root"));
+            } else if let Some(v) = c.strip_prefix("Avg bus bandwidth") {
+                avg_busbw_printed = v.trim_start_matches([' ', ':']).trim().parse().ok();
+            } else if let Some(v) = c.strip_prefix("Out of bounds values") {
+                out_of_bounds = Some(v.trim_start_matches([' ', ':']).trim().to_string());
+            }
+            continue;
+        }
+        let tokens: Vec<&str> = t.split_whitespace().collect();
+        if tokens[0].parse::<u64>().is_ok() && tokens.len() >= 12 {
+            if raw_rows.len() == MAX_ROWS {
+                return Err(NcclError::Line { line: n, message: format!("more than {MAX_ROWS} rows") });
+            }
+            raw_rows.push((n, tokens));
+        } else {
+            unread_count += 1;
+            if unread_lines.len() < 100 {
+                unread_lines.push(n);
+            }
+        }
+    }
+    let (kind, kind_from) = match (kind, kind_seen) {
+        (Some(k), _) => (k, "given (--collective)"),
+        (None, Some(k)) => (k, "from the header"),
+        (None, None) => {
+            return Err(NcclError::BadInput {
+                field: "collective".into(),
+                message:
+                    "the output names no test (no \"# Collective test starting\" line); say which with --collective"
+                        .into(),
+            })
+        }
+    };
+    if raw_rows.is_empty() {
+        return Err(NcclError::BadInput {
+            field: "input".into(),
+            message: "no result rows (lines starting with a size in bytes followed by 11 or more columns)".into(),
+        });
+    }
+    // Columns: size count type redop [root] then time algbw busbw wrong, twice.
+    let mut rows = Vec::with_capacity(raw_rows.len());
+    let mut parsed: Vec<RawRow> = Vec::new();
+    for (line, tokens) in &raw_rows {
+        let root = match has_root {
+            Some(r) => r,
+            None => tokens.len() >= 13,
+        };
+        let first = if root { 5 } else { 4 };
+        if tokens.len() != first + 8 {
+            return Err(NcclError::Line {
+                line: *line,
+                message: format!(
+                    "{} columns; a row has {} (size count type redop{} then time algbw busbw #wrong for out-of-place \
+                     and in-place; -I per-iteration columns are not read)",
+                    tokens.len(),
+                    first + 8,
+                    if root { " root" } else { "" }
+                ),
+            });
+        }
+        let number = |k: usize, what: &str| -> Result<Printed, NcclError> {
+            printed(tokens[k]).ok_or_else(|| NcclError::Line {
+                line: *line,
+                message: format!("{what} \"{}\" is not a number", tokens[k]),
+            })
+        };
+        let whole = |k: usize, what: &str| -> Result<u64, NcclError> {
+            tokens[k].parse().map_err(|_| NcclError::Line {
+                line: *line,
+                message: format!("{what} \"{}\" is not a whole number", tokens[k]),
+            })
+        };
+        let bytes = whole(0, "size")?;
+        let count = whole(1, "count")?;
+        let root_value = if root {
+            Some(tokens[4].parse::<i64>().map_err(|_| NcclError::Line {
+                line: *line,
+                message: format!("root \"{}\" is not a number", tokens[4]),
+            })?)
+        } else {
+            None
+        };
+        let mut halves = [[Printed { value: 0.0, resolution: 0.0 }; 3]; 2];
+        let mut wrong = [String::new(), String::new()];
+        for h in 0..2 {
+            let base = first + 4 * h;
+            halves[h] = [number(base, "time")?, number(base + 1, "algbw")?, number(base + 2, "busbw")?];
+            if !(MIN_TIME_US..=MAX_TIME_US).contains(&halves[h][0].value) {
+                return Err(NcclError::Line {
+                    line: *line,
+                    message: format!(
+                        "time {} us is outside {MIN_TIME_US} us to {MAX_TIME_US:e} us (nccl-tests prints 0.01 us at the finest)",
+                        tokens[base]
+                    ),
+                });
+            }
+            wrong[h] = tokens[base + 3].to_string();
+        }
+        parsed.push(RawRow {
+            line: *line,
+            bytes,
+            count,
+            dtype: tokens[2].to_string(),
+            redop: tokens[3].to_string(),
+            root: root_value,
+            halves,
+            wrong,
+        });
+    }
+    // Ranks: given, from the rank lines, or from the printed busbw/algbw (median).
+    let (ranks, ranks_from) = match ranks {
+        Some(r) => (r, "given".to_string()),
+        None if !devices.is_empty() => (devices.len(), "rank lines".to_string()),
+        None => {
+            let mut ratios: Vec<f64> = parsed
+                .iter()
+                .flat_map(|p| p.halves.iter().map(|h| (h[1], h[2])))
+                .filter(|(a, b)| a.value >= 1.0 && b.value > 0.0)
+                .map(|(a, b)| b.value / a.value)
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            let factor = ratios.get(ratios.len() / 2).copied();
+            match factor.and_then(|f| kind.ranks_from_factor(f).map(|n| (n, f))) {
+                Some((n, f)) => (n, format!("busbw/algbw = {f:.3} in the rows (no rank lines)")),
+                None if kind.bus_factor(2) == 1.0 => (0, "not needed (busbw = algbw)".into()),
+                None => {
+                    return Err(NcclError::BadInput {
+                        field: "ranks".into(),
+                        message: "the output lists no ranks and its busbw/algbw does not say how many; give --ranks"
+                            .into(),
+                    })
+                }
+            }
+        }
+    };
+    if kind.bus_factor(2) != 1.0 && ranks < 2 {
+        return Err(NcclError::BadInput { field: "ranks".into(), message: format!("{ranks}: at least 2") });
+    }
+    let factor = if ranks >= 1 { kind.bus_factor(ranks) } else { 1.0 };
+    let mut busbw_sum = 0.0;
+    for RawRow { line, bytes, count, dtype, redop, root, halves, wrong } in parsed {
+        let half = |h: [Printed; 3], wrong: String| {
+            let [time, algbw, busbw] = h;
+            let alg = bytes as f64 / (time.value * 1e3);
+            let bus = alg * factor;
+            // The time's own rounding moves algbw by up to alg × resolution / time.
+            let slack = |x: f64| x * time.resolution / time.value + 1e-12;
+            let consistent = (algbw.value - alg).abs() <= algbw.resolution + slack(alg)
+                && (busbw.value - bus).abs() <= busbw.resolution + slack(bus);
+            Half {
+                time_us: time,
+                algbw_gb_per_s: algbw,
+                busbw_gb_per_s: busbw,
+                wrong,
+                algbw_recomputed: alg,
+                busbw_recomputed: bus,
+                consistent,
+            }
+        };
+        let [w0, w1] = wrong;
+        let out_of_place = half(halves[0], w0);
+        let in_place = half(halves[1], w1);
+        busbw_sum += out_of_place.busbw_gb_per_s.value + in_place.busbw_gb_per_s.value;
+        rows.push(Row { line, bytes, count, dtype, redop, root, out_of_place, in_place });
+    }
+    let mut hosts: Vec<String> = Vec::new();
+    for d in &devices {
+        if !hosts.contains(&d.host) {
+            hosts.push(d.host.clone());
+        }
+    }
+    let avg_busbw_of_rows = busbw_sum / (2 * rows.len()) as f64;
+    Ok(TestsOutput {
+        kind,
+        kind_from,
+        ranks,
+        ranks_from,
+        hosts,
+        devices,
+        version,
+        rows,
+        avg_busbw_printed,
+        avg_busbw_of_rows,
+        out_of_bounds,
+        unread_lines,
+        unread_count,
+    })
+}
+
+/// A row as read, before the ranks (and so the bus factor) are known.
+struct RawRow {
+    line: usize,
+    bytes: u64,
+    count: u64,
+    dtype: String,
+    redop: String,
+    root: Option<i64>,
+    /// [out-of-place, in-place] × [time, algbw, busbw]
+    halves: [[Printed; 3]; 2],
+    wrong: [String; 2],
+}
+
+/// `#  Rank  0 Group  0 Pid  12345 on   host1 device  0 [0x07] NVIDIA H100` (the text
+/// after "Rank"); older releases have no Group.
+fn rank_line(rest: &str) -> Option<RankDevice> {
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let rank = words.first()?.parse().ok()?;
+    let at = |key: &str| words.iter().position(|w| *w == key);
+    let host = words.get(at("on")? + 1)?.to_string();
+    let d = at("device")?;
+    let device = words.get(d + 1)?.parse().ok()?;
+    let name = words.get(d + 3..).map(|w| w.join(" ")).unwrap_or_default();
+    Some(RankDevice { rank, host, device, name })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 000 §8.8.1's sample: `mpirun -np 8 all_reduce_perf -b 8 -e 2G -f 2 -g 1`,
+    /// the old layout (no root, `error`), no header or rank lines.
+    pub const SEED_SAMPLE: &str = "\
+#                                                       out-of-place                       in-place
+#         size        count    type    redop     time  algbw   busbw   error     time  algbw   busbw   error
+#          (B)   (elements)                    (us) (GB/s) (GB/s)              (us) (GB/s) (GB/s)
+     1048576       262144   float     sum    153.2   6.84   11.97  0.00    152.1   6.89   12.06  0.00
+   134217728     33554432   float     sum   3184.2  42.15   73.67  0.00   3180.8  42.20   73.75  0.00
+  1073741824    268435456   float     sum    17145  62.66  109.63  0.00    17125  62.70  109.72  0.00
+";
+
+    #[test]
+    fn the_seed_sample_reads_and_its_inconsistent_figures_are_found() {
+        let o = parse(SEED_SAMPLE, Some(TestKind::AllReduce), None).unwrap();
+        // 11.97 / 6.84 = 1.750 = 2(n−1)/n: n = 8, as `mpirun -np 8` says.
+        assert_eq!(o.ranks, 8);
+        assert_eq!(o.rows.len(), 3);
+        let r = &o.rows[0];
+        assert_eq!((r.bytes, r.count, r.dtype.as_str(), r.root), (1048576, 262144, "float", None));
+        // 1048576 B / 153.2 us = 6.8445 GB/s; × 1.75 = 11.978: printed 6.84 and 11.97 agree
+        // within their digits and the time's (±0.05 us).
+        assert!((r.out_of_place.algbw_recomputed - 6.8445).abs() < 1e-4);
+        assert!(r.out_of_place.consistent && r.in_place.consistent);
+        // 134217728 / 3184.2 = 42.151 GB/s, × 1.75 = 73.76: the printed 73.67 is off by 0.09.
+        let r = &o.rows[1];
+        assert!((r.out_of_place.busbw_recomputed - 73.765).abs() < 1e-3);
+        assert!(!r.out_of_place.consistent);
+        // 1073741824 / 17145 = 62.627 (±0.002 for a time printed to 1 us); printed 62.66.
+        let r = &o.rows[2];
+        assert!((r.out_of_place.algbw_recomputed - 62.627).abs() < 1e-3);
+        assert!(!r.out_of_place.consistent);
+        // 1073741824 / 17125 = 62.700 and × 1.75 = 109.73: printed 62.70, 109.72 agree.
+        assert!(r.in_place.consistent);
+    }
+
+    #[test]
+    fn bad_rows_name_their_line() {
+        let e = parse(
+            "# Collective test starting: all_reduce_perf\n 8 2 float sum -1 1.0 0.0 0.0 0 1.0 0.0\n",
+            None,
+            Some(2),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no result rows"), "{e}");
+        let text = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n\
+                    8 2 float sum -1 x 0.00 0.00 0 1.0 0.00 0.00 0\n";
+        let e = parse(text, Some(TestKind::AllReduce), Some(2)).unwrap_err().to_string();
+        assert!(e.starts_with("line 2: time \"x\""), "{e}");
+        assert!(parse(SEED_SAMPLE, None, None).unwrap_err().to_string().contains("--collective"));
+    }
+
+    #[test]
+    fn printed_resolution_follows_the_digits() {
+        assert_eq!(printed("153.2").unwrap().resolution, 0.05);
+        assert_eq!(printed("17145").unwrap().resolution, 0.5);
+        assert!((printed("1.5e+03").unwrap().resolution - 50.0).abs() < 1e-9);
+        assert!(printed("N/A").is_none() && printed("inf").is_none());
+    }
+}
