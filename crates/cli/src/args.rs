@@ -37,6 +37,15 @@ impl TopologyArgs {
     }
 }
 
+/// How a report says which routing it used.
+pub fn routing_words(routing: &str) -> &'static str {
+    if routing == railyard_topology::Routing::Widest.as_str() {
+        "the widest paths over any links (--routing widest)"
+    } else {
+        "path type (NVLink, then PCIe, then the network; widest within)"
+    }
+}
+
 pub fn parse_size(text: &str) -> Result<u64, String> {
     units::parse_bytes(text).map_err(|e| e.to_string())
 }

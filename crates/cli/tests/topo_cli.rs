@@ -81,7 +81,7 @@ fn shown_and_exported_topologies_load_again() {
         &railyard(&["topo", "show", "hgx-h100x2", "--format", "json"]).stdout.replace("\"gpus\": 16", "\"gpus\": 15"),
     );
     let out = railyard(&["topo", "validate", &edited]);
-    assert!(out.stderr.contains("gpus = 15, but its devices hold 16"), "{}", out.stderr);
+    assert!(out.stderr.contains("gpus: 15, but its devices hold 16"), "{}", out.stderr);
 }
 
 /// Files that describe nothing to run on, or numbers no link has, are refused with the field.

@@ -42,6 +42,8 @@ pub struct Plan {
     pub elem_bytes: u64,
     pub ranks: usize,
     pub round_startup_secs: f64,
+    /// How routes were chosen ("path-type" or "widest").
+    pub routing: &'static str,
     pub algorithms: Vec<Breakdown>,
     pub skipped: Vec<Skipped>,
     /// Name of the fastest algorithm.
@@ -69,21 +71,39 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
     // An option no algorithm asked for follows is a mistake to say, not to drop.
     let runs = |a: &Algorithm| a.supports(request.collective);
     let names = || asked.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+    if let Some(groups) = &request.groups {
+        let mut seen = vec![false; placement.len()];
+        for &r in groups.iter().flatten() {
+            let problem = if r >= seen.len() {
+                Some(format!("rank {r} is out of range 0..{}", seen.len()))
+            } else if seen[r] {
+                Some(format!("rank {r} is in two groups"))
+            } else {
+                None
+            };
+            if let Some(message) = problem {
+                return Err(ModelError::BadInput { field: "--groups".into(), message });
+            }
+            seen[r] = true;
+        }
+        if let Some(r) = seen.iter().position(|&s| !s) {
+            return Err(ModelError::BadInput { field: "--groups".into(), message: format!("rank {r} is in no group") });
+        }
+    }
+    let unused = |option: &str, takers: &str, takes: fn(&Algorithm) -> bool| {
+        let why = match asked.iter().find(|a| takes(a)) {
+            Some(a) => format!("{a} takes it but does not run {}", request.collective.as_str()),
+            None => format!("none of the algorithms asked ({}) is one", names()),
+        };
+        ModelError::BadInput { field: option.into(), message: format!("sets the order of {takers}, and {why}") }
+    };
     if request.order.is_some() && !asked.iter().filter(|a| runs(a)).any(|a| a.uses_order()) {
-        return Err(ModelError::BadInput {
-            field: "--order".into(),
-            message: format!("sets the order of ring and chain, and none of the algorithms asked ({}) is one", names()),
-        });
+        return Err(unused("--order", "ring and chain", |a| a.uses_order()));
     }
     if request.groups.is_some() && !asked.iter().filter(|a| runs(a)).any(|a| a.uses_groups()) {
-        return Err(ModelError::BadInput {
-            field: "--groups".into(),
-            message: format!(
-                "sets the server groups of hierarchical, in-network and interleaved-ring, and none of the \
-                 algorithms asked ({}) is one",
-                names()
-            ),
-        });
+        return Err(unused("--groups", "hierarchical, in-network and interleaved-ring (their server groups)", |a| {
+            a.uses_groups()
+        }));
     }
     for &algorithm in &asked {
         let chunk_choices: Vec<usize> = match (algorithm.pipelined(), request.pipeline_chunks) {
@@ -136,6 +156,7 @@ pub fn plan(topology: &Topology, placement: &Placement, request: &PlanRequest) -
         elem_bytes: request.elem_bytes,
         ranks: placement.len(),
         round_startup_secs: topology.round_startup_secs,
+        routing: topology.routing.as_str(),
         algorithms,
         skipped,
         fastest,

@@ -74,21 +74,26 @@ pub fn fastest(plan: &crate::plan::Plan) -> Option<&crate::per_round::Breakdown>
     plan.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))
 }
 
+/// Relative difference below which two predicted times are a tie (float rounding, not a model's verdict).
+pub const TIE: f64 = 1e-9;
+
 /// Pick the fastest of the plan's algorithms and explain the pick.
 pub fn choose(plan: &crate::plan::Plan, in_network_available: bool) -> Option<Choice> {
     let best = fastest(plan)?;
     let second =
         plan.algorithms.iter().filter(|b| !std::ptr::eq(*b, best)).min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
     let nccl = nccl_rule_of_thumb(plan.bytes, in_network_available);
-    let family = nccl_family(&best.name);
     let wanted = if nccl.algorithm.starts_with("ring") { "ring" } else { nccl.algorithm };
+    // Algorithms as fast as the best (to rounding) tie with it: NCCL's pick among them agrees.
+    let tied = |b: &crate::per_round::Breakdown| b.total_secs <= best.total_secs * (1.0 + TIE);
+    let agrees = plan.algorithms.iter().any(|b| tied(b) && nccl_family(&b.name) == Some(wanted));
     Some(Choice {
         algorithm: best.name.clone(),
         secs: best.total_secs,
         runner_up: second.map(|b| b.name.clone()),
         runner_up_secs: second.map(|b| b.total_secs),
         margin: second.map(|b| if best.total_secs > 0.0 { b.total_secs / best.total_secs - 1.0 } else { 0.0 }),
-        agrees_with_nccl: family == Some(wanted),
+        agrees_with_nccl: agrees,
         nccl_family_compared: plan.algorithms.iter().any(|b| nccl_family(&b.name) == Some(wanted)),
         nccl,
     })
@@ -124,6 +129,8 @@ pub struct SweepRow {
     pub fastest: String,
     pub nccl: NcclRule,
     pub agrees_with_nccl: bool,
+    /// Whether an algorithm of NCCL's pick was among those swept.
+    pub nccl_family_compared: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -196,8 +203,15 @@ pub fn sweep(
             });
             let fastest = keep.unwrap_or(c.algorithm);
             let agrees = nccl_family(&fastest)
-                == Some(if c.nccl.algorithm.starts_with("ring") { "ring" } else { c.nccl.algorithm });
-            rows.push(SweepRow { bytes, fastest, agrees_with_nccl: agrees, nccl: c.nccl });
+                == Some(if c.nccl.algorithm.starts_with("ring") { "ring" } else { c.nccl.algorithm })
+                || c.agrees_with_nccl;
+            rows.push(SweepRow {
+                bytes,
+                fastest,
+                agrees_with_nccl: agrees,
+                nccl_family_compared: c.nccl_family_compared,
+                nccl: c.nccl,
+            });
         }
     }
     let crossovers = rows

@@ -143,7 +143,8 @@ pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, NetModelError> {
                 leaves: job_leaves,
                 cut_links,
                 job_cut_bytes_per_sec: cut,
-                per_card_bytes_per_sec: cut / cards as f64,
+                // A card has one port: more uplinks than cards need cannot give it more.
+                per_card_bytes_per_sec: (cut / cards as f64).min(bw),
             })
         }
     };
@@ -162,7 +163,7 @@ pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, NetModelError> {
         top_links,
         bisection_bytes_per_sec: bisection,
         nonblocking_bisection_bytes_per_sec: (endpoints / 2) as f64 * bw,
-        per_endpoint_bisection_bytes_per_sec: bisection / (endpoints / 2) as f64,
+        per_endpoint_bisection_bytes_per_sec: (bisection / (endpoints / 2) as f64).min(bw),
         job_cut_bytes_per_sec: job.as_ref().map(|j| j.job_cut_bytes_per_sec),
         per_card_bytes_per_sec: job.as_ref().map(|j| j.per_card_bytes_per_sec),
         job,
@@ -213,6 +214,25 @@ mod tests {
         assert_eq!((c.endpoints, c.spines, c.leaf_idle, c.top_links), (2688, 21, 1, 1344));
         assert!((c.bisection_bytes_per_sec - 672.0 * 50e9).abs() < 1.0);
         assert!((c.oversubscription - 2.0).abs() < 1e-12);
+    }
+
+    /// More ports up than down (1:2) builds more cut than the cards can fill: each still
+    /// has one 50 GB/s port.
+    #[test]
+    fn a_card_never_gets_more_than_its_port() {
+        let split = leaf_ports(64, (1, 2)).unwrap();
+        let c = clos_cut(&ClosInput {
+            ports: 64,
+            tiers: 2,
+            down: split.down,
+            up: split.up,
+            port_bytes_per_sec: 50e9,
+            job_cards: Some(64),
+        })
+        .unwrap();
+        assert_eq!((split.down, split.up, split.idle), (21, 42, 1));
+        assert_eq!(c.per_card_bytes_per_sec, Some(50e9));
+        assert_eq!(c.per_endpoint_bisection_bytes_per_sec, 50e9);
     }
 
     #[test]

@@ -84,6 +84,22 @@ fn ratio_f64(num: &BigUint, den: &BigUint) -> f64 {
 }
 
 pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelError> {
+    ecmp_case_within(n, m, percentile, MAX_COUNTING_STEPS, false)?.1.ok_or_else(unreachable_estimate)
+}
+
+fn unreachable_estimate() -> NetModelError {
+    NetModelError::BadInput { field: "cases".into(), message: "no case counted".into() }
+}
+
+/// [`ecmp_case`] with `budget` counting steps left (a run's cases share one budget); with
+/// `estimate_only` it stops after checking the budget and returns the steps alone.
+fn ecmp_case_within(
+    n: u32,
+    m: u32,
+    percentile: f64,
+    budget: u128,
+    estimate_only: bool,
+) -> Result<(u128, Option<EcmpCase>), NetModelError> {
     if m == 0 || n == 0 {
         return Err(NetModelError::BadInput {
             field: "cases".into(),
@@ -120,16 +136,21 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelEr
         }
         steps += (m * (n + 1) * (k + 1)) as u128;
     }
-    if steps > MAX_COUNTING_STEPS {
+    if steps > budget {
         return Err(NetModelError::BadInput {
             field: "cases".into(),
             message: format!(
-                "{n} flows on {m} uplinks takes about {steps:.1e} big-number steps to count exactly, more than \
-                 the limit of {MAX_COUNTING_STEPS:.0e} (a few seconds); fewer flows or fewer uplinks count faster",
+                "{n} flows on {m} uplinks takes about {steps:.2e} big-number steps to count exactly; a run may \
+                 take {MAX_COUNTING_STEPS:.0e} over all its cases (a few seconds) and {budget:.2e} are left; fewer \
+                 flows or uplinks, or fewer cases, count faster",
                 steps = steps as f64,
-                MAX_COUNTING_STEPS = MAX_COUNTING_STEPS as f64
+                MAX_COUNTING_STEPS = MAX_COUNTING_STEPS as f64,
+                budget = budget as f64
             ),
         });
+    }
+    if estimate_only {
+        return Ok((steps, None));
     }
     // cumulative[k] = ways with L_max ≤ k, counted until what is left is negligible.
     let mut cumulative: Vec<BigUint> = Vec::with_capacity(n + 1);
@@ -172,7 +193,7 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelEr
     let no_collision = cumulative.get(1).cloned().unwrap_or_default();
     let exact = BigRational::new(no_collision.clone().into(), total.clone().into());
     let free = n.div_ceil(m) as u32;
-    Ok(EcmpCase {
+    let case = EcmpCase {
         flows: n as u32,
         uplinks: m as u32,
         collision_free_max: free,
@@ -183,14 +204,24 @@ pub fn ecmp_case(n: u32, m: u32, percentile: f64) -> Result<EcmpCase, NetModelEr
         no_collision_probability: ratio_f64(&no_collision, &total),
         no_collision_exact: exact.to_string(),
         relative_speed: free as f64 / expected,
-    })
+    };
+    Ok((steps, Some(case)))
 }
 
 pub fn ecmp(input: &EcmpInput) -> Result<EcmpOutput, NetModelError> {
     if !(input.percentile > 0.0 && input.percentile <= 1.0) {
         return Err(NetModelError::BadInput { field: "percentile".into(), message: "must be in (0, 1]".into() });
     }
-    let cases = input.cases.iter().map(|&(n, m)| ecmp_case(n, m, input.percentile)).collect::<Result<_, _>>()?;
+    // The whole run is checked against one budget before anything is counted.
+    let mut budget = MAX_COUNTING_STEPS;
+    for &(n, m) in &input.cases {
+        let (steps, _) = ecmp_case_within(n, m, input.percentile, budget, true)?;
+        budget -= steps.min(budget);
+    }
+    let mut cases = Vec::with_capacity(input.cases.len());
+    for &(n, m) in &input.cases {
+        cases.push(ecmp_case_within(n, m, input.percentile, u128::MAX, false)?.1.ok_or_else(unreachable_estimate)?);
+    }
     Ok(EcmpOutput { cases })
 }
 
@@ -273,7 +304,10 @@ mod tests {
         assert!(big.distribution.len() < 60 && big.tail_probability < 1e-30, "{}", big.distribution.len());
         assert!(big.tail_probability > 0.0);
         let e = ecmp_case(512, 512, 0.99).unwrap_err().to_string();
-        assert!(e.contains("limit of 5e7"), "{e}");
+        assert!(e.contains("may take 5e7"), "{e}");
+        // The budget is the run's: twenty mid-sized cases do not each get a full one.
+        let many = EcmpInput { cases: vec![(200, 512); 20], percentile: 0.99 };
+        assert!(ecmp(&many).unwrap_err().to_string().contains("left"));
         let e = ecmp_case(513, 2, 0.99).unwrap_err().to_string();
         assert!(e.contains("512 flows"), "{e}");
         // p100 is every flow on one uplink.

@@ -172,6 +172,8 @@ fn direction(v: &[Vec<f64>], send_bw: f64, layout: &ReceiverLayout, layout_recei
 /// 1,024), and at most 4,096 on either side or NICs in a layout. The seed's case is 8 × 8.
 pub const MAX_MATRIX_CELLS: usize = 1 << 20;
 pub const MAX_SIDE: usize = 4096;
+/// Receiver layouts compared in one run.
+pub const MAX_LAYOUTS: usize = 64;
 
 pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModelError> {
     for (field, n) in [("senders", input.senders), ("receivers", input.receivers)] {
@@ -220,6 +222,12 @@ pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModel
     let combine: Vec<Vec<f64>> = (0..input.receivers)
         .map(|j| (0..input.senders).map(|i| counts[i][j] * input.combine_bytes).collect())
         .collect();
+    if input.layouts.len() > MAX_LAYOUTS {
+        return Err(NetModelError::BadInput {
+            field: "layouts".into(),
+            message: format!("{} layouts; at most {MAX_LAYOUTS} are compared in one run", input.layouts.len()),
+        });
+    }
     let mut layouts = Vec::with_capacity(input.layouts.len());
     for (k, l) in input.layouts.iter().enumerate() {
         if !(1..=MAX_SIDE).contains(&l.nics) {

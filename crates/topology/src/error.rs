@@ -7,6 +7,8 @@ pub enum UnitError {
     NotNumber { text: String },
     #[error("\"{text}\" has an unknown unit (expected one of {expected})")]
     UnknownUnit { text: String, expected: &'static str },
+    #[error("\"{text}\" is too large")]
+    Overflow { text: String },
     #[error("\"{text}\" is negative")]
     Negative { text: String },
     #[error("\"{text}\" must be greater than zero")]
@@ -65,6 +67,8 @@ pub enum TopologyError {
     NoReductionSwitch { devices: Vec<String> },
     #[error("failed \"{name}\": no link between these devices")]
     NoSuchLink { name: String },
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
     #[error("cannot read {path}: {message}")]
     Io { path: String, message: String },
 }

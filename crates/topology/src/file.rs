@@ -198,9 +198,9 @@ fn build(file: TopologyFile, default_name: &str) -> Result<Topology, TopologyErr
     let t = build_graph(file, default_name)?;
     for (field, said, counted) in [("gpus", gpus, t.gpus().len()), ("servers", servers, t.gpu_servers())] {
         if let Some(said) = said.filter(|&n| n != counted) {
-            return Err(TopologyError::Parse {
-                format: "topology file",
-                message: format!("{field} = {said}, but its devices hold {counted} (the count is checked, not set)"),
+            return Err(TopologyError::Invalid {
+                field: field.to_string(),
+                message: format!("{said}, but its devices hold {counted} (the count is checked, not set)"),
             });
         }
     }
@@ -225,7 +225,7 @@ fn build_graph(file: TopologyFile, default_name: &str) -> Result<Topology, Topol
         });
     }
     for (i, d) in file.devices.into_iter().enumerate() {
-        let field = format!("device[{i}] \"{}\"", d.name);
+        let field = format!("device[{i}] \"{}\"", d.name.escape_debug());
         b.add_device(
             Device {
                 name: d.name,
@@ -239,7 +239,7 @@ fn build_graph(file: TopologyFile, default_name: &str) -> Result<Topology, Topol
         );
     }
     for (i, iface) in file.interfaces.into_iter().enumerate() {
-        let field = format!("interface[{i}] \"{}\"", iface.name);
+        let field = format!("interface[{i}] \"{}\"", iface.name.escape_debug());
         let bytes_per_sec = iface.bandwidth.bytes_per_sec(&format!("{field}.bandwidth"))?;
         b.add_interface(
             Interface {
@@ -248,11 +248,11 @@ fn build_graph(file: TopologyFile, default_name: &str) -> Result<Topology, Topol
                 forward_label: iface.forward_label.unwrap_or_else(|| "forward".into()),
                 reverse_label: iface.reverse_label.unwrap_or_else(|| "reverse".into()),
             },
-            &format!("{field}.bandwidth"),
+            &field,
         );
     }
     for (i, l) in file.links.into_iter().enumerate() {
-        let field = format!("link[{i}] ({} -> {})", l.from, l.to);
+        let field = format!("link[{i}] ({} -> {})", l.from.escape_debug(), l.to.escape_debug());
         let from = b
             .device_by_name(&l.from)
             .ok_or_else(|| TopologyError::UnknownDevice { field: format!("link[{i}].from"), name: l.from.clone() })?;
@@ -281,9 +281,9 @@ fn build_graph(file: TopologyFile, default_name: &str) -> Result<Topology, Topol
             class,
             interfaces: uses.iter().map(|&interface| InterfaceUse { interface, reverse }).collect(),
         };
-        b.add_link(make(from, to, false), &format!("{field}.bandwidth"));
+        b.add_link(make(from, to, false), &field);
         if l.duplex.unwrap_or(true) {
-            b.add_link(make(to, from, true), &format!("{field}.bandwidth"));
+            b.add_link(make(to, from, true), &format!("{field} (reverse)"));
         }
     }
     if let Some(ranks) = file.ranks {

@@ -97,7 +97,8 @@ impl LinkClass {
     pub fn between(a: DeviceKind, b: DeviceKind) -> LinkClass {
         use DeviceKind::*;
         match (a, b) {
-            (Nic, Switch) | (Switch, Nic) => LinkClass::Nic,
+            // A NIC's wire, to a switch or cabled straight to another NIC, is network.
+            (Nic, Switch) | (Switch, Nic) | (Nic, Nic) => LinkClass::Nic,
             (Switch, Switch) => LinkClass::Fabric,
             (Gpu, NvSwitch) | (NvSwitch, Gpu) | (Gpu, Gpu) | (NvSwitch, NvSwitch) => LinkClass::Nvlink,
             (Gpu | Cpu | PcieSwitch | Nic, Gpu | Cpu | PcieSwitch | Nic) => LinkClass::Pcie,
@@ -361,6 +362,14 @@ impl TopologyBuilder {
 
     pub fn description(&mut self, text: impl Into<String>) -> &mut Self {
         self.description = text.into();
+        // Printed in reports: line breaks and tabs are text, other control characters are not.
+        if self.description.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+            self.errors.push(TopologyError::BadName {
+                field: "description".into(),
+                name: self.description.escape_debug().to_string(),
+                problem: "holds a control character other than a line break or tab",
+            });
+        }
         self
     }
 
@@ -385,7 +394,10 @@ impl TopologyBuilder {
 
     /// Add a device; `field` names where it came from, for error messages.
     pub fn add_device(&mut self, device: Device, field: &str) -> DeviceId {
-        check_name(&device.name, field, &mut self.errors);
+        check_name(&device.name, &format!("{field}.name"), &mut self.errors);
+        if let Some(server) = &device.server {
+            check_name(server, &format!("{field}.server"), &mut self.errors);
+        }
         if let Some(&existing) = self.by_name.get(&device.name) {
             self.errors.push(TopologyError::DuplicateDevice { field: field.to_string(), name: device.name });
             return existing;
@@ -426,8 +438,11 @@ impl TopologyBuilder {
             self.errors.push(TopologyError::DuplicateInterface { field: field.to_string(), name: interface.name });
             return existing;
         }
-        check_name(&interface.name, field, &mut self.errors);
-        check_bandwidth(interface.bytes_per_sec, field, &mut self.errors);
+        check_name(&interface.name, &format!("{field}.name"), &mut self.errors);
+        for label in [&interface.forward_label, &interface.reverse_label] {
+            check_name(label, &format!("{field}.forward_label/reverse_label"), &mut self.errors);
+        }
+        check_bandwidth(interface.bytes_per_sec, &format!("{field}.bandwidth"), &mut self.errors);
         self.interfaces.push(interface);
         self.interfaces.len() - 1
     }
@@ -450,9 +465,9 @@ impl TopologyBuilder {
             self.errors
                 .push(TopologyError::SelfLink { field: field.to_string(), name: self.devices[link.from].name.clone() });
         }
-        check_bandwidth(link.bytes_per_sec, field, &mut self.errors);
+        check_bandwidth(link.bytes_per_sec, &format!("{field}.bandwidth"), &mut self.errors);
         if !LATENCY_SECS.contains(&link.latency_secs) {
-            self.errors.push(TopologyError::BadLatency { field: field.to_string(), value: link.latency_secs });
+            self.errors.push(TopologyError::BadLatency { field: format!("{field}.latency"), value: link.latency_secs });
         }
         self.links.push(link);
         self.links.len() - 1

@@ -14,6 +14,13 @@ const KIB: f64 = 1024.0;
 pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
     let (number, unit) = split(text);
     let value = finite(text, &number)?;
+    // A lower-case b after a prefix is bits (Gb); a size in bits is a slip, not a size.
+    if unit.len() == 2 && unit.ends_with('b') && "kKmMgGtT".contains(&unit[..1]) {
+        return Err(UnitError::UnknownUnit {
+            text: text.to_string(),
+            expected: "B, KiB, MiB, GiB, TiB, KB, MB, GB, TB (sizes are bytes: B, not b)",
+        });
+    }
     let scale: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kib" | "k" => 1 << 10,
@@ -57,24 +64,31 @@ pub const MAX_BYTES: u64 = i64::MAX as u64;
 /// or `Gbit/s`, `Gbps`, `Mbit/s`, `Tbit/s` (decimal bits). A bare number is bytes per second.
 pub fn parse_bytes_per_sec(text: &str) -> Result<f64, UnitError> {
     let (value, unit) = split_number(text)?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "b/s" => 1.0,
-        "kb/s" => 1e3,
-        "mb/s" => 1e6,
-        "gb/s" => 1e9,
-        "tb/s" => 1e12,
-        "kbit/s" | "kbps" => 1e3 / 8.0,
-        "mbit/s" | "mbps" => 1e6 / 8.0,
-        "gbit/s" | "gbps" => 1e9 / 8.0,
-        "tbit/s" | "tbps" => 1e12 / 8.0,
-        _ => {
-            return Err(UnitError::UnknownUnit {
-                text: text.to_string(),
-                expected: "B/s, MB/s, GB/s, TB/s, Mbit/s, Gbit/s, Tbit/s",
-            })
-        }
+    let unknown = || UnitError::UnknownUnit {
+        text: text.to_string(),
+        expected:
+            "B/s, kB/s, MB/s, GB/s, TB/s (bytes; also GBps) or kbit/s, Mbit/s, Gbit/s, Tbit/s (bits; also Gb/s, Gbps)",
     };
-    positive(value * scale, text)
+    // The prefix is read in any case; the b of the rest is not: B is bytes, b is bits
+    // (400 Gb/s is a 50 GB/s NIC, and was once read as 400 GB/s).
+    let (prefix, rest) = match unit.chars().next() {
+        Some(c) if "kKmMgGtT".contains(c) => (c.to_ascii_lowercase(), &unit[1..]),
+        _ => (' ', unit),
+    };
+    let per_byte = match rest {
+        "" if prefix == ' ' => 1.0,
+        "B/s" | "Bps" => 1.0,
+        "b/s" | "bps" | "bit/s" | "bits/s" | "Bit/s" => 1.0 / 8.0,
+        _ => return Err(unknown()),
+    };
+    let scale = match prefix {
+        ' ' => 1.0,
+        'k' => 1e3,
+        'm' => 1e6,
+        'g' => 1e9,
+        _ => 1e12,
+    };
+    positive(value * scale * per_byte, text)
 }
 
 /// Parse a duration into seconds: `s`, `ms`, `us` (or `µs`), `ns`. A bare number is seconds.
@@ -98,7 +112,7 @@ fn positive(value: f64, text: &str) -> Result<f64, UnitError> {
         return Err(UnitError::NotPositive { text: text.to_string() });
     }
     if value.is_infinite() {
-        return Err(UnitError::NotNumber { text: text.to_string() });
+        return Err(UnitError::Overflow { text: text.to_string() });
     }
     Ok(value)
 }
@@ -217,6 +231,25 @@ mod tests {
         assert_eq!(parse_bytes("2GB").unwrap(), 2_000_000_000);
         assert_eq!(parse_bytes_per_sec("450 GB/s").unwrap(), 450e9);
         assert_eq!(parse_bytes_per_sec("400Gbit/s").unwrap(), 50e9);
+        // B is bytes and b is bits, whatever the prefix's case.
+        for (text, bytes_per_sec) in [
+            ("400Gb/s", 50e9),
+            ("400 Gbps", 50e9),
+            ("400gbps", 50e9),
+            ("50GBps", 50e9),
+            ("50 gB/s", 50e9),
+            ("100 Mb/s", 12.5e6),
+            ("1e3 GB/s", 1e12),
+            ("12", 12.0),
+        ] {
+            assert_eq!(parse_bytes_per_sec(text).unwrap(), bytes_per_sec, "{text}");
+        }
+        for text in ["50 GB", "50 gbs", "50 Gb/sec", "1e300 GB/s"] {
+            assert!(parse_bytes_per_sec(text).is_err(), "{text}");
+        }
+        assert!(parse_bytes_per_sec("1e300 GB/s").unwrap_err().to_string().contains("too large"));
+        assert!(parse_bytes("4Gb").unwrap_err().to_string().contains("B, not b"));
+        assert_eq!(parse_bytes("4GB").unwrap(), 4_000_000_000);
         assert_eq!(parse_bytes_per_sec("1e9").unwrap(), 1e9);
         assert!((parse_secs("0.833us").unwrap() - 0.833e-6).abs() < 1e-18);
         assert_eq!(parse_secs("3 ms").unwrap(), 3e-3);

@@ -38,7 +38,8 @@ pub struct PlanArgs {
     #[arg(long, default_value = "f32")]
     pub dtype: Dtype,
     /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective):
-    /// ring, interleaved-ring, chain, tree, double-tree, rhd, bruck, pairwise, direct, hierarchical, in-network
+    /// ring, interleaved-ring, chain, tree, double-tree, rhd, recursive-doubling, bruck, pairwise, direct,
+    /// hierarchical, in-network
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv)
@@ -56,7 +57,7 @@ pub struct PlanArgs {
     /// Number of ranks (default: every GPU of the topology)
     #[arg(long)]
     pub ranks: Option<usize>,
-    /// Ring order for `ring`, e.g. 0,8,1,9 or 0-7,15-8
+    /// Rank order for `ring` and `chain`, e.g. 0,8,1,9 or 0-7,15-8
     #[arg(long, value_parser = parse_order)]
     pub order: Option<RankList>,
     /// Server groups for the hierarchical algorithms, `/`-separated (default: by server).
@@ -159,6 +160,7 @@ struct PlanWithChoice<'a> {
 
 fn choice_markdown(c: &Choice) -> String {
     let runner = match (&c.runner_up, c.runner_up_secs, c.margin) {
+        (Some(r), Some(_), Some(m)) if m <= railyard_model::selection::TIE => format!(", tied with {r}"),
         (Some(r), Some(t), Some(m)) => format!(", ahead of {r} ({}) by {:.1}%", format_secs(t), m * 100.0),
         _ => String::new(),
     };
@@ -192,7 +194,13 @@ fn sweep_markdown(s: &Sweep) -> String {
                 "{} / {}{}",
                 row.nccl.algorithm,
                 row.nccl.protocol,
-                if row.agrees_with_nccl { "" } else { " (differs)" }
+                if row.agrees_with_nccl {
+                    ""
+                } else if row.nccl_family_compared {
+                    " (differs)"
+                } else {
+                    " (not compared)"
+                }
             ),
         ];
         cells.extend(s.series.iter().map(|x| {
@@ -273,14 +281,15 @@ fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
     let host = p.algorithms.iter().any(|b| b.host.is_some());
     out.push_str(&format!(
         "Per-round resource model (seed 001 §7.2.1): T = Σ_rounds (α + max_e V(r,e)/B(e)){}, α = {} per round; \
-         payload transfer and start-up only{}.\n\n",
+         payload transfer and start-up only{}; routes by {}.\n\n",
         if host { " + host" } else { "" },
         format_secs(p.round_startup_secs),
         if host {
             ", plus the hosts' local copies, reductions and per-message overhead (no contention or latency)"
         } else {
             " (no contention, latency or reduction compute)"
-        }
+        },
+        crate::args::routing_words(p.routing)
     ));
     // Hosts that count local copies and per-message overhead get a column of their own.
     let mut headers = vec!["algorithm", "time", "rounds", "α total"];

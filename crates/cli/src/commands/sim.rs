@@ -180,6 +180,7 @@ struct Run {
 #[derive(Debug, Serialize)]
 struct Output {
     topology: String,
+    routing: &'static str,
     collective: Collective,
     bytes: u64,
     ranks: usize,
@@ -345,6 +346,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
     }
     let output = Output {
         topology: topology.name.clone(),
+        routing: topology.routing.as_str(),
         collective: args.collective,
         bytes: args.size,
         ranks: placement.len(),
@@ -415,9 +417,10 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
         out.topology
     );
     s += &format!(
-        "Transfers start by {}; links shared max-min fairly; paths: {}; per-step start-up α = {}.\n\n",
+        "Transfers start by {}; links shared max-min fairly; paths: {}; routes by {}; per-step start-up α = {}.\n\n",
         out.dependencies.describe(),
         out.runs[0].report.paths.describe(),
+        crate::args::routing_words(topology.routing.as_str()),
         format_secs(topology.round_startup_secs)
     );
     let mut table = Table::new([

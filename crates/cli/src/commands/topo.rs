@@ -78,18 +78,35 @@ impl ExportFormat {
     /// The format `-o PATH` and `--format` ask for; a clash between them is refused
     /// (`-o x.json` once wrote XML into x.json).
     fn choose(output: Option<&std::path::Path>, asked: Option<ExportFormat>) -> Result<ExportFormat> {
-        let by_extension = match output.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
-            None => None,
-            Some(e) => Some(
+        let name = |f: ExportFormat| match f {
+            ExportFormat::NcclXml => "nccl-xml",
+            ExportFormat::Toml => "toml",
+            ExportFormat::Json => "json",
+        };
+        // `.json` alone is a file name without an extension to Path; read the suffix itself.
+        let suffix = output
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('.').map(|(_, e)| e.to_string()));
+        let by_extension = match (output, suffix) {
+            (None, _) => None,
+            (Some(_), Some(e)) => Some(
                 [ExportFormat::NcclXml, ExportFormat::Toml, ExportFormat::Json]
                     .into_iter()
                     .find(|f| e.eq_ignore_ascii_case(f.extension()))
                     .with_context(|| format!("-o: unknown extension .{e}; use .xml, .toml or .json, or --format"))?,
             ),
+            (Some(p), None) if asked.is_none() => {
+                bail!(
+                    "-o {}: no extension to say the format; end it in .xml, .toml or .json, or give --format",
+                    p.display()
+                )
+            }
+            (Some(_), None) => None,
         };
         match (asked, by_extension) {
             (Some(a), Some(b)) if a != b => {
-                bail!("--format {} but -o ends in .{}; make them agree", a.extension(), b.extension())
+                bail!("--format {} but -o ends in .{}; make them agree", name(a), b.extension())
             }
             (Some(f), _) | (None, Some(f)) => Ok(f),
             (None, None) => Ok(ExportFormat::NcclXml),
@@ -148,13 +165,14 @@ struct PresetView {
 fn summary_markdown(t: &Topology) -> String {
     let mut out = format!("# {}\n\n{}\n\n", t.name, t.description);
     out.push_str(&format!(
-        "{} GPUs on {} servers; {} devices, {} directed links, {} shared interfaces; α = {} per round.\n\n",
+        "{} GPUs on {} servers; {} devices, {} directed links, {} shared interfaces; α = {} per round; routes by {}.\n\n",
         t.gpus().len(),
         t.gpu_servers(),
         t.devices.len(),
         t.links.len(),
         t.interfaces.len(),
-        format_secs(t.round_startup_secs)
+        format_secs(t.round_startup_secs),
+        crate::args::routing_words(t.routing.as_str())
     ));
     if let Some(h) = t.host.counted().then_some(&t.host) {
         out.push_str(&format!(
@@ -334,13 +352,9 @@ pub fn run(cmd: &TopoCommand) -> Result<String> {
         TopoCommand::Validate { file, format } => {
             let t = railyard_topology::file::load(std::path::Path::new(file))
                 .with_context(|| format!("{file} is not a valid topology"))?;
-            // Every rank must reach every other rank (a width per pair; no route is kept).
+            // Every rank must reach every other rank (no route is kept).
             let routes = railyard_topology::RouteTable::new(&t);
-            for &a in &t.default_ranks {
-                for &b in &t.default_ranks {
-                    routes.reachable(a, b).with_context(|| format!("{file} is not a valid topology"))?;
-                }
-            }
+            routes.all_reachable(&t.default_ranks).with_context(|| format!("{file} is not a valid topology"))?;
             match format {
                 Format::Json => Ok(serde_json::to_string_pretty(&serde_json::json!({
                     "valid": true,

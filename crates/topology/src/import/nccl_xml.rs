@@ -92,7 +92,8 @@ impl Importer<'_> {
         let busid = Self::attr(node, "busid")?.to_string();
         let class = node.attribute("class").unwrap_or("");
         let bw = self.pci_bandwidth(node)?;
-        let server = self.server.clone();
+        // One host's devices share a server name; a single host is "node" (as its CPUs are).
+        let server = if self.server.is_empty() { "node".to_string() } else { self.server.clone() };
         let gpu = node.children().find(|c| c.has_tag_name("gpu"));
         let nic = node.children().find(|c| c.has_tag_name("nic"));
         let me = if let Some(g) = gpu {

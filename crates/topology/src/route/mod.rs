@@ -125,6 +125,20 @@ mod tests {
         assert!(detour.links.iter().any(|(l, _)| t.links[*l].class == LinkClass::Nic));
     }
 
+    /// Validation checks every pair of ranks joined: through one shared component of the
+    /// fabric when there is one, else pair by pair; both find a GPU cut off.
+    #[test]
+    fn all_ranks_reachable_is_found_without_every_pair() {
+        let t = preset("rail:servers=64").unwrap();
+        assert!(super::RouteTable::new(&t).all_reachable(&t.default_ranks).is_ok());
+        let cut = t.without_links(&t.failed_links(&["s3.nic2".parse().unwrap()]).unwrap()).unwrap();
+        // s3.gpu2 still reaches its server over NVLink, but nothing beyond it.
+        let e = super::RouteTable::new(&cut).all_reachable(&cut.default_ranks).unwrap_err().to_string();
+        assert!(e.contains("s3.gpu2"), "{e}");
+        let mesh = preset("mesh:ranks=5").unwrap();
+        assert!(super::RouteTable::new(&mesh).all_reachable(&mesh.default_ranks).is_ok());
+    }
+
     #[test]
     fn cross_rail_traffic_splits_over_the_spines() {
         let t = preset("hgx-h100x2").unwrap();

@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::search::Adjacency;
 use super::{Route, BANDWIDTH_TOLERANCE};
 use crate::error::TopologyError;
 use crate::graph::{DeviceId, LinkId, Topology};
@@ -49,7 +50,8 @@ fn hop_distances(
 /// over every link. The path types of a topology, each as a topology of its links, made once.
 pub(super) struct Reference<'a> {
     t: &'a Topology,
-    tiers: Vec<(Topology, Vec<LinkId>)>,
+    adjacency: Adjacency,
+    tiers: Vec<(Topology, Vec<LinkId>, Adjacency)>,
 }
 
 impl<'a> Reference<'a> {
@@ -61,29 +63,31 @@ impl<'a> Reference<'a> {
             .map(|classes| {
                 let keep = |l: LinkId| classes.contains(&t.links[l].class);
                 let ids: Vec<LinkId> = (0..t.links.len()).filter(|&l| keep(l)).collect();
-                (t.with_links_where(t.name.clone(), keep).expect("a topology's own links build"), ids)
+                let tier = t.with_links_where(t.name.clone(), keep).expect("a topology's own links build");
+                let adjacency = Adjacency::new(&tier);
+                (tier, ids, adjacency)
             })
             .collect();
-        Reference { t, tiers }
+        Reference { t, adjacency: Adjacency::new(t), tiers }
     }
 
     pub(super) fn route(&self, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
-        for (tier, ids) in &self.tiers {
-            if let Ok(mut r) = widest(tier, src, dst) {
+        for (tier, ids, adjacency) in &self.tiers {
+            if let Ok(mut r) = widest(tier, adjacency, src, dst) {
                 r.links.iter_mut().for_each(|(l, _)| *l = ids[*l]);
                 return Ok(r);
             }
         }
-        widest(self.t, src, dst)
+        widest(self.t, &self.adjacency, src, dst)
     }
 }
 
-fn widest(t: &Topology, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
+fn widest(t: &Topology, adjacency: &Adjacency, src: DeviceId, dst: DeviceId) -> Result<Route, TopologyError> {
     if src == dst {
         return Ok(Route { links: Vec::new(), bottleneck_bytes_per_sec: f64::INFINITY, hops: 0 });
     }
     let no_route = || TopologyError::NoRoute { from: t.devices[src].name.clone(), to: t.devices[dst].name.clone() };
-    let width = super::width::dijkstra(&super::search::Adjacency::new(t), src, dst).ok_or_else(no_route)?;
+    let width = super::width::dijkstra(adjacency, src, dst).ok_or_else(no_route)?;
     let min_bw = width * (1.0 - BANDWIDTH_TOLERANCE);
     let from_src = hop_distances(t, src, min_bw, false, src, dst);
     let to_dst = hop_distances(t, dst, min_bw, true, src, dst);

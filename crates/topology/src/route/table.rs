@@ -260,6 +260,20 @@ impl<'a> RouteTable<'a> {
         }
     }
 
+    /// Whether every one of `ends` reaches every other: through one component of the
+    /// fabric they all enter and leave when there is one (O(ends)), else pair by pair.
+    pub fn all_reachable(&self, ends: &[DeviceId]) -> Result<(), TopologyError> {
+        if self.width.one_component_joins(&self.adjacency, ends) {
+            return Ok(());
+        }
+        for &a in ends {
+            for &b in ends {
+                self.reachable(a, b)?;
+            }
+        }
+        Ok(())
+    }
+
     /// One concrete path of the route: at every ECMP split, the lowest-numbered link.
     /// Used where traffic cannot be split, e.g. the tree of an in-network reduction.
     pub fn primary_path(&mut self, src: DeviceId, dst: DeviceId) -> Result<Vec<LinkId>, TopologyError> {

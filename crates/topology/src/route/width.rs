@@ -123,6 +123,33 @@ impl WidthIndex {
     }
 }
 
+impl WidthIndex {
+    /// Whether one component of forwarding devices (over links of any width) is entered
+    /// from every one of `ends` and leads into every one of them: then every pair of them
+    /// is joined, which a fabric shows in O(ends · degree) instead of O(ends²) pairs.
+    /// `false` says nothing (check the pairs).
+    pub(super) fn one_component_joins(&self, adj: &Adjacency, ends: &[DeviceId]) -> bool {
+        let WidthIndex::Components { thresholds_bytes_per_sec, labels, devices } = self else {
+            return false;
+        };
+        let Some(k) = thresholds_bytes_per_sec.len().checked_sub(1) else {
+            return false;
+        };
+        let label = |d: usize| labels[k * devices + d];
+        let Some(&first) = ends.first() else {
+            return true;
+        };
+        let candidates: Vec<u32> =
+            adj.out(first).iter().map(|h| label(h.device as usize)).filter(|&c| c != NO_COMPONENT).collect();
+        candidates.into_iter().any(|c| {
+            ends.iter().all(|&e| {
+                adj.out(e).iter().any(|h| label(h.device as usize) == c)
+                    && adj.inn(e).iter().any(|h| label(h.device as usize) == c)
+            })
+        })
+    }
+}
+
 fn find(parent: &mut [usize], mut d: usize) -> usize {
     while parent[d] != d {
         parent[d] = parent[parent[d]];
