@@ -200,3 +200,54 @@ fn explain_nccl_refuses_what_nccl_would_not_run() {
         assert!(out.stderr.contains(word), "{args:?}: {}", out.stderr);
     }
 }
+
+/// A 2 x 8 GPU NCCL INFO log written from the documented line formats: 16 ranks on two
+/// hosts, two ring channels of one order, a chain tree per node joined across nodes
+/// (rank 0 over 8 on channel 0, 8 over 0 on channel 1), P2P inside a node and IB across.
+#[test]
+fn an_nccl_log_gives_back_its_rings_and_trees_as_checked_schedules() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/nccl-log/hgx-2x8.log").display().to_string();
+    let v = json(&["analyze", "nccl-log", &f, "--format", "json"]);
+    let log = &v["log"];
+    assert_eq!(
+        (log["ranks"].as_u64(), log["nodes"].as_u64(), log["local_ranks"].as_u64()),
+        (Some(16), Some(2), Some(8))
+    );
+    assert_eq!(log["version"], "2.18.3+cuda12.2");
+    assert_eq!(log["rank_info"].as_array().unwrap().len(), 16);
+    let r = &v["report"];
+    let rings = r["rings"].as_array().unwrap();
+    assert_eq!(rings.len(), 1, "both channels use one order");
+    assert_eq!(rings[0]["channels"], serde_json::json!([0, 1]));
+    assert_eq!(rings[0]["checked"], true);
+    // 16 ranks on 2 x 8 with 50 GB/s NICs: the ring is NIC-bound, example 7.2's 7.575 ms.
+    assert!((rings[0]["secs"].as_f64().unwrap() * 1e3 - 7.575).abs() < 0.001);
+    assert_eq!(r["trees"]["trees"], 2);
+    assert_eq!(r["trees"]["checked"], true);
+    assert_eq!(r["transports"], serde_json::json!([["P2P", 28], ["NET", 4]]));
+    // The tuning lines (computed by hand from the constants with the log's own graph:
+    // 2 channels x 24 GB/s, 16 ranks on 2 nodes) are what the tuner reproduces.
+    for c in r["choices"].as_array().unwrap() {
+        assert_eq!(c["same"], true, "{c}");
+    }
+    assert_eq!(r["choices"][1]["logged"], "Ring/Simple");
+    // Cut after the first 30 lines: ranks 0-13 said who they are, some trees are missing.
+    let text = std::fs::read_to_string(&f).unwrap();
+    let cut: String = text.lines().take(30).map(|l| format!("{l}\n")).collect();
+    let dir = std::env::temp_dir().join(format!("railyard-nccl-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cut.log");
+    std::fs::write(&path, cut + "nodeA:5000:50 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1\n").unwrap();
+    let v = json(&["analyze", "nccl-log", path.to_str().unwrap(), "--format", "json"]);
+    assert!(v["report"]["tree_problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p.as_str().unwrap().contains("no Trees line from ranks")));
+    assert!(!v["log"]["unreadable"].as_array().unwrap().is_empty());
+    // Not a log at all.
+    std::fs::write(dir.join("words.log"), "hello\nworld\n").unwrap();
+    let out = railyard(&["analyze", "nccl-log", dir.join("words.log").to_str().unwrap()]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("no `comm"), "{}", out.stderr);
+}

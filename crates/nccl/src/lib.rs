@@ -4,6 +4,8 @@
 //! beside measured curves (`verdict.rs`).
 
 pub mod error;
+pub mod log;
+pub mod log_report;
 pub mod nccl_tests;
 pub mod shape;
 pub mod tuner;

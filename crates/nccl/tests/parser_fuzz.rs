@@ -56,3 +56,30 @@ proptest! {
         all_ways(&text);
     }
 }
+
+const LOG: &str = include_str!("../../../samples/nccl-log/hgx-2x8.log");
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// The log reader on mutated logs: whatever it reads stays within its limits.
+    #[test]
+    fn mutated_logs_never_panic(edits in prop::collection::vec((any::<usize>(), 0usize..40, any::<u8>()), 1..10)) {
+        let mut bytes = LOG.as_bytes().to_vec();
+        let tokens: [&[u8]; 7] = [b"->", b"[", b"]", b"-1", b"99999999999", b"/", b" NCCL INFO "];
+        for (at, len, op) in edits {
+            let at = at % bytes.len().max(1);
+            let end = (at + len).min(bytes.len());
+            match op % 3 {
+                0 => { bytes.drain(at..end); }
+                1 => { bytes.splice(at..at, tokens[op as usize % tokens.len()].iter().copied()); }
+                _ => { for b in &mut bytes[at..end] { *b = b.wrapping_add(op); } }
+            }
+        }
+        let log = railyard_nccl::log::parse(&String::from_utf8_lossy(&bytes));
+        prop_assert!(log.ranks.is_none_or(|r| r <= railyard_nccl::log::MAX_RANKS));
+        for c in 0..4 {
+            let _ = log.tree(c);
+        }
+    }
+}

@@ -142,6 +142,77 @@ pub fn broadcast_steps(tree: &Tree, chunks: &[std::ops::Range<u64>], buffer: Buf
     )
 }
 
+/// An all-reduce over `trees`, each carrying an equal share of the data: reduce up every
+/// tree, then broadcast down it, `chunks` pipelined pieces per share.
+fn all_reduce_over(b: &mut ScheduleBuilder, spec: &CollectiveSpec, trees: &[Tree], chunks: usize) {
+    let all = 0..spec.count;
+    for r in 0..spec.ranks {
+        b.prologue(copy(r, Region::new(Buffer::Input, all.clone()), Region::new(Buffer::Output, all.clone())));
+    }
+    let shares = partition(spec.count, trees.len());
+    let (up, down): (Vec<_>, Vec<_>) = trees
+        .iter()
+        .zip(shares)
+        .map(|(t, share)| {
+            let pieces = partition_range(share, chunks.max(1));
+            (reduce_steps(t, &pieces, &|_| Buffer::Output), broadcast_steps(t, &pieces, Buffer::Output))
+        })
+        .unzip();
+    b.phase("tree reduce", merge_parallel(up)).phase("tree broadcast", merge_parallel(down));
+}
+
+/// An all-reduce over given trees (e.g. the ones an NCCL log prints), each a parent per
+/// rank with one root; the data is split equally over them.
+pub fn all_reduce_over_trees(
+    spec: &CollectiveSpec,
+    trees: &[Tree],
+    chunks: usize,
+    elem_bytes: u64,
+    algorithm: &str,
+) -> Result<CompactSchedule, ScheduleError> {
+    if spec.collective != Collective::AllReduce {
+        return Err(ScheduleError::Unsupported {
+            algorithm: algorithm.to_string(),
+            collective: spec.collective.as_str(),
+        });
+    }
+    if trees.is_empty() {
+        return Err(ScheduleError::BadGroups { message: "no tree given".into() });
+    }
+    for (i, t) in trees.iter().enumerate() {
+        check_tree(t, spec.ranks)
+            .map_err(|message| ScheduleError::BadGroups { message: format!("tree {i}: {message}") })?;
+    }
+    let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
+    all_reduce_over(&mut b, spec, trees, chunks);
+    Ok(b.build_compact())
+}
+
+/// A parent per rank, parents in range, exactly one root, every rank reaching it.
+pub fn check_tree(t: &Tree, ranks: usize) -> Result<(), String> {
+    if t.parent.len() != ranks {
+        return Err(format!("{} parents for {ranks} ranks", t.parent.len()));
+    }
+    let roots: Vec<Rank> = (0..ranks).filter(|&r| t.parent[r].is_none()).collect();
+    if roots.len() != 1 {
+        return Err(format!("{} roots ({roots:?}); a tree has one", roots.len()));
+    }
+    for r in 0..ranks {
+        let (mut at, mut hops) = (r, 0);
+        while let Some(p) = t.parent[at] {
+            if p >= ranks {
+                return Err(format!("rank {at}'s parent {p} is out of range"));
+            }
+            at = p;
+            hops += 1;
+            if hops > ranks {
+                return Err(format!("rank {r} is on a cycle, not under the root"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Binary tree (one tree) or double binary tree (`double`) for all-reduce, broadcast, reduce.
 pub fn tree(
     spec: &CollectiveSpec,
@@ -157,20 +228,8 @@ pub fn tree(
         || ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: spec.collective.as_str() };
     match spec.collective {
         Collective::AllReduce => {
-            for r in 0..n {
-                b.prologue(copy(r, Region::new(Buffer::Input, all.clone()), Region::new(Buffer::Output, all.clone())));
-            }
             let trees = if double { vec![binary_tree(n), complementary_tree(n)] } else { vec![binary_tree(n)] };
-            let halves = partition(spec.count, trees.len());
-            let (up, down): (Vec<_>, Vec<_>) = trees
-                .iter()
-                .zip(halves)
-                .map(|(t, half)| {
-                    let pieces = partition_range(half, chunks.max(1));
-                    (reduce_steps(t, &pieces, &|_| Buffer::Output), broadcast_steps(t, &pieces, Buffer::Output))
-                })
-                .unzip();
-            b.phase("tree reduce", merge_parallel(up)).phase("tree broadcast", merge_parallel(down));
+            all_reduce_over(&mut b, spec, &trees, chunks);
         }
         Collective::Broadcast if !double => {
             let t = rerooted(&binary_tree(n), spec.root);

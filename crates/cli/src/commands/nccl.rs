@@ -116,6 +116,32 @@ pub enum AnalyzeCommand {
     /// Read nccl-tests output: recompute algbw/busbw, and with --topo put NCCL's expected
     /// time and railyard's bound beside every size, with a verdict
     NcclTests(AnalyzeTestsArgs),
+    /// Decode an NCCL_DEBUG=INFO log: ranks, hosts, rings, trees, transports, graph and
+    /// tuning lines; the rings and trees as checked, costed railyard schedules
+    NcclLog(AnalyzeLogArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    railyard analyze nccl-log samples/nccl-log/hgx-2x8.log\n  \
+    railyard analyze nccl-log run.log --topo cluster.toml --size 1GiB --format json\n\n\
+Without --topo the cluster is taken as rail-optimized servers of the log's nodes and\n\
+local ranks (`rail:servers=N,gpus=L`); give the topology `topo import` made of the same\n\
+machines for real numbers.")]
+pub struct AnalyzeLogArgs {
+    /// The log (NCCL_DEBUG=INFO, any NCCL_DEBUG_SUBSYS; several ranks' lines may interleave)
+    pub file: PathBuf,
+    /// Topology to cost the rings and trees on
+    #[arg(long)]
+    pub topo: Option<String>,
+    /// All-reduce size to cost them with
+    #[arg(long, default_value = "192MiB", value_parser = parse_size)]
+    pub size: u64,
+    /// GPU generation for NCCL's tuner when checking the log's tuning lines
+    #[arg(long, default_value = "hopper")]
+    pub arch: Arch,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -363,7 +389,10 @@ fn test_kind(name: &str) -> Result<TestKind> {
 }
 
 pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
-    let AnalyzeCommand::NcclTests(args) = cmd;
+    let args = match cmd {
+        AnalyzeCommand::NcclTests(args) => args,
+        AnalyzeCommand::NcclLog(args) => return analyze_log(args),
+    };
     let text = railyard_topology::file::read_text(&args.file, nccl_tests::MAX_INPUT_BYTES)?;
     let kind = args.collective.as_deref().map(test_kind).transpose()?;
     let output = nccl_tests::parse(&text, kind, args.ranks).with_context(|| format!("{}", args.file.display()))?;
@@ -507,4 +536,178 @@ fn tests_chart(o: &TestsOutput, a: Option<&Analysis>) -> String {
         marks: Vec::new(),
     }
     .svg()
+}
+
+fn analyze_log(args: &AnalyzeLogArgs) -> Result<String> {
+    use railyard_nccl::log::{self, NcclLog};
+    use railyard_nccl::log_report::{self, LogReport};
+    let text = railyard_topology::file::read_text(&args.file, log::MAX_LOG_BYTES)?;
+    let parsed = log::parse(&text);
+    let ranks = parsed.ranks.with_context(|| {
+        format!(
+            "{}: no `comm … rank r nRanks n` line among {} lines; is it an NCCL_DEBUG=INFO log?",
+            args.file.display(),
+            parsed.lines
+        )
+    })?;
+    let (spec, derived) = match &args.topo {
+        Some(t) => (t.clone(), false),
+        None => {
+            let nodes = parsed.nodes.unwrap_or(1).max(1);
+            let local = parsed.local_ranks.unwrap_or(ranks / nodes).max(1);
+            (format!("rail:servers={nodes},gpus={local}"), true)
+        }
+    };
+    let topology = TopologyArgs { topo: spec.clone(), routing: None }.load()?;
+    let placement = placement(&topology, Some(ranks))?;
+    let shape = log_report::shape_from_log(&parsed, args.arch);
+    let report = log_report::report(&parsed, &topology, &placement, args.size - args.size % 4, shape.as_ref())?;
+    #[derive(Serialize)]
+    struct Out<'a> {
+        log: &'a NcclLog,
+        topology: &'a str,
+        topology_derived: bool,
+        report: &'a LogReport,
+    }
+    match args.format {
+        Format::Json => Ok(serde_json::to_string_pretty(&Out {
+            log: &parsed,
+            topology: &spec,
+            topology_derived: derived,
+            report: &report,
+        })? + "\n"),
+        Format::Md => Ok(log_markdown(&parsed, &report, &spec, derived)),
+    }
+}
+
+fn checked_words(checked: Option<bool>) -> String {
+    match checked {
+        Some(true) => "correct".into(),
+        Some(false) => "**wrong**".into(),
+        None => "not checked (over 64 ranks)".into(),
+    }
+}
+
+fn log_markdown(
+    log: &railyard_nccl::log::NcclLog,
+    r: &railyard_nccl::log_report::LogReport,
+    topo: &str,
+    derived: bool,
+) -> String {
+    let mut out = format!(
+        "# NCCL log: {} ranks on {} node(s){}\n\n",
+        log.ranks.unwrap_or(0),
+        log.nodes.map_or("?".to_string(), |n| n.to_string()),
+        log.version.as_ref().map_or(String::new(), |v| format!(", NCCL {v}"))
+    );
+    let mut hosts: Vec<&str> = log.rank_info.iter().map(|i| i.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    out.push_str(&format!(
+        "{} lines: {} ranks introduced themselves on {} host(s) ({}); {} NCCL INFO lines not used here, {} other lines{}.\n\n",
+        log.lines,
+        log.rank_info.len(),
+        hosts.len(),
+        hosts.join(", "),
+        log.unknown_info_lines,
+        log.other_lines,
+        if log.unreadable.is_empty() {
+            String::new()
+        } else {
+            format!(", {} known-looking lines that did not read (lines {:?})", log.unreadable.len(), log.unreadable)
+        }
+    ));
+    for p in &log.patterns {
+        out.push_str(&format!(
+            "Graph search: pattern {} ({}), {} channels of {} / {} GB/s (inside / across nodes), path types {}/{}.\n",
+            p.pattern,
+            match p.pattern {
+                4 => "ring",
+                3 => "tree",
+                2 => "split tree",
+                1 => "balanced tree",
+                5 => "NVLS",
+                6 => "CollNet direct",
+                _ => "?",
+            },
+            p.channels,
+            p.bw_intra_gb_per_s,
+            p.bw_inter_gb_per_s,
+            p.type_intra,
+            p.type_inter
+        ));
+    }
+    for (k, v) in &log.env {
+        out.push_str(&format!("{k}={v} (set by the environment).\n"));
+    }
+    if !r.transports.is_empty() {
+        let t: Vec<String> = r.transports.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        out.push_str(&format!("Connections by transport: {}.\n", t.join(", ")));
+    }
+    out.push_str(&format!(
+        "\n## Rings and trees as railyard schedules: an all-reduce of {} on {}{}\n\n",
+        format_bytes(r.bytes as f64),
+        topo,
+        if derived { " (derived from the log's nodes and local ranks; --topo to give yours)" } else { "" }
+    ));
+    let mut t = Table::new(["schedule", "channels", "checker", "model time", "bottleneck"]);
+    for ring in &r.rings {
+        let shown: Vec<String> = ring.order.iter().take(16).map(|x| x.to_string()).collect();
+        t.row([
+            format!("ring {}{}", shown.join(" "), if ring.order.len() > 16 { " …" } else { "" }),
+            ring.channels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
+            checked_words(ring.checked),
+            format_secs(ring.secs),
+            ring.bottleneck.clone().unwrap_or_default(),
+        ]);
+    }
+    if let Some(tr) = &r.trees {
+        t.row([
+            format!("{} tree(s), data split over them", tr.trees),
+            tr.channels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
+            checked_words(tr.checked),
+            format_secs(tr.secs),
+            String::new(),
+        ]);
+    }
+    if let Some(best) = &r.best_ring {
+        t.row([
+            "best ring railyard finds".to_string(),
+            "-".into(),
+            checked_words(best.checked),
+            format_secs(best.secs),
+            best.bottleneck.clone().unwrap_or_default(),
+        ]);
+    }
+    out.push_str(&t.render());
+    if let (Some(best), Some(worst)) = (&r.best_ring, r.rings.iter().max_by(|a, b| a.secs.total_cmp(&b.secs))) {
+        if best.secs < worst.secs * (1.0 - 1e-9) {
+            out.push_str(&format!(
+                "\nA better ring order ({}) saves {} ({:.1}%) over the slowest logged ring.\n",
+                best.order.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" "),
+                format_secs(worst.secs - best.secs),
+                (1.0 - best.secs / worst.secs) * 100.0
+            ));
+        } else {
+            out.push_str("\nNo ring order is faster on this topology than the logged rings.\n");
+        }
+    }
+    for p in &r.tree_problems {
+        out.push_str(&format!("Trees: {p}.\n"));
+    }
+    if !r.choices.is_empty() {
+        out.push_str("\n## NCCL's choices in the log, and NCCL's tuner on the log's own graph\n\n");
+        let mut t = Table::new(["call", "size", "logged", "tuner from the log's graph", "same"]);
+        for c in &r.choices {
+            t.row([
+                c.collective.clone(),
+                format_bytes(c.bytes as f64),
+                c.logged.clone(),
+                c.reproduced.clone().unwrap_or_else(|| "-".into()),
+                if c.same { "yes".into() } else { "no".into() },
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out
 }

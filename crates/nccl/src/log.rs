@@ -1,0 +1,360 @@
+//! An `NCCL_DEBUG=INFO` log (nccl-facts §5.2) in railyard's words: the version, each
+//! rank's host and device (`comm … rank r nRanks n nNodes m localRanks l …`), the ring of
+//! every channel (`Channel 00/16 :    0   1   2 …`), every rank's tree per channel
+//! (`Trees [0] c0/c1/c2->r->parent …`), the transport of every connection
+//! (`Channel 00/0 : 0[0] -> 1[1] via P2P/IPC`), what the graph search found (`Pattern p,
+//! crossNic x, nChannels n, bw intra/inter, type T/T, sameChannels s`), the channel
+//! counts, `NCCL_ALGO`/`NCCL_PROTO` set by the environment, and the tuner's per-call
+//! choices (`AllReduce: 1024 Bytes -> Algo 1 proto 0 …`). Lines it does not know are
+//! counted, never fatal; a truncated or interleaved log yields what it holds.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use railyard_schedule::tree::Tree;
+
+/// Largest log read: 256 MiB; ranks, channels and lines beyond these are refused.
+pub const MAX_LOG_BYTES: u64 = 256 << 20;
+pub const MAX_RANKS: usize = 1 << 16;
+pub const MAX_CHANNELS: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankInfo {
+    pub rank: usize,
+    pub host: String,
+    pub pid: u64,
+    pub device: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pattern {
+    pub pattern: u32,
+    pub cross_nic: u32,
+    pub channels: usize,
+    pub bw_intra_gb_per_s: f64,
+    pub bw_inter_gb_per_s: f64,
+    pub type_intra: String,
+    pub type_inter: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Connection {
+    pub channel: usize,
+    pub from: usize,
+    pub to: usize,
+    /// The transport as printed: `P2P/IPC`, `SHM/direct/direct`, `NET/IB/0`, …
+    pub via: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TunedCall {
+    pub collective: String,
+    pub bytes: u64,
+    /// Names or NCCL's indices as printed (older releases print indices).
+    pub algo: String,
+    pub proto: String,
+}
+
+/// One rank's place in one channel's tree: its children and its parent.
+pub type TreeLine = (Vec<usize>, Option<usize>);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct NcclLog {
+    pub version: Option<String>,
+    pub ranks: Option<usize>,
+    pub nodes: Option<usize>,
+    pub local_ranks: Option<usize>,
+    pub rank_info: Vec<RankInfo>,
+    /// Channel → ring order (ranks in ring order).
+    pub rings: BTreeMap<usize, Vec<usize>>,
+    /// Channel → rank → (children, parent) as its Trees line says.
+    pub trees: BTreeMap<usize, BTreeMap<usize, TreeLine>>,
+    pub connections: Vec<Connection>,
+    pub patterns: Vec<Pattern>,
+    pub coll_channels: Option<usize>,
+    pub nvls_channels: Option<usize>,
+    pub collnet_channels: Option<usize>,
+    pub env: BTreeMap<String, String>,
+    pub tuned: Vec<TunedCall>,
+    pub lines: usize,
+    /// NCCL INFO lines this reader does not use, and lines that are not NCCL's at all.
+    pub unknown_info_lines: usize,
+    pub other_lines: usize,
+    /// Lines that looked like a known kind but did not read (line numbers, at most 100).
+    pub unreadable: Vec<usize>,
+}
+
+impl NcclLog {
+    /// The tree of one channel, when every rank's line for it is present.
+    pub fn tree(&self, channel: usize) -> Result<Tree, String> {
+        let ranks = self.ranks.ok_or("the log gives no rank count (no `comm … nRanks` line)")?;
+        let lines = self.trees.get(&channel).ok_or_else(|| format!("no Trees line has channel {channel}"))?;
+        let missing: Vec<usize> = (0..ranks).filter(|r| !lines.contains_key(r)).collect();
+        if !missing.is_empty() {
+            return Err(format!("channel {channel}: no Trees line from ranks {missing:?} (a truncated log?)"));
+        }
+        Ok(Tree { parent: (0..ranks).map(|r| lines[&r].1).collect() })
+    }
+}
+
+fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
+    s.trim().parse().ok()
+}
+
+/// `host:pid:tid [dev] NCCL INFO message` → (host, pid, dev, message).
+fn prefix(line: &str) -> Option<(&str, u64, usize, &str)> {
+    let (head, message) = line.split_once(" NCCL INFO ")?;
+    let (who, dev) = head.rsplit_once(" [")?;
+    let dev = num(dev.strip_suffix(']')?)?;
+    let mut parts = who.trim().rsplitn(3, ':');
+    let _tid = parts.next()?;
+    let pid = num(parts.next()?)?;
+    let host = parts.next()?;
+    Some((host, pid, dev, message))
+}
+
+pub fn parse(text: &str) -> NcclLog {
+    let mut log = NcclLog::default();
+    for (i, line) in text.lines().enumerate() {
+        log.lines += 1;
+        let Some((host, pid, dev, m)) = prefix(line) else {
+            if line.contains("NCCL INFO") {
+                note_unreadable(&mut log, i + 1);
+            } else {
+                log.other_lines += 1;
+            }
+            continue;
+        };
+        let m = m.trim();
+        let known = if let Some(v) = m.strip_prefix("NCCL version ") {
+            log.version = v.split_whitespace().next().map(str::to_string);
+            true
+        } else if m.starts_with("comm ") && m.contains(" nRanks ") {
+            comm_line(&mut log, m, host, pid, dev)
+        } else if let Some(rest) = m.strip_prefix("Trees") {
+            trees_line(&mut log, rest)
+        } else if m.starts_with("Channel ") && m.contains(" via ") {
+            connection_line(&mut log, m)
+        } else if m.starts_with("Channel ") {
+            ring_line(&mut log, m)
+        } else if m.starts_with("Pattern ") {
+            pattern_line(&mut log, m)
+        } else if m.contains(" coll channels") {
+            channels_line(&mut log, m)
+        } else if let Some((var, value)) = env_line(m) {
+            log.env.insert(var, value);
+            true
+        } else if m.contains(" Bytes -> Algo ") {
+            tuned_line(&mut log, m)
+        } else {
+            log.unknown_info_lines += 1;
+            continue;
+        };
+        if !known {
+            note_unreadable(&mut log, i + 1);
+        }
+    }
+    log
+}
+
+fn note_unreadable(log: &mut NcclLog, line: usize) {
+    if log.unreadable.len() < 100 {
+        log.unreadable.push(line);
+    }
+}
+
+/// `comm 0x5581 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0`
+fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> bool {
+    let words: Vec<&str> = m.split_whitespace().collect();
+    let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|w| num(w));
+    let (Some(rank), Some(ranks)) = (after("rank"), after("nRanks")) else { return false };
+    if ranks == 0 || ranks > MAX_RANKS || rank >= ranks {
+        return false;
+    }
+    log.ranks = Some(ranks);
+    log.nodes = after("nNodes").or(log.nodes);
+    log.local_ranks = after("localRanks").or(log.local_ranks);
+    if !log.rank_info.iter().any(|r| r.rank == rank) {
+        log.rank_info.push(RankInfo { rank, host: host.to_string(), pid, device: dev });
+    }
+    true
+}
+
+/// ` [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1` (children/…->rank->parent per channel).
+fn trees_line(log: &mut NcclLog, rest: &str) -> bool {
+    let mut any = false;
+    let mut parts = rest.split('[').skip(1);
+    for part in parts.by_ref() {
+        let Some((channel, tree)) = part.split_once(']') else { return false };
+        let Some(channel) = num::<usize>(channel).filter(|&c| c < MAX_CHANNELS) else { return false };
+        let fields: Vec<&str> = tree.trim().split("->").collect();
+        if fields.len() != 3 {
+            return false;
+        }
+        let children: Option<Vec<i64>> = fields[0].split('/').map(num).collect();
+        let (Some(children), Some(rank), Some(parent)) = (children, num::<usize>(fields[1]), num::<i64>(fields[2]))
+        else {
+            return false;
+        };
+        if rank >= MAX_RANKS || parent >= MAX_RANKS as i64 || children.iter().any(|&c| c >= MAX_RANKS as i64) {
+            return false;
+        }
+        let kids = children.into_iter().filter(|&c| c >= 0).map(|c| c as usize).collect();
+        let parent = (parent >= 0).then_some(parent as usize);
+        log.trees.entry(channel).or_default().insert(rank, (kids, parent));
+        any = true;
+    }
+    any
+}
+
+/// `Channel 00/16 :    0   1   2   3`
+fn ring_line(log: &mut NcclLog, m: &str) -> bool {
+    let Some((head, ranks)) = m.split_once(':') else { return false };
+    let Some(channel) = head.trim().strip_prefix("Channel ").and_then(|c| c.split('/').next()).and_then(num::<usize>)
+    else {
+        return false;
+    };
+    let order: Option<Vec<usize>> = ranks.split_whitespace().map(num).collect();
+    match order {
+        Some(order) if channel < MAX_CHANNELS && !order.is_empty() && order.len() <= MAX_RANKS => {
+            log.rings.insert(channel, order);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC` (also `[send]`/`[receive]` words).
+fn connection_line(log: &mut NcclLog, m: &str) -> bool {
+    let Some((head, rest)) = m.split_once(':') else { return false };
+    let Some(channel) = head.trim().strip_prefix("Channel ").and_then(|c| c.split('/').next()).and_then(num::<usize>)
+    else {
+        return false;
+    };
+    let Some((pair, via)) = rest.split_once(" via ") else { return false };
+    let ends: Vec<&str> = pair.split("->").collect();
+    if ends.len() != 2 {
+        return false;
+    }
+    let rank = |s: &str| s.split_whitespace().next().and_then(|w| w.split('[').next()).and_then(num::<usize>);
+    match (rank(ends[0]), rank(ends[1])) {
+        (Some(from), Some(to)) if from < MAX_RANKS && to < MAX_RANKS => {
+            let via = via.split_whitespace().next().unwrap_or("").to_string();
+            log.connections.push(Connection { channel, from, to, via });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `Pattern 4, crossNic 0, nChannels 16, bw 40.000000/40.000000, type NVL/PIX, sameChannels 1`
+fn pattern_line(log: &mut NcclLog, m: &str) -> bool {
+    let field =
+        |key: &str| m.split(',').map(str::trim).find_map(|f| f.strip_prefix(key)).map(str::trim).map(str::to_string);
+    let pattern = field("Pattern").and_then(|v| num(&v));
+    let cross_nic = field("crossNic").and_then(|v| num(&v)).unwrap_or(0);
+    let channels = field("nChannels").and_then(|v| num::<usize>(&v));
+    let bw = field("bw");
+    let ty = field("type");
+    let (Some(pattern), Some(channels), Some(bw)) = (pattern, channels, bw) else { return false };
+    let Some((intra, inter)) = bw.split_once('/') else { return false };
+    let (Some(intra), Some(inter)) = (num::<f64>(intra), num::<f64>(inter)) else { return false };
+    if !(intra.is_finite() && inter.is_finite()) || channels > MAX_CHANNELS {
+        return false;
+    }
+    let (type_intra, type_inter) =
+        ty.as_deref().and_then(|t| t.split_once('/')).map(|(a, b)| (a.to_string(), b.to_string())).unwrap_or_default();
+    log.patterns.push(Pattern {
+        pattern,
+        cross_nic,
+        channels,
+        bw_intra_gb_per_s: intra,
+        bw_inter_gb_per_s: inter,
+        type_intra,
+        type_inter,
+    });
+    true
+}
+
+/// `16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer`
+fn channels_line(log: &mut NcclLog, m: &str) -> bool {
+    let count = |what: &str| m.split(',').map(str::trim).find_map(|f| f.strip_suffix(what).and_then(num::<usize>));
+    let coll = count(" coll channels");
+    log.coll_channels = coll.filter(|&c| c <= MAX_CHANNELS);
+    log.nvls_channels = count(" nvls channels").filter(|&c| c <= MAX_CHANNELS);
+    log.collnet_channels = count(" collnet channels").filter(|&c| c <= MAX_CHANNELS);
+    log.coll_channels.is_some()
+}
+
+/// `NCCL_ALGO set by environment to Ring`
+fn env_line(m: &str) -> Option<(String, String)> {
+    let (var, value) = m.split_once(" set by environment to ")?;
+    let var = var.trim();
+    var.starts_with("NCCL_").then(|| (var.to_string(), value.trim().to_string()))
+}
+
+/// `AllReduce: 8589934592 Bytes -> Algo 1 proto 2 time 86069.968750` or
+/// `AllReduce: 1024 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}`.
+fn tuned_line(log: &mut NcclLog, m: &str) -> bool {
+    let (collective, rest) = match m.split_once(':') {
+        Some((c, r)) if !c.contains(' ') => (c.trim().to_string(), r),
+        _ => (String::new(), m),
+    };
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let bytes = words.first().and_then(|w| num::<u64>(w));
+    let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).map(|w| w.to_string());
+    match (bytes, after("Algo"), after("proto")) {
+        (Some(bytes), Some(algo), Some(proto)) => {
+            log.tuned.push(TunedCall { collective, bytes, algo, proto });
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_documented_line_reads() {
+        let text = "\
+h1:100:200 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+h1:100:200 [0] NCCL INFO comm 0x55 rank 0 nRanks 4 nNodes 2 localRanks 2 localRank 0 MNNVL 0
+h1:100:200 [0] NCCL INFO Channel 00/02 :    0   1   2   3
+h1:100:200 [0] NCCL INFO Channel 01/02 :    0   3   2   1
+h1:100:200 [0] NCCL INFO Trees [0] 1/2/-1->0->-1 [1] -1/-1/-1->0->1
+h1:100:200 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 2, bw 20.000000/12.500000, type NVL/PIX, sameChannels 1
+h1:100:200 [0] NCCL INFO 2 coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer
+h1:100:200 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read
+h1:100:200 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0
+h1:100:200 [0] NCCL INFO NCCL_ALGO set by environment to Ring
+h1:100:200 [0] NCCL INFO AllReduce: 8589934592 Bytes -> Algo 1 proto 2 time 86069.968750
+h1:100:200 [0] NCCL INFO something new in a later release
+not an NCCL line
+h1:100:200 [0] NCCL INFO Channel 00/02 :    0   x
+";
+        let log = parse(text);
+        assert_eq!(log.version.as_deref(), Some("2.18.3+cuda12.2"));
+        assert_eq!((log.ranks, log.nodes, log.local_ranks), (Some(4), Some(2), Some(2)));
+        assert_eq!(log.rings[&0], vec![0, 1, 2, 3]);
+        assert_eq!(log.rings[&1], vec![0, 3, 2, 1]);
+        assert_eq!(log.trees[&0][&0], (vec![1, 2], None));
+        assert_eq!(log.trees[&1][&0], (vec![], Some(1)));
+        assert_eq!(log.patterns[0].channels, 2);
+        assert_eq!((log.patterns[0].bw_intra_gb_per_s, log.patterns[0].bw_inter_gb_per_s), (20.0, 12.5));
+        assert_eq!(log.coll_channels, Some(2));
+        assert_eq!(log.connections.len(), 2);
+        assert_eq!(log.connections[1].via, "NET/IB/0");
+        assert_eq!(log.env["NCCL_ALGO"], "Ring");
+        assert_eq!(
+            log.tuned[0],
+            TunedCall { collective: "AllReduce".into(), bytes: 8589934592, algo: "1".into(), proto: "2".into() }
+        );
+        assert_eq!((log.unknown_info_lines, log.other_lines), (1, 1));
+        assert_eq!(log.unreadable, vec![14]);
+        // Rank 1..3 printed no Trees line: the tree is incomplete, and said so.
+        assert!(log.tree(0).unwrap_err().contains("[1, 2, 3]"));
+    }
+}
