@@ -40,9 +40,12 @@ enum Command {
     Sim(commands::sim::SimArgs),
     /// NCCL's own choice for a collective (its tuner's tables and times), beside railyard's
     ExplainNccl(commands::nccl::ExplainArgs),
-    /// Read what NCCL users already have: nccl-tests output
+    /// Read what NCCL users already have: nccl-tests output, NCCL INFO logs
     #[command(subcommand)]
     Analyze(commands::nccl::AnalyzeCommand),
+    /// Schedules from elsewhere: MSCCL XML algorithms, checked and costed
+    #[command(subcommand)]
+    Schedule(commands::schedule::ScheduleCommand),
     /// Run collectives for real and report like nccl-tests (time, algbw, busbw, #wrong)
     ///
     /// Each size is timed out of place (separate input and output) and in place (one
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => commands::sim::run(&args),
         Command::ExplainNccl(args) => commands::nccl::explain(&args),
         Command::Analyze(cmd) => commands::nccl::analyze(&cmd),
+        Command::Schedule(cmd) => commands::schedule::run(&cmd),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),

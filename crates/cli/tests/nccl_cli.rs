@@ -251,3 +251,41 @@ fn an_nccl_log_gives_back_its_rings_and_trees_as_checked_schedules() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("no `comm"), "{}", out.stderr);
 }
+
+fn msccl(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/msccl").join(name).display().to_string()
+}
+
+/// msccl-tools' 8-GPU ring all-reduce imports as a 14-round schedule the checker proves,
+/// costs as railyard's own ring does on one HGX node, and enters plan's table; a copy with
+/// one receive-reduce-send turned into receive-copy-send is refused with the element named.
+#[test]
+fn an_msccl_all_reduce_is_checked_costed_and_planned() {
+    let ring = msccl("allreduce_ring_8gpu.xml");
+    let v = json(&["schedule", "import", "--msccl", &ring, "--format", "json"]);
+    assert_eq!((v["gpus"].as_u64(), v["chunks"].as_u64(), v["rounds"].as_u64()), (Some(8), Some(8), Some(14)));
+    assert_eq!(v["checked"], true);
+    let ours = v["railyard"].as_array().unwrap().iter().find(|x| x[0] == "ring").unwrap()[1].as_f64().unwrap();
+    assert!((v["secs"].as_f64().unwrap() - ours).abs() < 1e-12, "{v}");
+    let plan = json(&["plan", "--ranks", "8", "--algo", &format!("ring,{ring}"), "--format", "json"]);
+    let names: Vec<&str> = plan["algorithms"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ring", "msccl:allreduce_ring_8channelsperring"]);
+    let pairs = json(&["schedule", "import", "--msccl", &msccl("allreduce_allpairs_8gpu.xml"), "--format", "json"]);
+    assert_eq!(pairs["checked"], true);
+
+    let dir = std::env::temp_dir().join(format!("railyard-msccl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broken = dir.join("broken.xml");
+    std::fs::write(&broken, std::fs::read_to_string(&ring).unwrap().replacen(r#"type="rrs""#, r#"type="rcs""#, 1))
+        .unwrap();
+    let b = broken.to_str().unwrap();
+    let v = json(&["schedule", "import", "--msccl", b, "--format", "json"]);
+    assert_eq!(v["checked"], false);
+    let problem = v["check_problem"].as_str().unwrap();
+    assert!(problem.contains("element") && problem.contains("rank"), "{problem}");
+    let out = railyard(&["plan", "--ranks", "8", "--algo", b]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("the checker refuses it"), "{}", out.stderr);
+    let out = railyard(&["plan", "--algo", &ring]);
+    assert!(out.stderr.contains("written for 8 GPUs"), "{}", out.stderr);
+}

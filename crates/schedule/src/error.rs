@@ -5,6 +5,8 @@ use thiserror::Error;
 pub enum ScheduleError {
     #[error("bad ring order: {message}")]
     BadOrder { message: String },
+    #[error("line {line}: {message}")]
+    Import { line: usize, message: String },
     #[error("bad server groups: {message}")]
     BadGroups { message: String },
     #[error("algorithm {algorithm} does not implement {collective}")]

@@ -18,6 +18,7 @@ pub mod hierarchical;
 pub mod in_place;
 pub mod ir;
 pub mod limits;
+pub mod msccl;
 pub mod partition;
 pub mod recursive_doubling;
 pub mod rhd;

@@ -4,5 +4,6 @@ pub mod model;
 pub mod nccl;
 pub mod perf;
 pub mod plan;
+pub mod schedule;
 pub mod sim;
 pub mod topo;

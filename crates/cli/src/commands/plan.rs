@@ -99,7 +99,13 @@ pub(crate) fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algo
 pub fn run(args: &PlanArgs) -> Result<String> {
     let topology = args.topology.load()?;
     let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
-    let (algorithms, strict) = algorithms(&args.algo, args.collective)?;
+    // MSCCL XML files in --algo are costed beside the built-in algorithms.
+    let (files, names): (Vec<&str>, Vec<&str>) = args.algo.split(',').map(str::trim).partition(|a| a.ends_with(".xml"));
+    let (algorithms, strict) = if names.is_empty() && !files.is_empty() {
+        (Vec::new(), true)
+    } else {
+        algorithms(&names.join(","), args.collective)?
+    };
     let request = PlanRequest {
         collective: args.collective,
         bytes: args.size,
@@ -117,6 +123,9 @@ pub fn run(args: &PlanArgs) -> Result<String> {
     let in_network = topology.devices.iter().any(|d| d.in_network_reduction)
         && args.collective == Collective::AllReduce
         && request.algorithms.contains(&Algorithm::InNetwork);
+    if args.sweep.is_some() && !files.is_empty() {
+        bail!("--sweep compares the built-in algorithms; cost an MSCCL file at one --size");
+    }
     if let Some(range) = &args.sweep {
         let (from, to) = range.split_once(':').context("--sweep takes FROM:TO, e.g. 8B:16GiB")?;
         let sizes = sweep_sizes(
@@ -137,7 +146,34 @@ pub fn run(args: &PlanArgs) -> Result<String> {
     if args.svg.is_some() {
         bail!("--svg draws the --sweep curves; add --sweep FROM:TO");
     }
-    let result = plan(&topology, &placement, &request)?;
+    let mut result = if request.algorithms.is_empty() {
+        railyard_model::plan::Plan {
+            topology: topology.name.clone(),
+            collective: args.collective,
+            bytes: args.size,
+            elem_bytes: request.elem_bytes,
+            ranks: placement.len(),
+            round_startup_secs: topology.round_startup_secs,
+            routing: topology.routing.as_str(),
+            algorithms: Vec::new(),
+            skipped: Vec::new(),
+            fastest: None,
+        }
+    } else {
+        plan(&topology, &placement, &request)?
+    };
+    for file in files {
+        let b = crate::commands::schedule::cost_msccl(
+            std::path::Path::new(file),
+            args.collective,
+            args.size,
+            request.elem_bytes,
+            &topology,
+            &placement,
+        )?;
+        result.algorithms.push(b);
+    }
+    result.fastest = railyard_model::selection::fastest(&result).map(|b| b.name.clone());
     if result.algorithms.is_empty() {
         let reasons: Vec<String> = result.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect();
         bail!("no algorithm can run here:\n  {}", reasons.join("\n  "));

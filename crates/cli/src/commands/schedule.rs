@@ -1,0 +1,202 @@
+//! `railyard schedule import --msccl FILE`: an MSCCL XML algorithm as a railyard
+//! schedule, proved by the symbolic checker and costed on a topology beside railyard's own.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use railyard_model::per_round::{cost, Breakdown};
+use railyard_model::plan::{plan, PlanRequest};
+use railyard_netmodels::report::Table;
+use railyard_schedule::msccl::{self, MscclInfo};
+use railyard_schedule::{check, Algorithm, Collective, CompactSchedule};
+use railyard_topology::units::{format_bytes, format_secs};
+use railyard_topology::{Placement, PlacementPolicy, Topology};
+use serde::Serialize;
+
+use crate::args::{parse_size, Format, TopologyArgs};
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Read an MSCCL XML algorithm: check it, cost it on a topology beside railyard's algorithms
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    railyard schedule import --msccl samples/msccl/allreduce_ring_8gpu.xml\n  \
+    railyard schedule import --msccl algo.xml --topo a100-pcie-control --size 64MiB --format json\n  \
+    railyard plan --ranks 8 --algo ring,samples/msccl/allreduce_ring_8gpu.xml   # in plan's table\n\n\
+The checker proves the program on one element per chunk (it follows every element);\n\
+the model costs it at --size, rounded down to a whole number of chunks.")]
+pub struct ImportArgs {
+    /// The MSCCL XML algorithm (msccl-tools' output)
+    #[arg(long)]
+    pub msccl: PathBuf,
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    /// Size of the large buffer to cost it at
+    #[arg(long, default_value = "192MiB", value_parser = parse_size)]
+    pub size: u64,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+}
+
+fn read(path: &Path) -> Result<String> {
+    Ok(railyard_topology::file::read_text(path, msccl::MAX_XML_BYTES as u64)?)
+}
+
+/// The elements an MSCCL program runs on at `bytes`: a whole number of its chunks.
+fn count_for(info_chunks: u64, bytes: u64, elem_bytes: u64) -> Result<u64> {
+    let count = bytes / elem_bytes / info_chunks * info_chunks;
+    if count == 0 {
+        bail!(
+            "{} is less than one element per chunk of the program ({info_chunks} chunks)",
+            format_bytes(bytes as f64)
+        );
+    }
+    Ok(count)
+}
+
+fn imported(path: &Path, bytes: u64, elem_bytes: u64) -> Result<(CompactSchedule, MscclInfo, Option<String>)> {
+    let text = read(path)?;
+    let where_ = || format!("MSCCL algorithm {}", path.display());
+    // The proof on one element per chunk, then the schedule at the size asked.
+    let info = msccl::describe(&text).with_context(where_)?;
+    let (proof, _) = msccl::import(&text, info.chunks, elem_bytes).with_context(where_)?;
+    let problem = check(&proof.expand()).err().map(|e| e.to_string());
+    let (schedule, _) =
+        msccl::import(&text, count_for(info.chunks, bytes, elem_bytes)?, elem_bytes).with_context(where_)?;
+    Ok((schedule, info, problem))
+}
+
+/// An MSCCL file costed for `plan --algo FILE.xml`: refused if it is not the collective
+/// asked, does not fit the ranks, or fails the checker.
+pub fn cost_msccl(
+    path: &Path,
+    collective: Collective,
+    bytes: u64,
+    elem_bytes: u64,
+    topology: &Topology,
+    placement: &Placement,
+) -> Result<Breakdown> {
+    let (schedule, info, problem) = imported(path, bytes, elem_bytes)?;
+    if info.collective != collective {
+        bail!("{}: an MSCCL {} program, not {}", path.display(), info.collective.as_str(), collective.as_str());
+    }
+    if info.gpus != placement.len() {
+        bail!("{}: written for {} GPUs, the plan has {} ranks (--ranks)", path.display(), info.gpus, placement.len());
+    }
+    if let Some(p) = problem {
+        bail!("{}: the checker refuses it: {p}", path.display());
+    }
+    let mut b = cost(&schedule, topology, placement)?;
+    b.name = format!("msccl:{}", info.name);
+    Ok(b)
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    name: &'a str,
+    collective: &'static str,
+    gpus: usize,
+    chunks: u64,
+    in_place: bool,
+    protocol: &'a str,
+    channels: usize,
+    steps: usize,
+    rounds: usize,
+    checked: bool,
+    check_problem: Option<&'a str>,
+    topology: &'a str,
+    bytes: u64,
+    secs: f64,
+    bottleneck: Option<String>,
+    railyard: Vec<(String, f64)>,
+}
+
+pub fn run(cmd: &ScheduleCommand) -> Result<String> {
+    let ScheduleCommand::Import(a) = cmd;
+    let topology = a.topology.load()?;
+    let elem_bytes = 4;
+    let (schedule, info, problem) = imported(&a.msccl, a.size, elem_bytes)?;
+    let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, Some(info.gpus)).context("placement")?;
+    let b = cost(&schedule, &topology, &placement)?;
+    let count = count_for(info.chunks, a.size, elem_bytes)?;
+    let ours = plan(
+        &topology,
+        &placement,
+        &PlanRequest {
+            collective: info.collective,
+            bytes: count * elem_bytes,
+            elem_bytes,
+            algorithms: Algorithm::ALL.into_iter().filter(|x| x.supports(info.collective)).collect(),
+            order: None,
+            groups: None,
+            root: 0,
+            channels: 1,
+            pipeline_chunks: None,
+            strict: false,
+        },
+    )?;
+    let report = Report {
+        name: &info.name,
+        collective: info.collective.as_str(),
+        gpus: info.gpus,
+        chunks: info.chunks,
+        in_place: info.in_place,
+        protocol: &info.protocol,
+        channels: info.channels,
+        steps: info.steps,
+        rounds: schedule.rounds(),
+        checked: problem.is_none(),
+        check_problem: problem.as_deref(),
+        topology: &topology.name,
+        bytes: count * elem_bytes,
+        secs: b.total_secs,
+        bottleneck: b.bottleneck.as_ref().map(|x| x.resource.clone()),
+        railyard: ours.algorithms.iter().map(|x| (x.name.clone(), x.total_secs)).collect(),
+    };
+    match a.format {
+        Format::Json => Ok(serde_json::to_string_pretty(&report)? + "\n"),
+        Format::Md => {
+            let mut out = format!(
+                "# MSCCL {} ({}): {} over {} GPUs\n\n",
+                report.name,
+                a.msccl.display(),
+                report.collective,
+                report.gpus
+            );
+            out.push_str(&format!(
+                "{} chunks, {} channels, {} steps, {}, protocol {}: {} rounds as a railyard schedule.\n\n",
+                report.chunks,
+                report.channels,
+                report.steps,
+                if report.in_place { "in place" } else { "out of place" },
+                report.protocol,
+                report.rounds
+            ));
+            match &problem {
+                None => out.push_str(
+                    "Symbolic checker: **correct** (every output element holds what the collective promises).\n\n",
+                ),
+                Some(p) => out.push_str(&format!("Symbolic checker: **wrong**: {p}\n\n")),
+            }
+            out.push_str(&format!(
+                "On {} at {} (per-round model):\n\n",
+                report.topology,
+                format_bytes(report.bytes as f64)
+            ));
+            let mut t = Table::new(["schedule", "time", "vs the MSCCL program"]);
+            t.row([format!("msccl:{}", report.name), format_secs(report.secs), "1.00x".into()]);
+            for (name, secs) in &report.railyard {
+                t.row([name.clone(), format_secs(*secs), format!("{:.2}x", secs / report.secs)]);
+            }
+            out.push_str(&t.render());
+            if let Some(bn) = &report.bottleneck {
+                out.push_str(&format!("\nThe MSCCL program's bottleneck: `{bn}`.\n"));
+            }
+            Ok(out)
+        }
+    }
+}
