@@ -289,3 +289,24 @@ fn an_msccl_all_reduce_is_checked_costed_and_planned() {
     let out = railyard(&["plan", "--algo", &ring]);
     assert!(out.stderr.contains("written for 8 GPUs"), "{}", out.stderr);
 }
+
+/// railyard's ring written as MSCCL XML reads back as a correct 14-round program that
+/// costs what the ring costs.
+#[test]
+fn our_ring_exports_to_msccl_and_back() {
+    let dir = std::env::temp_dir().join(format!("railyard-msccl-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ring8.xml");
+    let p = path.to_str().unwrap();
+    let out = railyard(&["schedule", "export", "--msccl", "--algo", "ring", "--ranks", "8", "-o", p]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = json(&["schedule", "import", "--msccl", p, "--format", "json"]);
+    assert_eq!(
+        (v["checked"].as_bool(), v["rounds"].as_u64(), v["in_place"].as_bool()),
+        (Some(true), Some(14), Some(false))
+    );
+    let ring = v["railyard"].as_array().unwrap().iter().find(|x| x[0] == "ring").unwrap()[1].as_f64().unwrap();
+    assert!((v["secs"].as_f64().unwrap() / ring - 1.0).abs() < 1e-9, "{v}");
+    let out = railyard(&["schedule", "export", "--algo", "ring"]);
+    assert!(out.stderr.contains("--msccl"), "{}", out.stderr);
+}

@@ -510,7 +510,9 @@ fn finish_all(
             let end = match gpus[g][t].steps[s].kind {
                 k if k.receives() => ready.max(sent) + 1,
                 Kind::Send => ready + 1,
-                _ => ready.max(1),
+                // A local step runs once what it waits for is done: before any round (0,
+                // the prologue) when nothing is.
+                _ => ready,
             };
             done.insert(at, end);
             on_stack.remove(&at);
@@ -518,6 +520,206 @@ fn finish_all(
         }
     }
     Ok(done)
+}
+
+/// Largest schedule written as MSCCL XML: one chunk per element, so elements per rank
+/// and buffer are bounded.
+pub const MAX_EXPORT_ELEMENTS: u64 = 1 << 16;
+
+/// One step of a thread block being written.
+struct OutStep {
+    kind: &'static str,
+    src: (char, u64),
+    dst: (char, u64),
+    cnt: u64,
+    dep: Option<(usize, usize)>,
+}
+
+/// A thread block being written: its peers, channel and steps.
+struct OutTb {
+    send: i64,
+    recv: i64,
+    chan: u32,
+    steps: Vec<OutStep>,
+}
+
+/// Per rank: its thread blocks and, per buffer element, the step that last wrote it and
+/// those that read it since.
+struct OutGpu {
+    tbs: Vec<OutTb>,
+    by_key: HashMap<(i64, i64, u32), usize>,
+    writer: HashMap<(char, u64), (usize, usize)>,
+    readers: HashMap<(char, u64), Vec<(usize, usize)>>,
+}
+
+impl OutGpu {
+    fn tb(&mut self, send: i64, recv: i64, chan: u32) -> usize {
+        let n = self.tbs.len();
+        let id = *self.by_key.entry((send, recv, chan)).or_insert(n);
+        if id == self.tbs.len() {
+            self.tbs.push(OutTb { send, recv, chan, steps: Vec::new() });
+        }
+        id
+    }
+
+    /// Append a step to block `tb`, after nops for all but one of the steps it must
+    /// follow in other blocks (MSCCL names one dependency per step).
+    fn push(&mut self, tb: usize, mut step: OutStep, reads: (char, u64, u64), writes: Option<(char, u64, u64)>) {
+        let mut waits: Vec<(usize, usize)> = Vec::new();
+        for e in reads.1..reads.1 + reads.2 {
+            if let Some(&w) = self.writer.get(&(reads.0, e)) {
+                waits.push(w);
+            }
+        }
+        if let Some((b, off, len)) = writes {
+            for e in off..off + len {
+                waits.extend(self.writer.get(&(b, e)).copied());
+                waits.extend(self.readers.get(&(b, e)).into_iter().flatten().copied());
+            }
+        }
+        waits.sort_unstable();
+        waits.dedup();
+        waits.retain(|&(t, _)| t != tb);
+        let last = waits.pop();
+        for w in waits {
+            self.tbs[tb].steps.push(OutStep { kind: "nop", src: ('i', 0), dst: ('i', 0), cnt: 1, dep: Some(w) });
+        }
+        step.dep = last;
+        self.tbs[tb].steps.push(step);
+        let at = (tb, self.tbs[tb].steps.len() - 1);
+        for e in reads.1..reads.1 + reads.2 {
+            self.readers.entry((reads.0, e)).or_default().push(at);
+        }
+        if let Some((b, off, len)) = writes {
+            for e in off..off + len {
+                self.writer.insert((b, e), at);
+                self.readers.remove(&(b, e));
+            }
+        }
+    }
+}
+
+fn letter(b: Buffer) -> char {
+    match b {
+        Buffer::Input => 'i',
+        Buffer::Output => 'o',
+        Buffer::Scratch => 's',
+    }
+}
+
+/// A railyard schedule as an MSCCL XML algorithm, one chunk per element: per rank a
+/// thread block per peer, direction and channel (sends `s`; receives `r`, or `rrc` where
+/// the transfer reduces), one for local copies and reductions (`cpy`, `re`); a step that
+/// must follow steps of other blocks gets `nop` steps naming them (MSCCL takes one
+/// dependency per step). `import` reads it back.
+pub fn export(schedule: &crate::ir::Schedule) -> Result<String, ScheduleError> {
+    let spec = &schedule.spec;
+    if spec.count > MAX_EXPORT_ELEMENTS {
+        return Err(err(
+            0,
+            format!("{} elements; export writes one chunk per element, at most {MAX_EXPORT_ELEMENTS}", spec.count),
+        ));
+    }
+    if !schedule.rounds.iter().all(|r| r.in_network.is_empty()) {
+        return Err(err(0, "in-network reductions have no MSCCL form"));
+    }
+    let coll = match spec.collective {
+        Collective::AllReduce => "allreduce",
+        Collective::AllGather => "allgather",
+        Collective::ReduceScatter => "reducescatter",
+        Collective::AllToAll => "alltoall",
+        Collective::Broadcast => "broadcast",
+        Collective::Reduce => "reduce",
+        other => return Err(err(0, format!("{} has no MSCCL collective name", other.as_str()))),
+    };
+    let mut gpus: Vec<OutGpu> = (0..spec.ranks)
+        .map(|_| OutGpu { tbs: Vec::new(), by_key: HashMap::new(), writer: HashMap::new(), readers: HashMap::new() })
+        .collect();
+    let local = |gpus: &mut Vec<OutGpu>, op: &LocalOp| {
+        let g = &mut gpus[op.rank];
+        let tb = g.tb(-1, -1, 0);
+        let (src, dst) = ((letter(op.read.buffer), op.read.offset), (letter(op.write.buffer), op.write.offset));
+        let kind = if op.op == Op::Copy { "cpy" } else { "re" };
+        g.push(
+            tb,
+            OutStep { kind, src, dst, cnt: op.read.len, dep: None },
+            (src.0, src.1, op.read.len),
+            Some((dst.0, dst.1, op.write.len)),
+        );
+    };
+    for op in &schedule.prologue {
+        local(&mut gpus, op);
+    }
+    for round in &schedule.rounds {
+        // Sends read before the round's writes land: all sends first, then the receives.
+        for t in &round.transfers {
+            let g = &mut gpus[t.from];
+            let tb = g.tb(t.to as i64, -1, t.channel);
+            let src = (letter(t.read.buffer), t.read.offset);
+            let dst = (letter(t.write.buffer), t.write.offset);
+            g.push(tb, OutStep { kind: "s", src, dst, cnt: t.read.len, dep: None }, (src.0, src.1, t.read.len), None);
+        }
+        for t in &round.transfers {
+            let q = &mut gpus[t.to];
+            let tb = q.tb(-1, t.from as i64, t.channel);
+            let dst = (letter(t.write.buffer), t.write.offset);
+            let kind = if t.op == Op::Reduce { "rrc" } else { "r" };
+            // rrc reduces into its own chunk: source and destination are the same.
+            let reads = if t.op == Op::Reduce { (dst.0, dst.1, t.write.len) } else { (dst.0, dst.1, 0) };
+            q.push(
+                tb,
+                OutStep { kind, src: dst, dst, cnt: t.write.len, dep: None },
+                reads,
+                Some((dst.0, dst.1, t.write.len)),
+            );
+        }
+        for op in &round.local {
+            local(&mut gpus, op);
+        }
+    }
+    for op in &schedule.epilogue {
+        local(&mut gpus, op);
+    }
+    let channels = gpus.iter().flat_map(|g| g.tbs.iter().map(|t| t.chan + 1)).max().unwrap_or(1);
+    let mut out = format!(
+        "<algo name=\"{}\" proto=\"Simple\" nchannels=\"{channels}\" nchunksperloop=\"{}\" ngpus=\"{}\" coll=\"{coll}\" inplace=\"0\">\n",
+        schedule.algorithm.replace(['"', '<', '>', '&'], "_"),
+        spec.count,
+        spec.ranks
+    );
+    for (r, g) in gpus.iter().enumerate() {
+        // A step others wait on says so (hasdep), as msccl-tools writes it.
+        let mut waited: std::collections::HashSet<(usize, usize)> = std::collections::HashSet::new();
+        for tb in &g.tbs {
+            waited.extend(tb.steps.iter().filter_map(|s| s.dep));
+        }
+        out += &format!(
+            "  <gpu id=\"{r}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"{}\">\n",
+            spec.input_len(r),
+            spec.output_len(r),
+            schedule.scratch_len.get(r).copied().unwrap_or(0)
+        );
+        for (t, tb) in g.tbs.iter().enumerate() {
+            out += &format!("    <tb id=\"{t}\" send=\"{}\" recv=\"{}\" chan=\"{}\">\n", tb.send, tb.recv, tb.chan);
+            for (k, st) in tb.steps.iter().enumerate() {
+                let (depid, deps) = st.dep.map_or((-1, -1), |(a, b)| (a as i64, b as i64));
+                out += &format!(
+                    "      <step s=\"{k}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>\n",
+                    st.kind,
+                    st.src.0,
+                    st.src.1,
+                    st.dst.0,
+                    st.dst.1,
+                    st.cnt,
+                    u8::from(waited.contains(&(t, k)))
+                );
+            }
+            out += "    </tb>\n";
+        }
+        out += "  </gpu>\n";
+    }
+    out += "</algo>\n";
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -572,6 +774,31 @@ mod tests {
         text += "</algo>";
         let (schedule, _) = import(&text, 1, 4).unwrap();
         assert_eq!(schedule.rounds(), n);
+    }
+
+    /// Railyard's own schedules written as MSCCL XML read back as programs the checker
+    /// proves, with the same rounds where every round waits on the one before.
+    #[test]
+    fn our_schedules_round_trip_through_msccl_xml() {
+        use crate::algorithm::{generate_compact, Algorithm, GenOptions};
+        for (algorithm, collective, ranks) in [
+            (Algorithm::Ring, Collective::AllReduce, 8),
+            (Algorithm::Rhd, Collective::AllReduce, 8),
+            (Algorithm::DoubleTree, Collective::AllReduce, 6),
+            (Algorithm::Ring, Collective::AllGather, 4),
+            (Algorithm::Pairwise, Collective::AllToAll, 4),
+            (Algorithm::Chain, Collective::Broadcast, 5),
+        ] {
+            let spec = CollectiveSpec::new(collective, ranks, 8 * ranks as u64);
+            let ours = generate_compact(algorithm, &spec, &GenOptions::default(), 4).unwrap().expand();
+            let xml = export(&ours).unwrap();
+            let (back, info) = import(&xml, spec.count, 4).unwrap_or_else(|e| panic!("{algorithm}: {e}"));
+            assert_eq!((info.gpus, info.collective), (ranks, collective));
+            check(&back.expand()).unwrap_or_else(|e| panic!("{algorithm} {collective:?}: {e}"));
+            if algorithm == Algorithm::Ring {
+                assert_eq!(back.rounds(), ours.rounds.len(), "{algorithm}");
+            }
+        }
     }
 
     #[test]

@@ -20,6 +20,35 @@ use crate::args::{parse_size, Format, TopologyArgs};
 pub enum ScheduleCommand {
     /// Read an MSCCL XML algorithm: check it, cost it on a topology beside railyard's algorithms
     Import(ImportArgs),
+    /// Write one of railyard's algorithms as an MSCCL XML algorithm (one chunk per element)
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    railyard schedule export --msccl --algo ring --ranks 8 -o ring8.xml\n  \
+    railyard schedule export --msccl --algo rhd --ranks 16 --chunks-per-rank 2\n\n\
+Each rank gets a thread block per peer, direction and channel (send `s`; receive `r`, or\n\
+`rrc` where the transfer reduces) and one for local copies and reductions; steps that wait\n\
+on other blocks get `nop` steps naming them. `schedule import --msccl` reads it back.")]
+pub struct ExportArgs {
+    /// Write MSCCL XML (the only format written)
+    #[arg(long)]
+    pub msccl: bool,
+    /// The algorithm (ring, rhd, double-tree, pairwise, chain, ...)
+    #[arg(long)]
+    pub algo: Algorithm,
+    /// allreduce, allgather, reducescatter, alltoall, broadcast, reduce
+    #[arg(long, default_value = "allreduce")]
+    pub collective: Collective,
+    #[arg(long, default_value_t = 8)]
+    pub ranks: usize,
+    /// Chunks per rank: the program's nchunksperloop is ranks x this
+    #[arg(long, default_value_t = 1)]
+    pub chunks_per_rank: u64,
+    /// Write to this file instead of standard output
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -115,8 +144,31 @@ struct Report<'a> {
     railyard: Vec<(String, f64)>,
 }
 
+fn export(a: &ExportArgs) -> Result<String> {
+    if !a.msccl {
+        bail!("say the format: --msccl (MSCCL XML is the only one written)");
+    }
+    if !(2..=1024).contains(&a.ranks) || !(1..=64).contains(&a.chunks_per_rank) {
+        bail!("--ranks 2 to 1024 and --chunks-per-rank 1 to 64");
+    }
+    let spec = railyard_schedule::CollectiveSpec::new(a.collective, a.ranks, a.ranks as u64 * a.chunks_per_rank);
+    let schedule =
+        railyard_schedule::generate_compact(a.algo, &spec, &railyard_schedule::GenOptions::default(), 4)?.expand();
+    let xml = msccl::export(&schedule)?;
+    match &a.output {
+        Some(path) => {
+            std::fs::write(path, &xml).with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(format!("wrote {} ({} over {} ranks, {} chunks)\n", path.display(), a.algo, a.ranks, spec.count))
+        }
+        None => Ok(xml),
+    }
+}
+
 pub fn run(cmd: &ScheduleCommand) -> Result<String> {
-    let ScheduleCommand::Import(a) = cmd;
+    let a = match cmd {
+        ScheduleCommand::Import(a) => a,
+        ScheduleCommand::Export(a) => return export(a),
+    };
     let topology = a.topology.load()?;
     let elem_bytes = 4;
     let (schedule, info, problem) = imported(&a.msccl, a.size, elem_bytes)?;
