@@ -28,6 +28,25 @@ pub struct PlanRequest {
     pub strict: bool,
 }
 
+impl PlanRequest {
+    /// A request for `algorithms` with every option at its default: rank order, servers
+    /// as groups, root 0, one channel, pipeline chunks searched, unavailable ones skipped.
+    pub fn new(collective: Collective, bytes: u64, elem_bytes: u64, algorithms: Vec<Algorithm>) -> Self {
+        PlanRequest {
+            collective,
+            bytes,
+            elem_bytes,
+            algorithms,
+            order: None,
+            groups: None,
+            root: 0,
+            channels: 1,
+            pipeline_chunks: None,
+            strict: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Skipped {
     pub name: String,

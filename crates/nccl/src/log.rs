@@ -118,6 +118,11 @@ pub fn parse(text: &str) -> NcclLog {
     let mut log = NcclLog::default();
     for (i, line) in text.lines().enumerate() {
         log.lines += 1;
+        // mpirun --tag-output prefixes every line with `[job,rank]<stdout>:`.
+        let line = match line.split_once("]<stdout>:").or_else(|| line.split_once("]<stderr>:")) {
+            Some((tag, rest)) if tag.starts_with('[') => rest,
+            _ => line,
+        };
         let Some((host, pid, dev, m)) = prefix(line) else {
             if line.contains("NCCL INFO") {
                 note_unreadable(&mut log, i + 1);
@@ -130,7 +135,7 @@ pub fn parse(text: &str) -> NcclLog {
         let known = if let Some(v) = m.strip_prefix("NCCL version ") {
             log.version = v.split_whitespace().next().map(str::to_string);
             true
-        } else if m.starts_with("comm ") && m.contains(" nRanks ") {
+        } else if m.starts_with("comm ") && (m.contains(" nRanks ") || m.contains(" nranks ")) {
             comm_line(&mut log, m, host, pid, dev)
         } else if let Some(rest) = m.strip_prefix("Trees") {
             trees_line(&mut log, rest)
@@ -155,6 +160,13 @@ pub fn parse(text: &str) -> NcclLog {
             note_unreadable(&mut log, i + 1);
         }
     }
+    // Older logs do not print nNodes: the hosts the ranks named say it.
+    if log.nodes.is_none() && !log.rank_info.is_empty() {
+        let mut hosts: Vec<&str> = log.rank_info.iter().map(|r| r.host.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        log.nodes = Some(hosts.len());
+    }
     log
 }
 
@@ -168,7 +180,10 @@ fn note_unreadable(log: &mut NcclLog, line: usize) {
 fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> bool {
     let words: Vec<&str> = m.split_whitespace().collect();
     let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|w| num(w));
-    let (Some(rank), Some(ranks)) = (after("rank"), after("nRanks")) else { return false };
+    // `nRanks` since 2.12; older releases print `nranks … cudaDev … - Init COMPLETE`.
+    let (Some(rank), Some(ranks)) = (after("rank"), after("nRanks").or_else(|| after("nranks"))) else {
+        return false;
+    };
     if ranks == 0 || ranks > MAX_RANKS || rank >= ranks {
         return false;
     }

@@ -51,6 +51,8 @@ pub struct LogReport {
     pub rings: Vec<CostedRing>,
     pub trees: Option<CostedTrees>,
     pub tree_problems: Vec<String>,
+    /// Rings not costed, and why.
+    pub ring_problems: Vec<String>,
     /// The best ring railyard's search finds, and its time.
     pub best_ring: Option<CostedRing>,
     pub transports: Vec<(String, usize)>,
@@ -60,6 +62,8 @@ pub struct LogReport {
 /// The checker follows every element of every rank, so schedules are proved on a small
 /// instance of the same shape — 64 elements per rank — and costed at the size asked.
 pub const CHECK_MAX_RANKS: usize = 64;
+/// Ranks above which the ring search is not run (it takes seconds at 64).
+pub const RING_SEARCH_MAX_RANKS: usize = 32;
 
 fn small(spec: &CollectiveSpec) -> CollectiveSpec {
     CollectiveSpec::new(spec.collective, spec.ranks, 64 * spec.ranks as u64)
@@ -153,14 +157,21 @@ pub fn report(
         }
     }
     let mut rings = Vec::new();
+    let mut ring_problems = Vec::new();
     for (order, channels) in distinct {
         if order.len() != ranks {
-            return Err(NcclError::BadInput {
-                field: format!("ring of channel {}", channels[0]),
-                message: format!("{} ranks in the ring, {ranks} in the communicator", order.len()),
-            });
+            // NCCL prints at most 20 ranks of a ring per line.
+            ring_problems.push(format!(
+                "channel {}: {} ranks printed of {ranks} (NCCL prints at most 20 per line), not costed",
+                channels[0],
+                order.len()
+            ));
+            continue;
         }
-        rings.push(costed_ring(&order, channels, &spec, topology, placement)?);
+        match costed_ring(&order, channels.clone(), &spec, topology, placement) {
+            Ok(r) => rings.push(r),
+            Err(e) => ring_problems.push(format!("channel {}: {e}", channels[0])),
+        }
     }
     // Trees: every channel whose tree is complete; the distinct ones share the data.
     let mut tree_problems = Vec::new();
@@ -196,7 +207,8 @@ pub fn report(
             }
         }
     };
-    let best_ring = if rings.is_empty() {
+    // The search grows steeply with the ranks; beyond these it is not run.
+    let best_ring = if rings.is_empty() || ranks > RING_SEARCH_MAX_RANKS {
         None
     } else {
         let search = best_ring(topology, placement, false)
@@ -224,7 +236,7 @@ pub fn report(
         let same = reproduced.as_deref() == Some(logged.as_str());
         choices.push(ChoiceCheck { collective: call.collective.clone(), bytes: call.bytes, logged, reproduced, same });
     }
-    Ok(LogReport { bytes, rings, trees, tree_problems, best_ring, transports, choices })
+    Ok(LogReport { bytes, rings, trees, tree_problems, ring_problems, best_ring, transports, choices })
 }
 
 /// The tuner's input from the log itself: ranks, nodes and the ring graph's channels and

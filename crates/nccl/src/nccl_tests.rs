@@ -79,7 +79,7 @@ impl TestKind {
             TestKind::Broadcast => C::Broadcast,
             TestKind::Reduce => C::Reduce,
             TestKind::AllToAll => C::AllToAll,
-            TestKind::SendRecv => return None,
+            TestKind::SendRecv => C::SendRecv,
         })
     }
 }
@@ -133,6 +133,8 @@ pub struct Row {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankDevice {
     pub rank: usize,
+    /// NCCL_TESTS_SPLIT's group (0 without a split); only group 0's ranks are counted.
+    pub group: usize,
     pub host: String,
     pub device: usize,
     pub name: String,
@@ -178,8 +180,14 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
     let mut avg_busbw_printed = None;
     let mut out_of_bounds = None;
     let (mut unread_lines, mut unread_count) = (Vec::new(), 0usize);
+    let mut starts = 0;
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
+        // mpirun --tag-output prefixes every line with `[job,rank]<stdout>:`.
+        let line = match line.split_once("]<stdout>:") {
+            Some((tag, rest)) if tag.starts_with('[') => rest,
+            _ => line,
+        };
         let t = line.trim();
         if t.is_empty() {
             continue;
@@ -187,12 +195,22 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
         if let Some(comment) = t.strip_prefix('#') {
             let c = comment.trim();
             if let Some(name) = c.strip_prefix("Collective test starting:") {
+                starts += 1;
+                if starts > 1 {
+                    return Err(NcclError::Line {
+                        line: n,
+                        message: "a second test starts here; analyze one run per file".into(),
+                    });
+                }
                 kind_seen = TestKind::from_binary(name.trim());
             } else if let Some(v) = c.strip_prefix("nccl-tests version") {
                 version = v.split_whitespace().next().map(str::to_string);
             } else if let Some(rest) = c.strip_prefix("Rank") {
                 if let Some(d) = rank_line(rest) {
-                    devices.push(d);
+                    // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective.
+                    if d.group == 0 {
+                        devices.push(d);
+                    }
                 }
             } else if c.split_whitespace().next() == Some("size") {
                 has_root = Some(c.split_whitespace().any(|w| w == "root"));
@@ -306,6 +324,7 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
     }
     // Ranks: given, from the rank lines, or from the printed busbw/algbw (median).
     let (ranks, ranks_from) = match ranks {
+        Some(0) => return Err(NcclError::BadInput { field: "ranks".into(), message: "0: at least 1".into() }),
         Some(r) => (r, "given".to_string()),
         None if !devices.is_empty() => (devices.len(), "rank lines".to_string()),
         None => {
@@ -403,11 +422,12 @@ fn rank_line(rest: &str) -> Option<RankDevice> {
     let words: Vec<&str> = rest.split_whitespace().collect();
     let rank = words.first()?.parse().ok()?;
     let at = |key: &str| words.iter().position(|w| *w == key);
+    let group = at("Group").and_then(|i| words.get(i + 1)).and_then(|w| w.parse().ok()).unwrap_or(0);
     let host = words.get(at("on")? + 1)?.to_string();
     let d = at("device")?;
     let device = words.get(d + 1)?.parse().ok()?;
     let name = words.get(d + 3..).map(|w| w.join(" ")).unwrap_or_default();
-    Some(RankDevice { rank, host, device, name })
+    Some(RankDevice { rank, group, host, device, name })
 }
 
 #[cfg(test)]

@@ -51,14 +51,44 @@ pub struct Shape {
     pub notes: Vec<(String, String)>,
 }
 
-fn speed_for(speeds: &[f64], total_gb_per_s: f64, channels: usize) -> f64 {
-    let fits = speeds.iter().copied().find(|&s| s * channels as f64 <= total_gb_per_s * (1.0 + 1e-9));
-    fits.unwrap_or(speeds[speeds.len() - 1])
+/// The largest candidate speed that `channels` channels carry within the total, and the
+/// channels: fewer when not even the slowest candidate fits them all (as NCCL's search
+/// settles for fewer channels).
+fn speed_for(speeds: &[f64], total_gb_per_s: f64, channels: usize) -> (f64, usize) {
+    let slowest = speeds[speeds.len() - 1];
+    let mut c = channels;
+    loop {
+        let fits = speeds.iter().copied().find(|&s| s * c as f64 <= total_gb_per_s * (1.0 + 1e-9));
+        match fits {
+            Some(s) => return (s, c),
+            None if c > 1 => c -= 1,
+            None => return (slowest, 1),
+        }
+    }
+}
+
+/// The GPU generation a topology's name says (`a100-…`, `hgx-h100x2`), if any.
+fn name_arch(name: &str) -> Option<Arch> {
+    let n = name.to_ascii_lowercase();
+    [
+        ("v100", Arch::Volta),
+        ("a100", Arch::Ampere),
+        ("h100", Arch::Hopper),
+        ("h200", Arch::Hopper),
+        ("h800", Arch::Hopper),
+        ("b200", Arch::Blackwell),
+    ]
+    .into_iter()
+    .find(|(k, _)| n.contains(k))
+    .map(|(_, a)| a)
 }
 
 pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Result<Shape, NcclError> {
     let bad = |field: &str, message: String| NcclError::BadInput { field: field.into(), message };
     let ranks = placement.len();
+    if ranks < 2 {
+        return Err(bad("ranks", format!("{ranks}: NCCL's tuner needs at least 2 ranks")));
+    }
     let servers = placement.ranks_by_server(topology);
     let nodes = servers.len();
     if servers.iter().any(|s| s.len() != servers[0].len()) {
@@ -103,15 +133,34 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         intra_total
     };
     let nvswitch = topology.devices.iter().any(|d| d.kind == DeviceKind::NvSwitch);
-    let arch = o.arch.unwrap_or(Arch::Hopper);
+    let named = name_arch(&topology.name);
+    let arch = o.arch.or(named).unwrap_or(Arch::Hopper);
     notes.push((
         "arch".into(),
-        match o.arch {
-            Some(_) => "given".into(),
-            None => "Hopper (the seeds' H100; --arch to change)".into(),
+        match (o.arch, named) {
+            (Some(_), _) => "given".into(),
+            (None, Some(a)) => format!("{a:?}, from the topology's name (--arch to change)"),
+            (None, None) => "Hopper (the seeds' H100; --arch to change)".into(),
         },
     ));
-    let channels = o.channels.unwrap_or(DEFAULT_CHANNELS);
+    // NCCL counts an NVLink at its own per-link rate, below the line rate a topology
+    // gives (H100: 18 x 20.6 = 370.8 GB/s of the 450; topo.h's SM*_NVLINK_BW over 25 or 50).
+    let intra_total = if intra_nvlink && ppn > 1 {
+        let per_link = match arch {
+            Arch::Volta | Arch::Ampere => 20.0 / 25.0,
+            Arch::Hopper => 20.6 / 25.0,
+            Arch::Blackwell => 40.1 / 50.0,
+        };
+        let nccl_counts = intra_total * per_link;
+        notes.push((
+            "nvlink".into(),
+            format!("{intra_total} GB/s line rate counted as NCCL does: {nccl_counts:.1} GB/s"),
+        ));
+        nccl_counts
+    } else {
+        intra_total
+    };
+    let mut channels = o.channels.unwrap_or(DEFAULT_CHANNELS);
     notes.push((
         "channels".into(),
         match o.channels {
@@ -133,10 +182,17 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         }
         None => {
             let total = if ppn > 1 { intra_total } else { inter_total };
-            let s = speed_for(intra_speeds, total, channels);
+            let (s, c) = speed_for(intra_speeds, total, channels);
+            if c < channels && o.channels.is_none() {
+                notes.push((
+                    "channels".into(),
+                    format!("{c}: no candidate speed fits {channels} channels within {total:.1} GB/s"),
+                ));
+                channels = c;
+            }
             notes.push((
                 "bw_intra".into(),
-                format!("{s} GB/s: NCCL's largest candidate speed that {channels} channels carry within {total} GB/s (a GPU's widest path in a node)"),
+                format!("{s} GB/s: NCCL's largest candidate speed that {channels} channels carry within {total:.1} GB/s (a GPU's widest path in a node)"),
             ));
             s
         }
@@ -148,7 +204,7 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         }
         None if nodes == 1 => bw_intra,
         None => {
-            let s = speed_for(inter_speeds, inter_total, channels);
+            let (s, _) = speed_for(inter_speeds, inter_total, channels);
             notes.push((
                 "bw_inter".into(),
                 format!("{s} GB/s: the largest candidate that {channels} channels carry within {inter_total} GB/s (a node's NICs)"),
@@ -277,9 +333,10 @@ mod tests {
         let s = shape(&t, &p, &Overrides::default()).unwrap();
         let i = &s.input;
         assert_eq!((i.ranks, i.nodes, i.channels, i.intra_nvlink), (16, 2, 16, true));
-        // 450 GB/s over 16 channels: 28.1 each, so 24 (Hopper's intra speeds 60, 50, 40, 30, 24).
-        // 8 NICs x 50 = 400 GB/s over 16: 25 each, so 24 (48, 45, 42, 40, 30, 24).
-        assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (24.0, 24.0));
+        // 450 GB/s of NVLink is 370.8 as NCCL counts it; over 16 channels 23.2 each, so 20
+        // (Hopper's intra speeds 60, 50, 40, 30, 24, 20). 8 NICs x 50 = 400 GB/s over 16:
+        // 25 each, so 24 (48, 45, 42, 40, 30, 24).
+        assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (20.0, 24.0));
         assert_eq!(i.nvls_channels, 16);
         assert!(!i.collnet);
     }

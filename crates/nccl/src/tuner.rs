@@ -174,6 +174,9 @@ pub struct TunerInput {
     pub protos: Option<Vec<Proto>>,
 }
 
+/// `NCCL_MAX_NTHREADS`.
+const NCCL_MAX_THREADS: usize = 640;
+
 /// Largest shapes accepted: NCCL's own (64 channels; ranks and nodes to 2^20).
 pub const MAX_CHANNELS: usize = 64;
 pub const MAX_RANKS: usize = 1 << 20;
@@ -295,8 +298,8 @@ pub fn table(input: &TunerInput, coll: Coll) -> Result<Table, NcclError> {
                 } else {
                     intra *= (ppn as f64 - 1.0) / ppn as f64;
                 }
-                let inter_bw = if nodes == 1 { f64::INFINITY } else { input.bw_inter_gb_per_s };
-                let inter = inter_bw * if nodes <= 2 && a == Algo::NvlsTree { 2.0 } else { 1.0 };
+                // bwInter of the NVLS graph (on one node the search gives it bwIntra's value).
+                let inter = input.bw_inter_gb_per_s * if nodes <= 2 && a == Algo::NvlsTree { 2.0 } else { 1.0 };
                 let cap = if a == Algo::NvlsTree { PER_CH_MAX_NVLS_TREE_BW[arch][col] } else { f64::INFINITY };
                 bw = intra.min(inter).min(cap);
             }
@@ -491,6 +494,10 @@ fn channels_and_threads(input: &TunerInput, a: Algo, p: Proto, bytes: u64) -> (u
         }
         if p == Proto::Simple {
             nt += if a == Algo::Ring { 32 } else { 128 };
+        }
+        // Trees always run NCCL_MAX_NTHREADS (§1.8).
+        if a == Algo::Tree {
+            nt = NCCL_MAX_THREADS;
         }
     }
     (nc, nt)

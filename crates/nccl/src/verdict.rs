@@ -5,7 +5,13 @@
 //! - **faster than the model allows** — measured below railyard's bound: the topology
 //!   given is slower than the machine measured (wrong bandwidths, or fewer links);
 //! - **as expected** — within `SLOW_RATIO` of NCCL's own prediction;
-//! - **slow** — more than that above it.
+//! - **faster than NCCL predicts** — more than `SLOW_RATIO` below it (but above the bound);
+//! - **slow** — more than `SLOW_RATIO` above it;
+//! - **wrong results** — the row's `#wrong` is not 0, whatever its time.
+//!
+//! The bound is the fastest of railyard's algorithms for the collective, so it bounds
+//! what any algorithm moves over the links given; where NCCL's pick reduces in the switch
+//! (NVLS, CollNet) and the topology marks no switch that can, no bound is claimed.
 
 use serde::Serialize;
 
@@ -27,15 +33,19 @@ pub const BOUND_RATIO: f64 = 0.97;
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     AsExpected,
+    FasterThanNcclPredicts,
     Slow,
     FasterThanTheModelAllows,
+    WrongResults,
 }
 
 impl Verdict {
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::AsExpected => "as expected",
+            Verdict::FasterThanNcclPredicts => "faster than NCCL predicts",
             Verdict::Slow => "slow",
+            Verdict::WrongResults => "wrong results (#wrong is not 0)",
             Verdict::FasterThanTheModelAllows => "faster than the model allows: the topology is wrong",
         }
     }
@@ -52,9 +62,9 @@ pub struct SizeVerdict {
     pub nccl_channels: usize,
     pub nccl_expected_us: f64,
     pub nccl_expected_busbw_gb_per_s: f64,
-    /// The railyard algorithm costed, and its time.
+    /// The fastest railyard algorithm and its time: the bound (None where none is claimed).
     pub railyard_algorithm: String,
-    pub railyard_bound_us: f64,
+    pub railyard_bound_us: Option<f64>,
     /// measured / NCCL's expected.
     pub ratio: f64,
     pub verdict: Verdict,
@@ -84,6 +94,12 @@ pub fn analyze(
         None => None,
     };
     let mut notes = Vec::new();
+    if !topology.devices.iter().any(|d| d.in_network_reduction) {
+        notes.push(
+            "no switch of the topology reduces in the network: where NCCL picks NVLS or CollNet, railyard claims no bound"
+                .to_string(),
+        );
+    }
     if coll.is_none() {
         notes.push(format!(
             "NCCL's tuner does not model {} (it runs point-to-point); expected times are railyard's bound",
@@ -107,52 +123,39 @@ pub fn analyze(
         }
         .max(1);
         let choice = table.as_ref().and_then(|t| tuner::choose(&shape.input, t, row.bytes));
-        let algorithm = choice
-            .as_ref()
-            .and_then(|c| c.algo.railyard_algorithm())
-            .filter(|a| a.supports(railyard_collective))
-            .unwrap_or(if railyard_collective == railyard_schedule::Collective::AllToAll {
-                railyard_schedule::Algorithm::Pairwise
-            } else {
-                railyard_schedule::Algorithm::Ring
-            });
-        let request = PlanRequest {
-            collective: railyard_collective,
-            bytes: row.bytes - row.bytes % elem_bytes,
-            elem_bytes,
-            algorithms: vec![algorithm],
-            order: None,
-            groups: None,
-            root: 0,
-            channels: 1,
-            pipeline_chunks: None,
-            strict: false,
-        };
+        let candidates: Vec<railyard_schedule::Algorithm> =
+            railyard_schedule::Algorithm::ALL.into_iter().filter(|a| a.supports(railyard_collective)).collect();
+        let request = PlanRequest::new(railyard_collective, row.bytes - row.bytes % elem_bytes, elem_bytes, candidates);
         let costed = plan(topology, placement, &request).map_err(|e| bad(e.to_string()))?;
-        // An algorithm the topology cannot run (in-network without reducing switches) falls back to the ring.
-        let (algorithm_name, bound_secs) = match costed.algorithms.first() {
-            Some(b) => (b.name.clone(), b.total_secs),
-            None => {
-                let ring = PlanRequest { algorithms: vec![railyard_schedule::Algorithm::Ring], ..request };
-                let p = plan(topology, placement, &ring).map_err(|e| bad(e.to_string()))?;
-                let b = p.algorithms.first().ok_or_else(|| bad("no algorithm can run here".into()))?;
-                (b.name.clone(), b.total_secs)
-            }
+        let fastest = railyard_model::selection::fastest(&costed);
+        let in_switch = choice
+            .as_ref()
+            .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
+        let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
+        let (algorithm_name, bound_us) = match fastest {
+            Some(b) if !in_switch || reducing_switch => (b.name.clone(), Some(b.total_secs * 1e6)),
+            Some(b) => (b.name.clone(), None),
+            None => ("-".to_string(), None),
         };
-        let bound_us = bound_secs * 1e6;
         let (algo, proto, channels, expected_us) = match &choice {
             Some(c) => (c.algo, c.proto, c.channels, c.time_us),
-            None => (Algo::Ring, Proto::Simple, shape.input.channels, bound_us),
+            None => (Algo::Ring, Proto::Simple, shape.input.channels, bound_us.unwrap_or(f64::NAN)),
         };
         let factor = output.kind.bus_factor(output.ranks.max(2));
         let measured = best.time_us.value;
         let ratio = measured / expected_us;
-        let verdict = if measured < bound_us * BOUND_RATIO {
+        let wrong =
+            [&row.out_of_place.wrong, &row.in_place.wrong].iter().any(|w| w.parse::<f64>().is_ok_and(|n| n != 0.0));
+        let verdict = if wrong {
+            Verdict::WrongResults
+        } else if bound_us.is_some_and(|b| measured < b * BOUND_RATIO) {
             Verdict::FasterThanTheModelAllows
-        } else if ratio <= SLOW_RATIO {
-            Verdict::AsExpected
-        } else {
+        } else if ratio > SLOW_RATIO {
             Verdict::Slow
+        } else if ratio < 1.0 / SLOW_RATIO {
+            Verdict::FasterThanNcclPredicts
+        } else {
+            Verdict::AsExpected
         };
         sizes.push(SizeVerdict {
             bytes: row.bytes,

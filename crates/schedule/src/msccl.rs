@@ -23,9 +23,11 @@ use crate::ir::{Buffer, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
 
 /// Limits on what is read (an 8-GPU ring is a few hundred steps).
 pub const MAX_GPUS: usize = 1024;
-pub const MAX_STEPS: usize = 1 << 20;
+pub const MAX_STEPS: usize = 1 << 18;
 pub const MAX_CHUNKS: u64 = 1 << 20;
-pub const MAX_XML_BYTES: usize = 64 << 20;
+pub const MAX_XML_BYTES: usize = 16 << 20;
+/// Deepest element nesting (algo > gpu > tb > step is 4).
+pub const MAX_NESTING: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -129,6 +131,24 @@ fn number<T: std::str::FromStr>(n: Node, name: &str) -> Result<T, ScheduleError>
 fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
     if text.len() > MAX_XML_BYTES {
         return Err(err(0, format!("more than {MAX_XML_BYTES} bytes")));
+    }
+    // roxmltree recurses per level: a file nested thousands deep would overflow the stack.
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match (b, bytes.get(i + 1)) {
+            (b'<', Some(b'/')) => depth = depth.saturating_sub(1),
+            (b'<', Some(b'?' | b'!')) => {}
+            (b'<', _) => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (b'/', Some(b'>')) => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_NESTING {
+        return Err(err(1, format!("elements nested {deepest} deep; an MSCCL algorithm nests at most {MAX_NESTING}")));
     }
     let doc = Document::parse(text).map_err(|e| err(e.pos().row, e.to_string()))?;
     let algo = doc.root_element();
@@ -755,11 +775,11 @@ mod tests {
         assert!(e.contains("element") && e.contains("rank"), "{e}");
     }
 
-    /// A thread block of 200,000 sends and the receives that take them: evaluated without
+    /// A thread block of 60,000 sends and the receives that take them: evaluated without
     /// recursion, so the depth of the chain costs memory, not the call stack.
     #[test]
     fn a_very_long_chain_does_not_exhaust_the_stack() {
-        let n = 200_000;
+        let n = 60_000;
         let mut text = String::from(r#"<algo name="long" nchunksperloop="1" ngpus="2" coll="broadcast" inplace="0">"#);
         for (g, (kind, peer)) in [("s", "send=\"1\" recv=\"-1\""), ("r", "send=\"-1\" recv=\"0\"")].iter().enumerate() {
             text += &format!(r#"<gpu id="{g}"><tb id="0" {peer} chan="0">"#);
@@ -818,5 +838,7 @@ mod tests {
         assert!(import(&text, 8, 4).unwrap_err().to_string().contains("receives"));
         assert!(import(RING, 12, 4).unwrap_err().to_string().contains("chunks"));
         assert!(import("<notalgo/>", 8, 4).is_err());
+        let deep = format!("{}{}", "<x>".repeat(20_000), "</x>".repeat(20_000));
+        assert!(import(&deep, 8, 4).unwrap_err().to_string().contains("nested 20000 deep"));
     }
 }

@@ -173,6 +173,33 @@ pub struct AnalyzeTestsArgs {
     pub format: Format,
 }
 
+/// Where the output's rank lines put ranks (host h's i-th device on server h's i-th GPU),
+/// else the first GPUs in order.
+fn placement_from_ranks(t: &Topology, o: &TestsOutput, ranks: usize) -> Result<Placement> {
+    if o.hosts.len() < 2 || o.devices.len() != ranks {
+        return placement(t, Some(ranks));
+    }
+    let all = placement(t, None)?;
+    let servers = all.ranks_by_server(t);
+    let mut devices = Vec::with_capacity(ranks);
+    let mut per_host: Vec<usize> = vec![0; o.hosts.len()];
+    let mut by_rank: Vec<&railyard_nccl::nccl_tests::RankDevice> = o.devices.iter().collect();
+    by_rank.sort_by_key(|d| d.rank);
+    for d in by_rank {
+        let h = o.hosts.iter().position(|x| *x == d.host).unwrap_or(0);
+        let i = per_host[h];
+        per_host[h] += 1;
+        let server = servers.get(h).with_context(|| {
+            format!("the output's ranks are on {} hosts; the topology has {} servers", o.hosts.len(), servers.len())
+        })?;
+        let rank = *server
+            .get(i)
+            .with_context(|| format!("host {} has more ranks than the topology's server {h} has GPUs", d.host))?;
+        devices.push(all.devices[rank]);
+    }
+    Ok(Placement { devices })
+}
+
 fn placement(t: &Topology, ranks: Option<usize>) -> Result<Placement> {
     Placement::new(t, &PlacementPolicy::Contiguous, ranks).context("placement")
 }
@@ -248,18 +275,12 @@ pub fn explain(args: &ExplainArgs) -> Result<String> {
     }
     let choice = tuner::choose(&shape.input, &table, args.size).context("NCCL_ALGO/NCCL_PROTO leave no algorithm")?;
     // railyard's own choice on the same topology and size.
-    let request = railyard_model::plan::PlanRequest {
-        collective: args.collective,
-        bytes: args.size - args.size % 4,
-        elem_bytes: 4,
-        algorithms: railyard_schedule::Algorithm::ALL.to_vec(),
-        order: None,
-        groups: None,
-        root: 0,
-        channels: 1,
-        pipeline_chunks: None,
-        strict: false,
-    };
+    let request = railyard_model::plan::PlanRequest::new(
+        args.collective,
+        args.size - args.size % 4,
+        4,
+        railyard_schedule::Algorithm::ALL.to_vec(),
+    );
     let ours = railyard_model::plan::plan(&topology, &placement, &request)?;
     let fastest = railyard_model::selection::fastest(&ours);
     let same_family =
@@ -401,7 +422,7 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
         Some(spec) => {
             let topology = TopologyArgs { topo: spec.clone(), routing: None }.load()?;
             let ranks = output.ranks.max(2);
-            let placement = placement(&topology, Some(ranks))?;
+            let placement = placement_from_ranks(&topology, &output, ranks)?;
             let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
             let shape = args.shape.shape(&topology, &placement, collective)?;
             Some((verdict::analyze(&output, &topology, &placement, &shape)?, shape, topology.name.clone()))
@@ -494,7 +515,8 @@ fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) 
                 format!("{}/{} ({} ch)", s.nccl_algo.as_str(), s.nccl_proto.as_str(), s.nccl_channels),
                 format_secs(s.nccl_expected_us * 1e-6),
                 format!("{:.2} GB/s", s.nccl_expected_busbw_gb_per_s),
-                format!("{} ({})", format_secs(s.railyard_bound_us * 1e-6), s.railyard_algorithm),
+                s.railyard_bound_us
+                    .map_or("-".to_string(), |b| format!("{} ({})", format_secs(b * 1e-6), s.railyard_algorithm)),
                 format!("{:.2}", s.ratio),
                 s.verdict.as_str().to_string(),
             ]);
@@ -694,6 +716,15 @@ fn log_markdown(
     }
     for p in &r.tree_problems {
         out.push_str(&format!("Trees: {p}.\n"));
+    }
+    for p in &r.ring_problems {
+        out.push_str(&format!("Rings: {p}.\n"));
+    }
+    if r.best_ring.is_none() && !r.rings.is_empty() {
+        out.push_str(&format!(
+            "The ring search runs up to {} ranks; this log has more.\n",
+            railyard_nccl::log_report::RING_SEARCH_MAX_RANKS
+        ));
     }
     if !r.choices.is_empty() {
         out.push_str("\n## NCCL's choices in the log, and NCCL's tuner on the log's own graph\n\n");

@@ -172,24 +172,21 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     let topology = a.topology.load()?;
     let elem_bytes = 4;
     let (schedule, info, problem) = imported(&a.msccl, a.size, elem_bytes)?;
+    if let Some(p) = &problem {
+        bail!("{}: the symbolic checker refuses it, so it is not costed: {p}", a.msccl.display());
+    }
     let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, Some(info.gpus)).context("placement")?;
     let b = cost(&schedule, &topology, &placement)?;
     let count = count_for(info.chunks, a.size, elem_bytes)?;
     let ours = plan(
         &topology,
         &placement,
-        &PlanRequest {
-            collective: info.collective,
-            bytes: count * elem_bytes,
+        &PlanRequest::new(
+            info.collective,
+            count * elem_bytes,
             elem_bytes,
-            algorithms: Algorithm::ALL.into_iter().filter(|x| x.supports(info.collective)).collect(),
-            order: None,
-            groups: None,
-            root: 0,
-            channels: 1,
-            pipeline_chunks: None,
-            strict: false,
-        },
+            Algorithm::ALL.into_iter().filter(|x| x.supports(info.collective)).collect(),
+        ),
     )?;
     let report = Report {
         name: &info.name,
