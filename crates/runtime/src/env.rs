@@ -2,8 +2,9 @@
 //! RANK, WORLD_SIZE, LOCAL_RANK), Open MPI (OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK),
 //! PMI (PMI_RANK, PMI_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), or ours
 //! (RAILYARD_ID = HOST:PORT#SECRET, RAILYARD_RANK, RAILYARD_WORLD_SIZE). The rendezvous
-//! secret comes from RAILYARD_ID or RAILYARD_SECRET; without either it is derived from
-//! the launcher's job id (weaker: anyone who knows the job id can join).
+//! secret comes from RAILYARD_ID (`railyard launch` draws it at random) or RAILYARD_SECRET;
+//! without either, joining is refused: a secret derived from the job id, host and port
+//! (as railyard once did) can be computed by anyone who sees them, and was.
 
 use std::collections::HashMap;
 use std::net::ToSocketAddrs;
@@ -79,12 +80,15 @@ pub fn launch_from(vars: &HashMap<String, String>) -> Result<Option<Launch>, Com
                 Some(s) => u128::from_str_radix(s.trim(), 16)
                     .map_err(|_| CommError::Bootstrap { message: "RAILYARD_SECRET is not hex".into() })?,
                 None => {
-                    let job = ["TORCHELASTIC_RUN_ID", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "PMI_ID"]
-                        .iter()
-                        .find_map(|k| vars.get(*k))
-                        .cloned()
-                        .unwrap_or_default();
-                    fnv128(&format!("{job}/{host}/{port}"))
+                    return Err(CommError::Bootstrap {
+                        message: format!(
+                            "no rendezvous secret: {source} set no RAILYARD_ID, and RAILYARD_SECRET is unset. \
+                             Export a random one that every rank inherits, e.g. \
+                             `export RAILYARD_SECRET=$(head -c16 /dev/urandom | xxd -p)`, or start the \
+                             ranks with `railyard launch`, which draws one (a secret derived from the \
+                             job id, host and port could be computed by anyone who sees them)"
+                        ),
+                    })
                 }
             };
             UniqueId { addr, secret }
@@ -95,15 +99,6 @@ pub fn launch_from(vars: &HashMap<String, String>) -> Result<Option<Launch>, Com
 
 pub fn from_env() -> Result<Option<Launch>, CommError> {
     launch_from(&std::env::vars().collect())
-}
-
-fn fnv128(text: &str) -> u128 {
-    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
-    for b in text.bytes() {
-        h ^= b as u128;
-        h = h.wrapping_mul(0x0000000001000000000000000000013B);
-    }
-    h
 }
 
 #[cfg(test)]
@@ -122,10 +117,12 @@ mod tests {
             ("LOCAL_RANK", "1"),
             ("MASTER_ADDR", "127.0.0.1"),
             ("MASTER_PORT", "29500"),
+            ("RAILYARD_SECRET", "0123456789abcdef0123456789abcdef"),
         ]))
         .unwrap()
         .unwrap();
         assert_eq!((torch.rank, torch.size, torch.source, torch.id.addr.port()), (1, 4, "torchrun", 29501));
+        assert_eq!(torch.id.secret, 0x0123456789abcdef0123456789abcdef);
         let ompi = launch_from(&vars(&[
             ("OMPI_COMM_WORLD_RANK", "0"),
             ("OMPI_COMM_WORLD_SIZE", "2"),
@@ -139,10 +136,23 @@ mod tests {
             ("SLURM_NTASKS", "4"),
             ("SLURM_LOCALID", "1"),
             ("MASTER_PORT", "100"),
+            ("RAILYARD_SECRET", "ab"),
         ]))
         .unwrap()
         .unwrap();
         assert_eq!((slurm.rank, slurm.local_rank, slurm.source), (3, 1, "slurm"));
+        // No secret to share: refused, never derived from what an outsider can read
+        // (torchrun's run id, the host, the port).
+        let e = launch_from(&vars(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("TORCHELASTIC_RUN_ID", "job7"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("RAILYARD_SECRET") && e.contains("railyard launch"), "{e}");
         assert!(launch_from(&vars(&[])).unwrap().is_none());
         assert!(launch_from(&vars(&[("RANK", "4"), ("WORLD_SIZE", "4"), ("MASTER_PORT", "1")])).is_err());
         assert!(launch_from(&vars(&[("RANK", "x"), ("WORLD_SIZE", "4")])).is_err());
