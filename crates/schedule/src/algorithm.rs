@@ -216,10 +216,7 @@ fn check_request(
 ) -> Result<(), ScheduleError> {
     spec.validate().map_err(|message| ScheduleError::BadSpec { message })?;
     if !algorithm.supports(spec.collective) {
-        return Err(ScheduleError::Unsupported {
-            algorithm: algorithm.as_str().to_string(),
-            collective: spec.collective.as_str(),
-        });
+        return Err(ScheduleError::unsupported(algorithm, spec.collective));
     }
     let (channels, chunks) = (options.channels.max(1), options.pipeline_chunks.max(1));
     crate::limits::check_limits(algorithm, spec, channels, chunks, &options.groups, form)

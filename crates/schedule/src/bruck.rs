@@ -132,9 +132,7 @@ pub fn bruck(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<
             }
             b.phase("bruck all-to-all", steps);
         }
-        other => {
-            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
-        }
+        other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
     Ok(b.build_compact())
 }

@@ -88,9 +88,7 @@ pub fn chain(
                 chain_steps(&chain, &pieces, Op::Reduce, |i| if i == last { Buffer::Output } else { Buffer::Scratch }),
             );
         }
-        other => {
-            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
-        }
+        other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
     Ok(b.build_compact())
 }

@@ -38,9 +38,7 @@ pub fn direct(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     let name = format!("direct {}", spec.collective.as_str());
     match spec.collective {
-        Collective::AllReduce => {
-            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: "allreduce" })
-        }
+        Collective::AllReduce => return Err(ScheduleError::unsupported(algorithm, Collective::AllReduce)),
         Collective::Broadcast => {
             b.prologue(copy(root, input(all.clone()), output(all.clone())));
             b.phase(
@@ -177,10 +175,7 @@ impl AllToAllBlocks {
 /// Pairwise-exchange all-to-all(v): P − 1 rounds, rank i sends to i + k at round k.
 pub fn pairwise(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<CompactSchedule, ScheduleError> {
     if !matches!(spec.collective, Collective::AllToAll | Collective::AllToAllv) {
-        return Err(ScheduleError::Unsupported {
-            algorithm: algorithm.to_string(),
-            collective: spec.collective.as_str(),
-        });
+        return Err(ScheduleError::unsupported(algorithm, spec.collective));
     }
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     let rounds = PairwiseRounds::new(spec);

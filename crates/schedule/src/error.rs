@@ -25,3 +25,10 @@ pub struct CheckError {
     pub at: String,
     pub message: String,
 }
+
+impl ScheduleError {
+    /// `algorithm` does not implement `collective`.
+    pub fn unsupported(algorithm: impl std::fmt::Display, collective: crate::collective::Collective) -> Self {
+        ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: collective.as_str() }
+    }
+}

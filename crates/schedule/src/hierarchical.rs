@@ -97,10 +97,7 @@ pub fn hierarchical_all_reduce(
     algorithm: &str,
 ) -> Result<CompactSchedule, ScheduleError> {
     if spec.collective != Collective::AllReduce {
-        return Err(ScheduleError::Unsupported {
-            algorithm: algorithm.to_string(),
-            collective: spec.collective.as_str(),
-        });
+        return Err(ScheduleError::unsupported(algorithm, spec.collective));
     }
     check_groups(groups, spec.ranks)?;
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
@@ -288,9 +285,7 @@ pub fn hierarchical(
             b.rounds("intra-server all-gather", per_server(groups, &local_blocks, Buffer::Output, Op::Copy));
         }
         Collective::AllToAll | Collective::AllToAllv => all_to_all(spec, groups, &mut b),
-        other => {
-            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
-        }
+        other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
     Ok(b.build_compact())
 }

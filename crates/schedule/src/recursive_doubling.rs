@@ -24,10 +24,7 @@ pub fn recursive_doubling(
     algorithm: &str,
 ) -> Result<CompactSchedule, ScheduleError> {
     if spec.collective != Collective::AllReduce {
-        return Err(ScheduleError::Unsupported {
-            algorithm: algorithm.to_string(),
-            collective: spec.collective.as_str(),
-        });
+        return Err(ScheduleError::unsupported(algorithm, spec.collective));
     }
     let n = spec.ranks;
     let p = if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) };

@@ -136,14 +136,12 @@ pub fn rhd(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Co
             }
         }
         Collective::ReduceScatter | Collective::AllGather => {
-            return Err(ScheduleError::Unsupported {
-                algorithm: format!("{algorithm} (for {n} ranks, not a power of two; use ring or bruck)"),
-                collective: spec.collective.as_str(),
-            })
+            return Err(ScheduleError::unsupported(
+                format!("{algorithm} (for {n} ranks, not a power of two; use ring or bruck)"),
+                spec.collective,
+            ))
         }
-        other => {
-            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
-        }
+        other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
     Ok(b.build_compact())
 }

@@ -317,9 +317,7 @@ pub fn ring(
             all_gather_buffers(&mut b, &parts);
             b.rounds("all-gather", rings(RingStage::new(Op::Copy, Buffer::Output), &blocks_of));
         }
-        other => {
-            return Err(ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: other.as_str() })
-        }
+        other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
     Ok(b.build_compact())
 }

@@ -171,10 +171,7 @@ pub fn all_reduce_over_trees(
     algorithm: &str,
 ) -> Result<CompactSchedule, ScheduleError> {
     if spec.collective != Collective::AllReduce {
-        return Err(ScheduleError::Unsupported {
-            algorithm: algorithm.to_string(),
-            collective: spec.collective.as_str(),
-        });
+        return Err(ScheduleError::unsupported(algorithm, spec.collective));
     }
     if trees.is_empty() {
         return Err(ScheduleError::BadGroups { message: "no tree given".into() });
@@ -224,8 +221,7 @@ pub fn tree(
     let n = spec.ranks;
     let all = 0..spec.count;
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
-    let unsupported =
-        || ScheduleError::Unsupported { algorithm: algorithm.to_string(), collective: spec.collective.as_str() };
+    let unsupported = || ScheduleError::unsupported(algorithm, spec.collective);
     match spec.collective {
         Collective::AllReduce => {
             let trees = if double { vec![binary_tree(n), complementary_tree(n)] } else { vec![binary_tree(n)] };
