@@ -271,27 +271,54 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
     Ok((info, per_gpu))
 }
 
-/// What an MSCCL XML algorithm declares (GPUs, chunks, collective, ...), read and checked
-/// for form without building its schedule.
-pub fn describe(text: &str) -> Result<MscclInfo, ScheduleError> {
-    read(text).map(|(info, _)| info)
-}
-
 /// A step by (gpu, tb, step).
 type At = (usize, usize, usize);
 
 /// The MSCCL algorithm in `text` as a railyard schedule of `count` elements (a multiple of
 /// the algorithm's chunks), with what the XML declares.
 pub fn import(text: &str, count: u64, elem_bytes: u64) -> Result<(CompactSchedule, MscclInfo), ScheduleError> {
-    let (info, gpus) = read(text)?;
-    if count == 0 || !count.is_multiple_of(info.chunks) {
-        return Err(err(0, format!("{count} elements do not split into the algorithm's {} chunks", info.chunks)));
+    let program = Program::parse(text)?;
+    Ok((program.schedule(count, elem_bytes)?, program.info))
+}
+
+/// An MSCCL program read once: what it declares, its steps, which send meets which
+/// receive and the round each step is done in — all independent of the size, so one
+/// program makes schedules of any size (the checker's small one, the costed one).
+pub struct Program<'a> {
+    text: &'a str,
+    pub info: MscclInfo,
+    gpus: Vec<Vec<Tb>>,
+    meets: HashMap<At, At>,
+    done: HashMap<At, usize>,
+    /// Every step, GPU by GPU, block by block, in order.
+    all: Vec<At>,
+}
+
+impl<'a> Program<'a> {
+    pub fn parse(text: &'a str) -> Result<Self, ScheduleError> {
+        let (info, gpus) = read(text)?;
+        if info.in_place && info.collective != Collective::AllReduce {
+            return Err(err(1, "in-place algorithms other than all-reduce are not read yet (their buffers alias)"));
+        }
+        let (meets, done, all) = rounds(text, &gpus)?;
+        Ok(Program { text, info, gpus, meets, done, all })
     }
-    if info.in_place && info.collective != Collective::AllReduce {
-        return Err(err(1, "in-place algorithms other than all-reduce are not read yet (their buffers alias)"));
+
+    /// The program on `count` elements (a multiple of its chunks).
+    pub fn schedule(&self, count: u64, elem_bytes: u64) -> Result<CompactSchedule, ScheduleError> {
+        if count == 0 || !count.is_multiple_of(self.info.chunks) {
+            let chunks = self.info.chunks;
+            return Err(err(0, format!("{count} elements do not split into the algorithm's {chunks} chunks")));
+        }
+        build(self, count, elem_bytes)
     }
-    let spec = CollectiveSpec::new(info.collective, info.gpus, count);
-    let chunk = count / info.chunks;
+}
+
+/// Which send meets which receive, the round each step is done in, and every step.
+type Rounds = (HashMap<At, At>, HashMap<At, usize>, Vec<At>);
+
+/// Sends matched to receives, and the round each step is done in.
+fn rounds(text: &str, gpus: &[Vec<Tb>]) -> Result<Rounds, ScheduleError> {
     // Match sends to receives: the k-th on (from, to, channel) meets the k-th.
     let mut sends: HashMap<(usize, usize, u32), Vec<At>> = HashMap::new();
     let mut recvs: HashMap<(usize, usize, u32), Vec<At>> = HashMap::new();
@@ -348,7 +375,15 @@ pub fn import(text: &str, count: u64, elem_bytes: u64) -> Result<(CompactSchedul
             tbs.iter().enumerate().flat_map(move |(t, tb)| (0..tb.steps.len()).map(move |s| (g, t, s)))
         })
         .collect();
-    let done = finish_all(text, &all, &gpus, &fed_by)?;
+    let done = finish_all(text, &all, gpus, &fed_by)?;
+    Ok((meets, done, all))
+}
+
+/// The schedule of a read program on `count` elements.
+fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedule, ScheduleError> {
+    let Program { text, info, gpus, meets, done, all } = program;
+    let spec = CollectiveSpec::new(info.collective, info.gpus, count);
+    let chunk = count / info.chunks;
     // Region of a chunk range in a buffer; `i` and `o` are one buffer in place.
     let region = |(b, off): (char, u64), cnt: u64, pos: usize| -> Result<Region, ScheduleError> {
         let buffer = match (b, info.in_place) {
@@ -392,7 +427,7 @@ pub fn import(text: &str, count: u64, elem_bytes: u64) -> Result<(CompactSchedul
             });
         }
     }
-    for &(g, t, s) in &all {
+    for &(g, t, s) in all {
         let st = &gpus[g][t].steps[s];
         let round = done[&(g, t, s)];
         match st.kind {
@@ -452,7 +487,7 @@ pub fn import(text: &str, count: u64, elem_bytes: u64) -> Result<(CompactSchedul
         }
     }
     builder.phase("msccl", steps.into_iter().filter(|s| !s.transfers.is_empty() || !s.local.is_empty()).collect());
-    Ok((builder.build_compact(), info))
+    Ok(builder.build_compact())
 }
 
 /// What step `at` waits for: its block's previous step and its dependency (`own`), and for

@@ -24,8 +24,8 @@ proptest! {
             }
         }
         let text = String::from_utf8_lossy(&bytes);
-        if let Ok(info) = msccl::describe(&text) {
-            let _ = msccl::import(&text, info.chunks, 4);
+        if let Ok(program) = msccl::Program::parse(&text) {
+            let _ = program.schedule(program.info.chunks, 4);
         }
     }
 }

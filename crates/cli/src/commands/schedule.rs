@@ -90,13 +90,13 @@ fn count_for(info_chunks: u64, bytes: u64, elem_bytes: u64) -> Result<u64> {
 fn imported(path: &Path, bytes: u64, elem_bytes: u64) -> Result<(CompactSchedule, MscclInfo, Option<String>)> {
     let text = read(path)?;
     let where_ = || format!("MSCCL algorithm {}", path.display());
-    // The proof on one element per chunk, then the schedule at the size asked.
-    let info = msccl::describe(&text).with_context(where_)?;
-    let (proof, _) = msccl::import(&text, info.chunks, elem_bytes).with_context(where_)?;
+    // Read once; the proof on one element per chunk, then the schedule at the size asked.
+    let program = msccl::Program::parse(&text).with_context(where_)?;
+    let chunks = program.info.chunks;
+    let proof = program.schedule(chunks, elem_bytes).with_context(where_)?;
     let problem = check(&proof.expand()).err().map(|e| e.to_string());
-    let (schedule, _) =
-        msccl::import(&text, count_for(info.chunks, bytes, elem_bytes)?, elem_bytes).with_context(where_)?;
-    Ok((schedule, info, problem))
+    let schedule = program.schedule(count_for(chunks, bytes, elem_bytes)?, elem_bytes).with_context(where_)?;
+    Ok((schedule, program.info, problem))
 }
 
 /// An MSCCL file costed for `plan --algo FILE.xml`: refused if it is not the collective
