@@ -23,13 +23,15 @@ pub enum TestKind {
 }
 
 impl TestKind {
+    /// The test a binary's name (`all_reduce_perf`, `./build/all_gather_perf`) or a
+    /// collective's (`allreduce`, `all-reduce`) names.
     pub fn from_binary(name: &str) -> Option<TestKind> {
         let base = name.rsplit('/').next().unwrap_or(name);
         let base = base.strip_suffix("_perf").unwrap_or(base);
-        Some(match base {
-            "all_reduce" => TestKind::AllReduce,
-            "all_gather" => TestKind::AllGather,
-            "reduce_scatter" => TestKind::ReduceScatter,
+        Some(match base.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
+            "allreduce" => TestKind::AllReduce,
+            "allgather" => TestKind::AllGather,
+            "reducescatter" => TestKind::ReduceScatter,
             "broadcast" => TestKind::Broadcast,
             "reduce" => TestKind::Reduce,
             "alltoall" => TestKind::AllToAll,

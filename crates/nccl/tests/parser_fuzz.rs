@@ -26,6 +26,29 @@ fn all_ways(text: &str) {
     }
 }
 
+/// Apply byte-level edits: delete a span, splice in a token, or shift a span's bytes.
+fn mutate(base: &str, edits: &[(usize, usize, u8)], tokens: &[&[u8]]) -> String {
+    let mut bytes = base.as_bytes().to_vec();
+    for &(at, len, op) in edits {
+        let at = at % bytes.len().max(1);
+        let end = (at + len).min(bytes.len());
+        match op % 3 {
+            0 => {
+                bytes.drain(at..end);
+            }
+            1 => {
+                bytes.splice(at..at, tokens[op as usize % tokens.len()].iter().copied());
+            }
+            _ => {
+                for b in &mut bytes[at..end] {
+                    *b = b.wrapping_add(op);
+                }
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
@@ -36,18 +59,8 @@ proptest! {
 
     #[test]
     fn mutated_outputs_never_panic(which in 0usize..3, edits in prop::collection::vec((any::<usize>(), 0usize..40, any::<u8>()), 1..10)) {
-        let mut bytes = [SEED, H100, GATHER][which].as_bytes().to_vec();
         let tokens: [&[u8]; 8] = [b" ", b"\n", b"-1", b"1e308", b"0", b"N/A", b"nan", b"18446744073709551616"];
-        for (at, len, op) in edits {
-            let at = at % bytes.len().max(1);
-            let end = (at + len).min(bytes.len());
-            match op % 3 {
-                0 => { bytes.drain(at..end); }
-                1 => { bytes.splice(at..at, tokens[op as usize % tokens.len()].iter().copied()); }
-                _ => { for b in &mut bytes[at..end] { *b = b.wrapping_add(op); } }
-            }
-        }
-        all_ways(&String::from_utf8_lossy(&bytes));
+        all_ways(&mutate([SEED, H100, GATHER][which], &edits, &tokens));
     }
 
     #[test]
@@ -65,18 +78,8 @@ proptest! {
     /// The log reader on mutated logs: whatever it reads stays within its limits.
     #[test]
     fn mutated_logs_never_panic(edits in prop::collection::vec((any::<usize>(), 0usize..40, any::<u8>()), 1..10)) {
-        let mut bytes = LOG.as_bytes().to_vec();
         let tokens: [&[u8]; 7] = [b"->", b"[", b"]", b"-1", b"99999999999", b"/", b" NCCL INFO "];
-        for (at, len, op) in edits {
-            let at = at % bytes.len().max(1);
-            let end = (at + len).min(bytes.len());
-            match op % 3 {
-                0 => { bytes.drain(at..end); }
-                1 => { bytes.splice(at..at, tokens[op as usize % tokens.len()].iter().copied()); }
-                _ => { for b in &mut bytes[at..end] { *b = b.wrapping_add(op); } }
-            }
-        }
-        let log = railyard_nccl::log::parse(&String::from_utf8_lossy(&bytes));
+        let log = railyard_nccl::log::parse(&mutate(LOG, &edits, &tokens));
         prop_assert!(log.ranks.is_none_or(|r| r <= railyard_nccl::log::MAX_RANKS));
         for c in 0..4 {
             let _ = log.tree(c);

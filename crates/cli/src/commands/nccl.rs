@@ -394,19 +394,9 @@ fn shape_markdown(s: &Shape) -> String {
 }
 
 fn test_kind(name: &str) -> Result<TestKind> {
-    let k = match name.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
-        "allreduce" => TestKind::AllReduce,
-        "allgather" => TestKind::AllGather,
-        "reducescatter" => TestKind::ReduceScatter,
-        "broadcast" => TestKind::Broadcast,
-        "reduce" => TestKind::Reduce,
-        "alltoall" => TestKind::AllToAll,
-        "sendrecv" => TestKind::SendRecv,
-        other => {
-            bail!("--collective {other}: allreduce, allgather, reducescatter, broadcast, reduce, alltoall or sendrecv")
-        }
-    };
-    Ok(k)
+    TestKind::from_binary(name).with_context(|| {
+        format!("--collective {name}: allreduce, allgather, reducescatter, broadcast, reduce, alltoall or sendrecv")
+    })
 }
 
 pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
