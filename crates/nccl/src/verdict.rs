@@ -28,6 +28,9 @@ pub const SLOW_RATIO: f64 = 1.25;
 /// Measured under railyard's bound below which the topology must be wrong (the bound
 /// leaves out nothing a run could save, so only rounding is allowed).
 pub const BOUND_RATIO: f64 = 0.97;
+/// Sizes compared against a topology in one run: every one plans every algorithm (a
+/// sweep has tens; 20,000 rows once took 71 s).
+pub const MAX_ANALYZED_ROWS: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -86,6 +89,15 @@ pub fn analyze(
     shape: &Shape,
 ) -> Result<Analysis, NcclError> {
     let bad = |message: String| NcclError::BadInput { field: "collective".into(), message };
+    if output.rows.len() > MAX_ANALYZED_ROWS {
+        return Err(NcclError::BadInput {
+            field: "--topo".into(),
+            message: format!(
+                "{} sizes; at most {MAX_ANALYZED_ROWS} are compared with a topology in one run (without --topo every row is read)",
+                output.rows.len()
+            ),
+        });
+    }
     let railyard_collective =
         output.kind.railyard().ok_or_else(|| bad(format!("{} has no railyard model", output.kind.binary())))?;
     let coll = Coll::from_railyard(railyard_collective);

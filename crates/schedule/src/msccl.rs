@@ -578,8 +578,10 @@ fn finish_all(
 }
 
 /// Largest schedule written as MSCCL XML: one chunk per element, so elements per rank
-/// and buffer are bounded.
+/// and buffer are bounded, and so are elements over all ranks (each is tracked for the
+/// dependencies: 1,024 ranks of 64 chunks once took 24 GB and was killed).
 pub const MAX_EXPORT_ELEMENTS: u64 = 1 << 16;
+pub const MAX_EXPORT_RANK_ELEMENTS: u64 = 1 << 20;
 
 /// One step of a thread block being written.
 struct OutStep {
@@ -673,6 +675,14 @@ pub fn export(schedule: &crate::ir::Schedule) -> Result<String, ScheduleError> {
         return Err(err(
             0,
             format!("{} elements; export writes one chunk per element, at most {MAX_EXPORT_ELEMENTS}", spec.count),
+        ));
+    }
+    // Two steps a transfer at least: a program past what `import` reads is not written.
+    let transfers: usize = schedule.rounds.iter().map(|r| r.transfers.len()).sum();
+    if transfers.saturating_mul(2) > MAX_STEPS {
+        return Err(err(
+            0,
+            format!("{transfers} transfers make more than the {MAX_STEPS} steps an MSCCL file read here may hold"),
         ));
     }
     if !schedule.rounds.iter().all(|r| r.in_network.is_empty()) {
@@ -774,6 +784,12 @@ pub fn export(schedule: &crate::ir::Schedule) -> Result<String, ScheduleError> {
         out += "  </gpu>\n";
     }
     out += "</algo>\n";
+    if out.len() > MAX_XML_BYTES {
+        return Err(err(
+            0,
+            format!("the program is {} bytes of XML; MSCCL files read here hold at most {MAX_XML_BYTES}", out.len()),
+        ));
+    }
     Ok(out)
 }
 

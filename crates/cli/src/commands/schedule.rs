@@ -152,6 +152,15 @@ fn export(a: &ExportArgs) -> Result<String> {
         bail!("--ranks 2 to 1024 and --chunks-per-rank 1 to 64");
     }
     let spec = railyard_schedule::CollectiveSpec::new(a.collective, a.ranks, a.ranks as u64 * a.chunks_per_rank);
+    // Checked before the schedule is made and expanded, which the bound keeps small.
+    if spec.ranks as u64 * spec.count > msccl::MAX_EXPORT_RANK_ELEMENTS {
+        bail!(
+            "{} ranks x {} chunks: export follows at most {} chunk copies; fewer ranks or chunks per rank",
+            spec.ranks,
+            spec.count,
+            msccl::MAX_EXPORT_RANK_ELEMENTS
+        );
+    }
     let schedule =
         railyard_schedule::generate_compact(a.algo, &spec, &railyard_schedule::GenOptions::default(), 4)?.expand();
     let xml = msccl::export(&schedule)?;
