@@ -36,6 +36,9 @@ enum Command {
     /// Analytical network models
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
+    /// A training step from a model and a cluster: memory, step time with overlap, the
+    /// super-node study, MoE and bucketing (default: the chapter's worked examples)
+    PlanTraining(commands::plan_training::PlanTrainingArgs),
     /// Simulate collectives flow by flow on a shared network, beside the per-round model
     Sim(commands::sim::SimArgs),
     /// NCCL's own choice for a collective (its tuner's tables and times), beside railyard's
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => commands::plan::run(&args),
         Command::Topo(cmd) => commands::topo::run(&cmd),
         Command::Model(cmd) => commands::model::run(&cmd),
+        Command::PlanTraining(args) => commands::plan_training::run(&args),
         Command::Sim(args) => commands::sim::run(&args),
         Command::ExplainNccl(args) => commands::nccl::explain(&args),
         Command::Analyze(cmd) => commands::nccl::analyze(&cmd),

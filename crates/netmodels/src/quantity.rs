@@ -20,16 +20,34 @@ fn number<'de, D: Deserializer<'de>>(
     parse: fn(&str) -> Result<f64, String>,
     what: &str,
 ) -> Result<f64, D::Error> {
-    let value = match Raw::deserialize(d)
-        .map_err(|_| de::Error::custom(format!("expected {what} (a number or a string with a unit)")))?
-    {
+    let raw = Raw::deserialize(d)
+        .map_err(|_| de::Error::custom(format!("expected {what} (a number or a string with a unit)")))?;
+    checked(raw, parse, what)
+}
+
+fn checked<E: de::Error>(raw: Raw, parse: fn(&str) -> Result<f64, String>, what: &str) -> Result<f64, E> {
+    let value = match raw {
         Raw::Number(v) => v,
-        Raw::Text(t) => parse(&t).map_err(de::Error::custom)?,
+        Raw::Text(t) => parse(&t).map_err(E::custom)?,
     };
     if !value.is_finite() || value < 0.0 {
-        return Err(de::Error::custom(format!("{what} must be a finite number >= 0 (got {value})")));
+        return Err(E::custom(format!("{what} must be a finite number >= 0 (got {value})")));
     }
     Ok(value)
+}
+
+/// An optional quantity: absent or null is `None`.
+fn optional<'de, D: Deserializer<'de>>(
+    d: D,
+    parse: fn(&str) -> Result<f64, String>,
+    what: &str,
+) -> Result<Option<f64>, D::Error> {
+    match Option::<Raw>::deserialize(d)
+        .map_err(|_| de::Error::custom(format!("expected {what} (a number or a string with a unit)")))?
+    {
+        None => Ok(None),
+        Some(raw) => checked(raw, parse, what).map(Some),
+    }
 }
 
 fn bw(t: &str) -> Result<f64, String> {
@@ -50,12 +68,15 @@ pub fn bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 }
 /// An optional bandwidth: absent or null is `None`.
 pub fn optional_bytes_per_sec<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    match Option::<Raw>::deserialize(d)? {
-        None => Ok(None),
-        Some(Raw::Number(v)) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-        Some(Raw::Number(v)) => Err(de::Error::custom(format!("a bandwidth must be a finite number >= 0 (got {v})"))),
-        Some(Raw::Text(t)) => bw(&t).map(Some).map_err(de::Error::custom),
-    }
+    optional(d, bw, "a bandwidth")
+}
+/// An optional size: absent or null is `None`.
+pub fn optional_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    optional(d, size, "a size")
+}
+/// An optional duration: absent or null is `None`.
+pub fn optional_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    optional(d, time, "a duration")
 }
 pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     number(d, size, "a size")

@@ -4,7 +4,7 @@
 //! the two ends.
 
 use crate::error::TopologyError;
-use crate::graph::{DeviceId, LinkId, Topology, TopologyBuilder};
+use crate::graph::{DeviceId, Link, LinkId, Topology, TopologyBuilder};
 
 /// What failed: every link to and from a device, or the links between two devices
 /// (both directions: a cable carries both).
@@ -77,6 +77,16 @@ impl Topology {
     /// This topology with only the links `keep` keeps, in their order (devices,
     /// interfaces and everything else kept): link `i` of the result is the `i`-th kept.
     pub fn with_links_where(&self, name: String, keep: impl Fn(LinkId) -> bool) -> Result<Topology, TopologyError> {
+        self.rebuilt(name, |l, link| keep(l).then(|| link.clone()))
+    }
+
+    /// This topology with each link replaced by what `edit` returns (dropped on `None`),
+    /// everything else kept, built and validated again.
+    pub(crate) fn rebuilt(
+        &self,
+        name: String,
+        edit: impl Fn(LinkId, &Link) -> Option<Link>,
+    ) -> Result<Topology, TopologyError> {
         let mut b = TopologyBuilder::new(name);
         b.description(self.description.clone());
         b.round_startup_secs(self.round_startup_secs);
@@ -89,8 +99,8 @@ impl Topology {
             b.add_interface(i.clone(), "interface");
         }
         for (l, link) in self.links.iter().enumerate() {
-            if keep(l) {
-                b.add_link(link.clone(), "link");
+            if let Some(link) = edit(l, link) {
+                b.add_link(link, "link");
             }
         }
         b.default_ranks(self.default_ranks.clone());

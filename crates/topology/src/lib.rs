@@ -3,6 +3,7 @@
 //!
 //! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
 
+pub mod derated;
 pub mod error;
 pub mod failure;
 pub mod file;

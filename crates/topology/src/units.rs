@@ -96,10 +96,12 @@ pub fn parse_secs(text: &str) -> Result<f64, UnitError> {
     let (value, unit) = split_number(text)?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" | "s" => 1.0,
+        "min" => 60.0,
+        "h" => 3600.0,
         "ms" => 1e-3,
         "us" | "µs" | "μs" => 1e-6,
         "ns" => 1e-9,
-        _ => return Err(UnitError::UnknownUnit { text: text.to_string(), expected: "s, ms, us, ns" }),
+        _ => return Err(UnitError::UnknownUnit { text: text.to_string(), expected: "h, min, s, ms, us, ns" }),
     };
     if value < 0.0 {
         return Err(UnitError::Negative { text: text.to_string() });
@@ -253,6 +255,8 @@ mod tests {
         assert_eq!(parse_bytes_per_sec("1e9").unwrap(), 1e9);
         assert!((parse_secs("0.833us").unwrap() - 0.833e-6).abs() < 1e-18);
         assert_eq!(parse_secs("3 ms").unwrap(), 3e-3);
+        assert_eq!(parse_secs("7.9h").unwrap(), 7.9 * 3600.0);
+        assert_eq!(parse_secs("10min").unwrap(), 600.0);
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod model;
 pub mod nccl;
 pub mod perf;
 pub mod plan;
+pub mod plan_training;
 pub mod schedule;
 pub mod sim;
 pub mod topo;

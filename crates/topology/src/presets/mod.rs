@@ -51,7 +51,8 @@ pub const PRESETS: &[PresetDoc] = &[
         name: "rail",
         summary: "rail-optimized fabric: servers x gpus; GPU i of every server has NIC i on rail i; \
                   servers in groups under one leaf per rail; every leaf joins every spine",
-        parameters: "servers=S (default 2), gpus=G (8), group=N servers per leaf (32), spines=K (2), over=D:U \
+        parameters: "servers=S (default 2), gpus=G (8), nics=N per server (one per GPU; fewer: NIC j serves GPUs j, j+N, ... \
+                     through one PCIe switch), group=N servers per leaf (32), spines=K (2), over=D:U \
                      leaf oversubscription (1:1), nvlink=BW (450GB/s), nic=BW (50GB/s), pcie=BW (64GB/s), alpha=TIME (0.833us)",
         source: "seed 001 §7.2.5, footnote 36",
     },

@@ -1,0 +1,203 @@
+//! `railyard plan-training`: a training step from a model and a cluster — memory,
+//! step time with overlap, readiness, latency vs bandwidth, the super-node study, MoE
+//! and bucketing (seed 001 §7.1, §7.6; seed 000 §8.6–§8.7). With no scenario it runs
+//! the bundled one, the chapter's worked examples.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use railyard_planner::{Engine, Report, Scenario, BUNDLED_SCENARIO, MAX_SCENARIO_BYTES};
+
+use crate::chart::{stack, Bar, Gantt, LineChart, Series};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Md,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EngineArg {
+    /// The per-round resource model
+    Model,
+    /// The flow-level simulator
+    Sim,
+}
+
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+A scenario is a TOML file with any of these sections (each optional, at least one):\n\
+  [memory]     training state / inference weights -> cards and servers (§7.1.1)\n\
+  [scaling]    compute shrinking with more cards against a fixed cut (example 7.1)\n\
+  [step]       compute, communication, update: [[step.timeline]] entries, each a ready time\n\
+               and a communication (example 7.6, figures 7-54..7-59)\n\
+  [readiness]  per-rank ready times before an exchange (§7.6.1)\n\
+  [latency]    a collective's time over sizes, with bandwidth and start-up what-ifs (§7.6.3)\n\
+  [tail]       mean and p99 of a set of communications with late and recovery events\n\
+  [migration]  state-migration transfer times\n\
+  [supernode]  N cards in super-nodes of S: hierarchical vs flat-ring gradient, TP, step,\n\
+               tokens/s, TP candidates, checkpoint/recovery overhead (§7.6.4)\n\
+  [moe]        expert capacity, dropped tokens, flat vs hierarchical all-to-all (seed 000 §8.7)\n\
+  [bucketing]  DDP gradient buckets against the backward pass, overlap ratio (seed 000 §8.6.7)\n\n\
+A communication is one of: { secs = \"0.4ms\" }; { cut_bytes = \"360MiB\", cut_bytes_per_sec =\n\
+\"50GB/s\" }; or { topo = \"hgx-h100x2\", algo = \"ring\", size_bytes = \"192MiB\", collective =\n\
+\"allreduce\", elem_bytes = 4, in_flight = { slots = 128, request_bytes = \"256B\", slot_secs =\n\
+\"2us\" } } — a schedule costed by --engine. Sizes take B/KiB/MiB/GB, bandwidths GB/s or Gbit/s,\n\
+times ns/us/ms/s/min/h. `railyard plan-training --print-scenario` prints the bundled scenario\n\
+as a starting point.")]
+pub struct PlanTrainingArgs {
+    /// Scenario file (TOML); default: the bundled chapter-7 scenario
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
+    /// How schedules are timed: the per-round model or the flow-level simulator
+    #[arg(long, value_enum, default_value = "model")]
+    pub engine: EngineArg,
+    /// Also answer the crossover and optimum questions, and say which input each step
+    /// answer is most sensitive to (the change for a 10% better input)
+    #[arg(long)]
+    pub solve: bool,
+    /// Write the charts (step timelines, the scaling curve, tokens/s over super-node size) as SVG
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Print the bundled scenario and exit
+    #[arg(long)]
+    pub print_scenario: bool,
+}
+
+fn read_scenario(path: &PathBuf) -> Result<String> {
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if bytes.len() > MAX_SCENARIO_BYTES {
+        anyhow::bail!("{}: larger than the {MAX_SCENARIO_BYTES} bytes a scenario may be", path.display());
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{}: not UTF-8 text", path.display()))
+}
+
+pub fn run(args: &PlanTrainingArgs) -> Result<String> {
+    if args.print_scenario {
+        return Ok(BUNDLED_SCENARIO.to_string());
+    }
+    let (text, name) = match &args.scenario {
+        Some(path) => (read_scenario(path)?, path.display().to_string()),
+        None => (BUNDLED_SCENARIO.to_string(), "the bundled scenario".to_string()),
+    };
+    let scenario = Scenario::parse(&text).with_context(|| format!("in {name}"))?;
+    let engine = match args.engine {
+        EngineArg::Model => Engine::Model,
+        EngineArg::Sim => Engine::Sim,
+    };
+    let report = scenario.run(engine, args.solve).with_context(|| format!("in {name}"))?;
+    if let Some(path) = &args.svg {
+        let charts = charts(&report);
+        if charts.is_empty() {
+            anyhow::bail!("--svg: this scenario has no [step], [scaling] or [supernode] section to draw");
+        }
+        std::fs::write(path, stack(&charts)).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(match args.format {
+        Format::Md => report.markdown(),
+        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+    })
+}
+
+fn charts(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(step) = &report.step {
+        let mut bars = Vec::new();
+        for (row, t) in step.timelines.iter().enumerate() {
+            let ms = 1e3;
+            bars.push(Bar {
+                row,
+                start: 0.0,
+                end: t.compute_secs * ms,
+                class: 0,
+                title: format!("compute {} ms", t.compute_secs * ms),
+            });
+            bars.push(Bar {
+                row,
+                start: t.ready_secs * ms,
+                end: t.comm_end_secs * ms,
+                class: 1,
+                title: format!("communication {:.3} ms", t.comm.secs * ms),
+            });
+            bars.push(Bar {
+                row,
+                start: t.update_start_secs * ms,
+                end: t.step_secs * ms,
+                class: 2,
+                title: format!("update; step {:.2} ms", t.step_secs * ms),
+            });
+            bars.push(Bar {
+                row,
+                start: t.ready_secs * ms,
+                end: t.ready_secs * ms,
+                class: 3,
+                title: "data ready".into(),
+            });
+        }
+        out.push(
+            Gantt {
+                title: "Training step timelines (seed 001 figures 7-54 to 7-59)".into(),
+                x_label: "time since the step began (ms)".into(),
+                rows: step.timelines.iter().map(|t| format!("{}: {:.1} ms", t.name, t.step_secs * 1e3)).collect(),
+                bars,
+                classes: vec!["compute".into(), "communication".into(), "update".into(), "data ready".into()],
+            }
+            .svg(),
+        );
+    }
+    if let Some(s) = &report.scaling {
+        let top = s.rows.iter().map(|r| r.multiple).fold(s.crossover_multiple * 2.0, f64::max);
+        let xs: Vec<f64> = (0..=60).map(|i| 1.0 + (top - 1.0) * i as f64 / 60.0).collect();
+        let comp = s.rows.first().map_or(0.0, |r| r.compute_secs * r.multiple);
+        let curve = |f: fn(&railyard_planner::scaling::ScalingRow) -> f64| {
+            xs.iter().map(|&x| (x, f(&railyard_planner::scaling::row(comp, s.comm.secs, x)) * 1e3)).collect()
+        };
+        out.push(
+            LineChart {
+                title: "More cards against a fixed cut (seed 001 figure 7-2)".into(),
+                x_label: "card multiple x".into(),
+                y_label: "step (ms)".into(),
+                log_x: false,
+                series: vec![
+                    Series { name: "sequential".into(), points: curve(|r| r.sequential_secs) },
+                    Series { name: "overlapped".into(), points: curve(|r| r.overlapped_secs) },
+                ],
+                marks: vec![crate::chart::Mark {
+                    x: s.crossover_multiple,
+                    y: s.comm.secs * 1e3,
+                    label: format!("x = {:.2}", s.crossover_multiple),
+                }],
+            }
+            .svg(),
+        );
+    }
+    if let Some(sn) = &report.supernode {
+        out.push(
+            LineChart {
+                title: "Tokens/s over super-node size (seed 001 figure 7-62)".into(),
+                x_label: "GPUs per super-node S".into(),
+                y_label: "tokens/s (10^4)".into(),
+                log_x: true,
+                series: sn
+                    .networks
+                    .iter()
+                    .map(|n| Series {
+                        name: n.name.clone(),
+                        points: n.rows.iter().map(|p| (p.size as f64, p.tokens_per_sec / 1e4)).collect(),
+                    })
+                    .collect(),
+                marks: Vec::new(),
+            }
+            .svg(),
+        );
+    }
+    out
+}

@@ -1,0 +1,307 @@
+//! `railyard plan-training` reproduces the chapter's worked examples from its bundled
+//! scenario (seed 001 §7.1.1, example 7.1, §7.6.1–§7.6.4), changes its answers as the
+//! chapter says when an input changes, draws its charts, and refuses bad scenarios
+//! with the field named.
+
+mod common;
+use common::{json, railyard};
+use serde_json::Value;
+
+/// `x` rounded to `digits` decimals, as the seed prints it.
+fn r(x: f64, digits: i32) -> f64 {
+    let p = 10f64.powi(digits);
+    (x * p).round() / p
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn bundled() -> Value {
+    json(&["plan-training", "--format", "json"])
+}
+
+fn scenario_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("railyard-plan-training-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn memory_and_placement_of_section_7_1_1() {
+    let v = bundled();
+    let m = v["memory"].as_array().unwrap();
+    // 8B at 16 B/parameter: 128 GB on two 80 GB cards, 32 GB left.
+    assert_eq!((f(&m[0]["bytes"]), f(&m[0]["gpus"]), f(&m[0]["free_bytes"])), (128e9, 2.0, 32e9));
+    // 284B: about 4.5 TB.
+    assert_eq!(r(f(&m[1]["bytes"]) / 1e12, 1), 4.5);
+    // 1.6T and 2.8T at 0.5 B: 800 GB and 1.4 TB, at least 2 and 3 servers of 8 x 80 GB.
+    assert_eq!((f(&m[2]["bytes"]), f(&m[2]["servers"])), (800e9, 2.0));
+    assert_eq!((f(&m[3]["bytes"]), f(&m[3]["servers"])), (1.4e12, 3.0));
+}
+
+#[test]
+fn example_7_1_more_cards_against_a_fixed_cut() {
+    let v = bundled();
+    let s = &v["scaling"];
+    assert_eq!(r(f(&s["comm"]["secs"]) * 1e3, 1), 7.5);
+    let row = |x: f64| s["rows"].as_array().unwrap().iter().find(|row| f(&row["multiple"]) == x).unwrap().clone();
+    let ms = |row: &Value, k: &str| r(f(&row[k]) * 1e3, 1);
+    assert_eq!((ms(&row(1.0), "sequential_secs"), ms(&row(1.0), "overlapped_secs")), (27.5, 20.0));
+    assert_eq!((ms(&row(2.0), "sequential_secs"), ms(&row(2.0), "overlapped_secs")), (17.5, 10.0));
+    assert_eq!((ms(&row(4.0), "sequential_secs"), ms(&row(4.0), "overlapped_secs")), (12.5, 7.5));
+    // 20/x = 7.5: x ≈ 2.6 (2.65 with the unrounded 7.55 ms).
+    let x = f(&s["crossover_multiple"]);
+    assert!((x - 2.6).abs() < 0.05, "{x}");
+}
+
+#[test]
+fn example_7_6_six_timelines_from_one_formula() {
+    let v = bundled();
+    let t = v["step"]["timelines"].as_array().unwrap();
+    let steps: Vec<f64> = t.iter().map(|l| r(f(&l["step_secs"]) * 1e3, 1)).collect();
+    assert_eq!(steps, vec![29.6, 23.3, 24.3, 26.6, 22.0, 23.8]);
+    // The hierarchical communication hides behind compute when ready by 18.7 ms.
+    assert_eq!(r(f(&t[1]["latest_hidden_ready_secs"]) * 1e3, 1), 18.7);
+    // 128 requests of 256 B per 2 us cap each NIC at 16.4 GB/s.
+    assert_eq!(r(f(&t[2]["comm"]["nic_bytes_per_sec"]) / 1e9, 1), 16.4);
+    // Communication 83% shorter, the step only 21% (Amdahl).
+    assert_eq!(r(1.0 - f(&t[1]["comm"]["secs"]) / f(&t[0]["comm"]["secs"]), 2), 0.83);
+    assert_eq!(r(1.0 - 1.0 / f(&t[1]["step_speedup"]), 2), 0.21);
+    // One NIC: the hierarchical all-reduce takes about 4.8 ms and ends at 21.8 ms.
+    assert_eq!(r(f(&t[5]["comm"]["secs"]) * 1e3, 1), 4.8);
+    assert_eq!(r(f(&t[5]["comm_end_secs"]) * 1e3, 1), 21.8);
+    assert!(t[5]["comm"]["source"].as_str().unwrap().contains("nics=1"));
+}
+
+#[test]
+fn the_simulator_times_the_same_timelines() {
+    let m = bundled();
+    let s = json(&["plan-training", "--format", "json", "--engine", "sim"]);
+    assert_eq!(s["engine"], "sim");
+    for (a, b) in m["step"]["timelines"].as_array().unwrap().iter().zip(s["step"]["timelines"].as_array().unwrap()) {
+        let (x, y) = (f(&a["step_secs"]), f(&b["step_secs"]));
+        assert!((x - y).abs() / x < 0.02, "{}: model {x} vs sim {y}", a["name"]);
+        assert!(b["comm"]["source"].as_str().unwrap().contains("simulator"));
+    }
+}
+
+#[test]
+fn readiness_skew_of_section_7_6_1() {
+    let v = bundled();
+    let c = v["readiness"]["cases"].as_array().unwrap();
+    let finish: Vec<f64> = c.iter().map(|c| r(f(&c["finish_secs"]) * 1e3, 1)).collect();
+    assert_eq!(finish, vec![2.4, 2.2, 0.4]);
+}
+
+#[test]
+fn latency_bound_vs_bandwidth_bound_of_section_7_6_3() {
+    let v = bundled();
+    let l = &v["latency"];
+    let var = l["variants"].as_array().unwrap();
+    let (base, fast, short) = (&var[0], &var[1], &var[2]);
+    // 14 rounds x 5 us = 70 us; payload equals start-up at 2 MB.
+    assert_eq!(r(f(&base["startup_secs"]) * 1e6, 1), 70.0);
+    assert_eq!(r(f(&base["crossover_bytes"]) / 1e6, 2), 2.0);
+    // 8 MiB: 364 -> 168 us with 3x bandwidth; 8 KiB: 70.3 -> 70.1 us.
+    assert_eq!(r(f(&base["secs"][1]) * 1e6, 0), 364.0);
+    assert_eq!(r(f(&fast["secs"][1]) * 1e6, 0), 168.0);
+    assert_eq!((r(f(&base["secs"][0]) * 1e6, 1), r(f(&fast["secs"][0]) * 1e6, 1)), (70.3, 70.1));
+    // 72 all-reduces of 8 KiB: about 5.1 ms either way (14 us apart); 2 us start-up saves 3.0 ms.
+    assert_eq!(r(f(&base["repeated_secs"]) * 1e3, 1), 5.1);
+    assert_eq!(r((f(&base["repeated_secs"]) - f(&fast["repeated_secs"])) * 1e6, 0), 14.0);
+    assert_eq!(r((f(&base["repeated_secs"]) - f(&short["repeated_secs"])) * 1e3, 1), 3.0);
+    // Tail: mean 0.52 ms, p99 2.4 -> 2.2 -> 10.4 ms.
+    let t = v["tail"].as_array().unwrap();
+    assert_eq!(r(f(&t[0]["mean_secs"]) * 1e3, 2), 0.52);
+    let p99: Vec<f64> = t.iter().map(|t| r(f(&t["quantile_secs"]) * 1e3, 1)).collect();
+    assert_eq!(p99, vec![2.4, 2.2, 10.4]);
+    // KV migration at 25 GB/s: 18.425 and 4.666 ms, 13.759 ms saved.
+    let m = v["migration"].as_array().unwrap();
+    assert_eq!((r(f(&m[0]["secs"]) * 1e3, 3), r(f(&m[1]["secs"]) * 1e3, 3)), (18.425, 4.666));
+    assert_eq!(r(f(&m[1]["saved_secs"]) * 1e3, 3), 13.759);
+}
+
+fn rows(v: &Value, network: usize) -> Vec<Value> {
+    v["supernode"]["networks"][network]["rows"].as_array().unwrap().clone()
+}
+
+#[test]
+fn the_1024_gpu_super_node_table_of_section_7_6_4() {
+    let v = bundled();
+    let step = |rows: &[Value]| rows.iter().map(|p| r(f(&p["step_secs"]), 3)).collect::<Vec<_>>();
+    let wan = |rows: &[Value]| rows.iter().map(|p| r(f(&p["tokens_per_sec"]) / 1e4, 1)).collect::<Vec<_>>();
+    let (grows, capped) = (rows(&v, 0), rows(&v, 1));
+    assert_eq!(step(&grows), vec![0.939, 0.690, 0.672, 0.663]);
+    assert_eq!(wan(&grows), vec![111.7, 152.0, 156.0, 158.1]);
+    assert_eq!(step(&capped), vec![0.939, 0.939, 0.935, 0.896]);
+    assert_eq!(wan(&capped), vec![111.7, 111.7, 112.2, 117.1]);
+    // Per super-node egress bytes: 127, 120, 112, 96 GB.
+    let egress: Vec<f64> = grows.iter().map(|p| r(f(&p["gradient"]["egress_bytes"]) / 1e9, 0)).collect();
+    assert_eq!(egress, vec![127.0, 120.0, 112.0, 96.0]);
+    // Capped at 64 cards: hierarchical 31.1 + 300.0 = 331.1 ms loses to the ring's 317.7 ms.
+    let g = &capped[1]["gradient"];
+    assert_eq!((r(f(&g["hierarchical_secs"]) * 1e3, 1), r(f(&g["flat_ring_secs"]) * 1e3, 1)), (331.1, 317.7));
+    assert_eq!((r(f(&g["local_secs"]) * 1e3, 1), r(f(&g["egress_secs"]) * 1e3, 1)), (31.1, 300.0));
+    assert_eq!(g["chosen"], "flat ring");
+    assert_eq!(grows[1]["gradient"]["chosen"], "hierarchical");
+    // 8 cards: 0.318 s of gradient; 64 cards: about 69 ms.
+    assert_eq!(r(f(&grows[0]["gradient"]["secs"]) * 1e3, 0), 318.0);
+    assert_eq!(r(f(&grows[1]["gradient"]["secs"]) * 1e3, 0), 69.0);
+    // Compute 0.485 s; TP all-reduces 0.086 s.
+    assert_eq!((r(f(&grows[0]["compute_secs"]), 3), r(f(&grows[0]["tp_secs"]), 3)), (0.485, 0.086));
+    // NVLink at 900 GB/s: 0.614 s and 170.9 万 tokens/s at 128 cards.
+    let fast = rows(&v, 2);
+    assert_eq!((r(f(&fast[2]["step_secs"]), 3), r(f(&fast[2]["tokens_per_sec"]) / 1e4, 1)), (0.614, 170.9));
+}
+
+#[test]
+fn tp_candidates_and_recovery_of_section_7_6_4() {
+    let v = bundled();
+    let tp: Vec<f64> =
+        v["supernode"]["tp_candidates"].as_array().unwrap().iter().map(|p| r(f(&p["step_secs"]), 3)).collect();
+    assert_eq!(tp, vec![0.672, 0.753, 0.942, 1.333]);
+    let rec = v["supernode"]["recovery"].as_array().unwrap();
+    assert_eq!((f(&rec[0]["recovery_secs"]), f(&rec[1]["recovery_secs"])), (188.0, 316.0));
+    assert_eq!((r(f(&rec[0]["overhead"]) * 100.0, 1), r(f(&rec[1]["overhead"]) * 100.0, 1)), (3.4, 3.8));
+    let eff = |i: usize| r(f(&rec[i]["effective_tokens_per_sec"]) / 1e4, 1);
+    assert_eq!((eff(0), eff(1)), (150.9, 152.3));
+}
+
+#[test]
+fn oversubscription_3_to_1_triples_the_cross_domain_term() {
+    // seed 001 §7.1.2 / §7.6.4: 3:1 at S = 128 takes the cross-domain term from about
+    // 17.5 ms to 52.5 ms and the step up by about 35 ms.
+    let base = railyard_bundled_supernode();
+    let three = base.replace("name = \"egress grows with S\"", "name = \"egress grows with S\"\noversubscription = 3");
+    assert_ne!(base, three);
+    let path = scenario_file("oversubscribed.toml", &three);
+    let v = json(&["plan-training", "--format", "json", "--scenario", path.to_str().unwrap()]);
+    let before = &bundled()["supernode"]["networks"][0]["rows"][2];
+    let after = &v["supernode"]["networks"][0]["rows"][2];
+    assert_eq!(r(f(&before["gradient"]["egress_secs"]) * 1e3, 1), 17.5);
+    assert_eq!(r(f(&after["gradient"]["egress_secs"]) * 1e3, 1), 52.5);
+    assert_eq!(r((f(&after["step_secs"]) - f(&before["step_secs"])) * 1e3, 0), 35.0);
+}
+
+/// The bundled scenario's [supernode] section alone (with its networks and recovery).
+fn railyard_bundled_supernode() -> String {
+    let out = railyard(&["plan-training", "--print-scenario"]);
+    assert_eq!(out.code, 0);
+    let start = out.stdout.find("[supernode]").unwrap();
+    let end = out.stdout[start..].find("\n# seed 000").map_or(out.stdout.len(), |e| start + e);
+    out.stdout[start..end].to_string()
+}
+
+#[test]
+fn solve_answers_the_chapters_questions_and_names_the_most_sensitive_input() {
+    let v = json(&["plan-training", "--format", "json", "--solve"]);
+    let answers = v["solved"]["answers"].as_array().unwrap();
+    let find =
+        |q: &str| answers.iter().find(|a| a["question"].as_str().unwrap().contains(q)).unwrap_or_else(|| panic!("{q}"));
+    assert!((f(&find("card multiple")["value"]) - 2.65).abs() < 0.01);
+    assert_eq!(r(f(&find("payload equals start-up (as given)")["value"]) / 1e6, 2), 2.0);
+    assert_eq!(f(&find("TP degree")["value"]), 8.0);
+    assert_eq!(f(&find("best tokens/s (egress grows with S, TP8)")["value"]), 256.0);
+    // Capped egress at 64 cards: the flat ring wins between about 226 and 419 GB/s;
+    // the hierarchical 331.1 ms equals the ring's 317.7 ms at 31.1 + 120 GB / B = 317.7 ms.
+    let swaps: Vec<f64> = answers
+        .iter()
+        .filter(|a| a["question"].as_str().unwrap().contains("swap (S = 64"))
+        .map(|a| f(&a["value"]) / 1e9)
+        .collect();
+    assert_eq!(swaps.len(), 2, "{swaps:?}");
+    assert!((swaps[1] - 120.0 / (317.7 - 31.1) * 1e3).abs() < 1.0, "{swaps:?}");
+    // Every sensitivity lists its inputs, the largest change first.
+    for s in v["solved"]["sensitivity"].as_array().unwrap() {
+        let d: Vec<f64> = s["inputs"].as_array().unwrap().iter().map(|i| f(&i[1]).abs()).collect();
+        assert!(d.windows(2).all(|w| w[0] >= w[1]), "{s}");
+    }
+    // The step with data ready at 17 ms and the hierarchical all-reduce hidden: compute first.
+    let hidden = v["solved"]["sensitivity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["of"] == "step: hierarchical, data ready at 17 ms")
+        .unwrap();
+    assert_eq!(hidden["inputs"][0][0], "compute");
+    // At 1,024 cards MFU leads.
+    let big = v["solved"]["sensitivity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["of"].as_str().unwrap().starts_with("step at S"))
+        .unwrap();
+    assert_eq!(big["inputs"][0][0], "MFU");
+}
+
+#[test]
+fn svg_draws_the_timelines_and_the_super_node_sweep() {
+    let path = std::env::temp_dir().join(format!("railyard-plan-training-{}.svg", std::process::id()));
+    let out = railyard(&["plan-training", "--svg", path.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG parses");
+    let texts: Vec<String> = doc.descendants().filter(|n| n.is_text()).map(|n| n.text().unwrap().to_string()).collect();
+    for label in
+        ["compute", "communication", "update", "data ready", "time since the step began (ms)", "GPUs per super-node S"]
+    {
+        assert!(texts.iter().any(|t| t == label), "no label {label:?}");
+    }
+    assert!(texts.iter().any(|t| t.starts_with("hierarchical, data ready at 17 ms: 22.0 ms")), "{texts:?}");
+    let series: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("series"))
+        .filter_map(|n| n.attribute("data-name"))
+        .collect();
+    for s in [
+        "sequential",
+        "overlapped",
+        "egress grows with S",
+        "egress capped at 400 GB/s",
+        "egress grows with S, NVLink 900 GB/s",
+    ] {
+        assert!(series.contains(&s), "no series {s:?} in {series:?}");
+    }
+    // 6 timelines x (compute, communication, update, ready mark).
+    assert_eq!(doc.descendants().filter(|n| n.attribute("class") == Some("bar")).count(), 24);
+}
+
+#[test]
+fn bad_scenarios_are_refused_with_the_field_named() {
+    let cases = [
+        ("[step]\ncompute_secs = \"20ms\"\nupdate_secs = \"2ms\"\ntimeline = [{ name = \"x\", comm = { secs = \"1ms\" }, ready = 3 }]\n", "ready"),
+        ("[scaling]\ncompute_secs = \"20 parsecs\"\ncomm = { secs = \"1ms\" }\nmultiples = [2]\n", "scaling.compute_secs"),
+        ("[scaling]\ncompute_secs = \"20ms\"\ncomm = { secs = \"1ms\", cut_bytes = \"1MiB\" }\nmultiples = [2]\n", "exactly one"),
+        ("[scaling]\ncompute_secs = \"20ms\"\ncomm = { topo = \"hgx-h100x2\", algo = \"ring\" }\nmultiples = [2]\n", "scaling.comm.size_bytes"),
+        ("[scaling]\ncompute_secs = \"20ms\"\ncomm = { topo = \"nonesuch\", algo = \"ring\", size_bytes = 1024 }\nmultiples = [2]\n", "scaling.comm.topo"),
+        ("title = \"nothing\"\n", "no section"),
+        ("[readiness]\nready_secs = []\ncomm = { secs = \"1ms\" }\n", "readiness.ready_secs"),
+        ("[step]\ncompute_secs = \"20ms\"\nupdate_secs = \"2ms\"\n[[step.timeline]]\nname = \"late\"\nready_secs = \"30ms\"\ncomm = { secs = \"1ms\" }\n", "step.timeline[0].ready_secs"),
+        ("[tail]\ncase = [{ name = \"x\", count = 10, normal_secs = \"1ms\", events = [{ name = \"e\", extra_secs = \"1ms\", count = 11 }] }]\n", "tail.case[0].events"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let path = scenario_file(&format!("bad{i}.toml"), text);
+        let out = railyard(&["plan-training", "--scenario", path.to_str().unwrap()]);
+        assert_eq!(out.code, 2, "case {i} should fail: {}", out.stdout);
+        assert!(out.stderr.contains(needle), "case {i}: {needle:?} not in {}", out.stderr);
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    }
+    // A super-node size that does not divide the cards, and TP that does not fit.
+    let sn = railyard_bundled_supernode().replace("sizes = [8, 64, 128, 256]", "sizes = [8, 96]");
+    let out = railyard(&["plan-training", "--scenario", scenario_file("sn.toml", &sn).to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("supernode.sizes[1]") && out.stderr.contains("96"), "{}", out.stderr);
+    // Not a scenario at all.
+    let out = railyard(&["plan-training", "--scenario", "/dev/urandom"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("larger than") || out.stderr.contains("UTF-8"), "{}", out.stderr);
+}
+
+#[test]
+fn the_printed_scenario_is_the_one_that_runs() {
+    let path = scenario_file("printed.toml", &railyard(&["plan-training", "--print-scenario"]).stdout);
+    assert_eq!(json(&["plan-training", "--format", "json", "--scenario", path.to_str().unwrap()]), bundled());
+}

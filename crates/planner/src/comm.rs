@@ -1,0 +1,331 @@
+//! Where a communication time comes from: given outright, the cut bound of seed 001
+//! §7.1.2 (T_C = V_C / B_C), or a collective's schedule on a topology — costed by the
+//! per-round model (`--engine model`) or run through the flow-level simulator
+//! (`--engine sim`). Requests in flight (§7.3.4) cap the NICs' throughput at
+//! B_eff = min(B, N·m/T, m/δ) before the schedule is costed (§7.6.2, figure 7-56).
+
+use railyard_model::{plan, PlanRequest};
+use railyard_netmodels::concurrency::{concurrency, ConcurrencyInput};
+use railyard_netmodels::quantity;
+use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
+use railyard_sim::{simulate, JobSpec, SimOptions};
+use railyard_topology::{LinkClass, Placement, PlacementPolicy, Topology};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{positive, PlannerError};
+
+/// How schedules are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The per-round resource model (seed 001 §7.2.1).
+    #[default]
+    Model,
+    /// The flow-level simulator.
+    Sim,
+}
+
+/// Requests in flight per NIC (seed 001 §7.3.4): N slots of m bytes, each held T.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InFlight {
+    pub slots: u64,
+    #[serde(deserialize_with = "quantity::bytes")]
+    pub request_bytes: f64,
+    #[serde(deserialize_with = "quantity::secs")]
+    pub slot_secs: f64,
+    /// δ, the shortest interval between two issued requests (0: no issue limit).
+    #[serde(default, deserialize_with = "quantity::secs")]
+    pub issue_interval_secs: f64,
+}
+
+/// One communication. Exactly one of: `secs`; `cut_bytes` with `cut_bytes_per_sec`; or
+/// `topo` with `algo` and `size_bytes` (and optionally `collective`, `elem_bytes`,
+/// `in_flight`). A timeline's entry is laid over its section's default entry.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommInput {
+    #[serde(default, deserialize_with = "quantity::optional_secs", skip_serializing_if = "Option::is_none")]
+    pub secs: Option<f64>,
+    #[serde(default, deserialize_with = "quantity::optional_bytes", skip_serializing_if = "Option::is_none")]
+    pub cut_bytes: Option<f64>,
+    #[serde(default, deserialize_with = "quantity::optional_bytes_per_sec", skip_serializing_if = "Option::is_none")]
+    pub cut_bytes_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algo: Option<String>,
+    #[serde(default, deserialize_with = "quantity::optional_bytes", skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elem_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlight>,
+}
+
+/// A communication's time and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommTime {
+    pub secs: f64,
+    /// Rounds × α, where a schedule was costed by the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_secs: Option<f64>,
+    /// Bytes between ranks on different servers, where a schedule was costed by the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_server_bytes: Option<f64>,
+    /// The NIC throughput the requests in flight allow, where they were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_bytes_per_sec: Option<f64>,
+    /// In words: "ring, allreduce of 192 MiB on hgx-h100x2 (per-round model)".
+    pub source: String,
+}
+
+/// The largest message a planner communication may carry (1 PiB).
+pub const MAX_COMM_BYTES: f64 = (1u64 << 50) as f64;
+
+impl CommInput {
+    /// `self` with every field it leaves out taken from `base`.
+    pub fn over(&self, base: &CommInput) -> CommInput {
+        CommInput {
+            secs: self.secs.or(base.secs),
+            cut_bytes: self.cut_bytes.or(base.cut_bytes),
+            cut_bytes_per_sec: self.cut_bytes_per_sec.or(base.cut_bytes_per_sec),
+            topo: self.topo.clone().or_else(|| base.topo.clone()),
+            collective: self.collective.clone().or_else(|| base.collective.clone()),
+            algo: self.algo.clone().or_else(|| base.algo.clone()),
+            size_bytes: self.size_bytes.or(base.size_bytes),
+            elem_bytes: self.elem_bytes.or(base.elem_bytes),
+            in_flight: self.in_flight.clone().or_else(|| base.in_flight.clone()),
+        }
+    }
+
+    /// The same communication with another size (bucketing, size sweeps).
+    pub fn with_size(&self, bytes: f64) -> CommInput {
+        CommInput { size_bytes: Some(bytes), ..self.clone() }
+    }
+
+    fn kind(&self, field: &str) -> Result<Kind, PlannerError> {
+        let schedule = self.topo.is_some() || self.algo.is_some();
+        let cut = self.cut_bytes.is_some() || self.cut_bytes_per_sec.is_some();
+        let given = [self.secs.is_some(), cut, schedule].iter().filter(|&&b| b).count();
+        if given != 1 {
+            return Err(PlannerError::bad(
+                field,
+                "give exactly one of: secs; cut_bytes with cut_bytes_per_sec; topo with algo and size_bytes",
+            ));
+        }
+        Ok(if self.secs.is_some() {
+            Kind::Given
+        } else if cut {
+            Kind::Cut
+        } else {
+            Kind::Schedule
+        })
+    }
+
+    /// The time of this communication.
+    pub fn time(&self, field: &str, engine: Engine) -> Result<CommTime, PlannerError> {
+        match self.kind(field)? {
+            Kind::Given => {
+                let secs = self.secs.unwrap_or_default();
+                Ok(CommTime {
+                    secs,
+                    startup_secs: None,
+                    cross_server_bytes: None,
+                    nic_bytes_per_sec: None,
+                    source: "given".into(),
+                })
+            }
+            Kind::Cut => {
+                let (Some(bytes), Some(bw)) = (self.cut_bytes, self.cut_bytes_per_sec) else {
+                    return Err(PlannerError::bad(field, "the cut bound needs both cut_bytes and cut_bytes_per_sec"));
+                };
+                positive(&format!("{field}.cut_bytes_per_sec"), bw)?;
+                // seed 001 §7.1.2: T_C = V_C / B_C, a lower bound on the transfer.
+                Ok(CommTime {
+                    secs: bytes / bw,
+                    startup_secs: None,
+                    cross_server_bytes: None,
+                    nic_bytes_per_sec: None,
+                    source: format!(
+                        "cut bound: {} across {} (seed 001 §7.1.2)",
+                        railyard_topology::units::format_bytes(bytes),
+                        railyard_topology::units::format_bytes_per_sec(bw)
+                    ),
+                })
+            }
+            Kind::Schedule => self.schedule_time(field, engine),
+        }
+    }
+
+    fn schedule_time(&self, field: &str, engine: Engine) -> Result<CommTime, PlannerError> {
+        let topo = self.topo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.topo"), "missing"))?;
+        let topology = railyard_topology::load(topo)
+            .map_err(|cause| PlannerError::Topology { field: format!("{field}.topo"), cause })?;
+        self.time_on(field, engine, topology)
+    }
+
+    /// The time of this collective on `topology` (its `topo` only names it).
+    pub fn time_on(&self, field: &str, engine: Engine, mut topology: Topology) -> Result<CommTime, PlannerError> {
+        let topo = self.topo.clone().unwrap_or_else(|| topology.name.clone());
+        let algo_text = self.algo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.algo"), "missing"))?;
+        let algorithm: Algorithm =
+            algo_text.parse().map_err(|e: String| PlannerError::bad(format!("{field}.algo"), e))?;
+        let collective: Collective = self
+            .collective
+            .as_deref()
+            .unwrap_or("allreduce")
+            .parse()
+            .map_err(|e: String| PlannerError::bad(format!("{field}.collective"), e))?;
+        let size = self.size_bytes.ok_or_else(|| PlannerError::bad(format!("{field}.size_bytes"), "missing"))?;
+        if !((1.0..=MAX_COMM_BYTES).contains(&size) && size.fract() == 0.0) {
+            return Err(PlannerError::bad(
+                format!("{field}.size_bytes"),
+                format!("must be a whole number of bytes in 1..=2^50 (got {size})"),
+            ));
+        }
+        let elem_bytes = self.elem_bytes.unwrap_or(4);
+        if !matches!(elem_bytes, 1 | 2 | 4 | 8) {
+            return Err(PlannerError::bad(
+                format!("{field}.elem_bytes"),
+                format!("must be 1, 2, 4 or 8 (got {elem_bytes})"),
+            ));
+        }
+        // The planner's sizes are derived (bucket sums, token counts): round down to whole
+        // elements rather than refuse.
+        let bytes = ((size as u64) / elem_bytes).max(1) * elem_bytes;
+        let topo_err = |cause| PlannerError::Topology { field: format!("{field}.topo"), cause };
+        let mut nic_bytes_per_sec = None;
+        if let Some(f) = &self.in_flight {
+            let limit = in_flight_bytes_per_sec(&format!("{field}.in_flight"), f)?;
+            topology = topology.with_class_capped(LinkClass::Nic, limit).map_err(topo_err)?;
+            nic_bytes_per_sec = Some(limit);
+        }
+        let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, None).map_err(topo_err)?;
+        let model_err = |cause| PlannerError::Model { field: field.to_string(), cause };
+        let mut request = PlanRequest::new(collective, bytes, elem_bytes, vec![algorithm]);
+        request.strict = true;
+        let planned = plan(&topology, &placement, &request).map_err(model_err)?;
+        let Some(b) = planned.algorithms.first() else {
+            return Err(PlannerError::bad(format!("{field}.algo"), format!("{algorithm} does not run here")));
+        };
+        let what = format!(
+            "{algorithm}, {} of {} on {topo}",
+            collective.as_str(),
+            railyard_topology::units::format_bytes(bytes as f64)
+        );
+        match engine {
+            Engine::Model => Ok(CommTime {
+                secs: b.total_secs,
+                startup_secs: Some(b.alpha_secs),
+                cross_server_bytes: Some(b.cross_server_bytes),
+                nic_bytes_per_sec,
+                source: format!("{what} (per-round model)"),
+            }),
+            Engine::Sim => {
+                let spec = CollectiveSpec::new(collective, placement.len(), bytes / elem_bytes);
+                let options = GenOptions {
+                    groups: placement.ranks_by_server(&topology),
+                    channels: 1,
+                    pipeline_chunks: b.pipeline_chunks.unwrap_or(1),
+                    ..GenOptions::default()
+                };
+                let schedule = generate_compact(algorithm, &spec, &options, elem_bytes)
+                    .map_err(|e| PlannerError::bad(format!("{field}.algo"), e.to_string()))?;
+                let job = JobSpec::new(algorithm.to_string(), &schedule, placement.clone(), 0.0);
+                let report = simulate(&topology, &[job], &SimOptions::default())
+                    .map_err(|e| PlannerError::Sim { field: field.to_string(), message: e.to_string() })?;
+                Ok(CommTime {
+                    secs: report.makespan_secs,
+                    startup_secs: None,
+                    cross_server_bytes: Some(b.cross_server_bytes),
+                    nic_bytes_per_sec,
+                    source: format!("{what} (flow-level simulator)"),
+                })
+            }
+        }
+    }
+}
+
+enum Kind {
+    Given,
+    Cut,
+    Schedule,
+}
+
+/// B_eff = min(N·m/T, m/δ) of seed 001 §7.3.4, the path itself left to the topology.
+pub fn in_flight_bytes_per_sec(field: &str, f: &InFlight) -> Result<f64, PlannerError> {
+    if f.slots == 0 || f.slots > 1 << 32 {
+        return Err(PlannerError::bad(format!("{field}.slots"), format!("must be 1..=2^32 (got {})", f.slots)));
+    }
+    positive(&format!("{field}.request_bytes"), f.request_bytes)?;
+    positive(&format!("{field}.slot_secs"), f.slot_secs)?;
+    let input = ConcurrencyInput {
+        path_bytes_per_sec: f64::MAX,
+        request_bytes: f.request_bytes,
+        slot_secs: f.slot_secs,
+        issue_interval_secs: f.issue_interval_secs,
+        slots: vec![f.slots],
+        sweep_request_bytes: Vec::new(),
+    };
+    let out = concurrency(&input).map_err(|e| PlannerError::bad(field, e.to_string()))?;
+    Ok(out.cases[0].effective_bytes_per_sec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allreduce(topo: &str, algo: &str) -> CommInput {
+        CommInput {
+            topo: Some(topo.into()),
+            algo: Some(algo.into()),
+            size_bytes: Some(192.0 * 1048576.0),
+            ..CommInput::default()
+        }
+    }
+
+    #[test]
+    fn the_seeds_ring_and_hierarchical_times_come_from_the_model() {
+        // seed 001 §7.2.1: about 7.6 ms and 1.3 ms for 192 MiB on two HGX H100.
+        let ring = allreduce("hgx-h100x2", "ring").time("c", Engine::Model).unwrap();
+        assert!((ring.secs - 7.575e-3).abs() < 1e-6, "{}", ring.secs);
+        let hier = allreduce("hgx-h100x2", "hierarchical").time("c", Engine::Model).unwrap();
+        assert!((hier.secs - 1.2996e-3).abs() < 1e-6, "{}", hier.secs);
+    }
+
+    #[test]
+    fn requests_in_flight_cap_the_nics() {
+        // seed 001 §7.6.2: 128 x 256 B per 2 us = 16.4 GB/s per NIC; total about 2.3 ms.
+        let mut c = allreduce("hgx-h100x2", "hierarchical");
+        c.in_flight = Some(InFlight { slots: 128, request_bytes: 256.0, slot_secs: 2e-6, issue_interval_secs: 0.0 });
+        let t = c.time("c", Engine::Model).unwrap();
+        assert_eq!(t.nic_bytes_per_sec, Some(16.384e9));
+        assert!((t.secs - 2.33e-3).abs() < 0.01e-3, "{}", t.secs);
+    }
+
+    #[test]
+    fn the_simulator_agrees_with_the_model_on_a_ring() {
+        let c = allreduce("hgx-h100x2", "ring");
+        let m = c.time("c", Engine::Model).unwrap().secs;
+        let s = c.time("c", Engine::Sim).unwrap().secs;
+        assert!((s - m).abs() / m < 0.02, "sim {s} vs model {m}");
+    }
+
+    #[test]
+    fn a_communication_is_one_kind() {
+        let both = CommInput { secs: Some(1e-3), cut_bytes: Some(1.0), ..CommInput::default() };
+        assert!(both.time("step.comm", Engine::Model).unwrap_err().to_string().contains("exactly one"));
+        let none = CommInput::default();
+        assert!(none.time("x", Engine::Model).is_err());
+        let cut = CommInput { cut_bytes: Some(360.0 * 1048576.0), ..CommInput::default() };
+        assert!(cut.time("x", Engine::Model).unwrap_err().to_string().contains("cut_bytes_per_sec"));
+        let mut bad = allreduce("hgx-h100x2", "nonesuch");
+        assert!(bad.time("x", Engine::Model).unwrap_err().to_string().contains("x.algo"));
+        bad.algo = Some("ring".into());
+        bad.size_bytes = Some(0.0);
+        assert!(bad.time("x", Engine::Model).unwrap_err().to_string().contains("size_bytes"));
+    }
+}

@@ -1,0 +1,273 @@
+//! MoE all-to-all planning (seed 000 §8.7.2–§8.7.4, seed 001 §7.2.3): expert capacity
+//! C = CF·T·k/E and the tokens dropped above it for a routing distribution; what each
+//! GPU sends and receives; the bytes that cross nodes and their time for a flat
+//! all-to-all (every copy crosses on its own) and a hierarchical one (a token crosses
+//! once per remote node it goes to, then fans out over NVLink); and what node-limited
+//! routing (fraction f leaving the node) changes.
+
+use railyard_netmodels::quantity;
+use serde::{Deserialize, Serialize};
+
+use crate::comm::{CommInput, CommTime, Engine};
+use crate::error::{positive, within, PlannerError};
+
+pub const MAX_EXPERTS: u64 = 1 << 16;
+pub const MAX_FRACTIONS: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeInput {
+    /// T: tokens routed in one step over the EP group.
+    pub tokens: u64,
+    pub top_k: u64,
+    pub experts: u64,
+    pub capacity_factor: f64,
+    /// Relative load of each expert (default: uniform). Its length must be `experts`.
+    #[serde(default)]
+    pub expert_load: Vec<f64>,
+    /// h: bytes of one token's hidden state.
+    #[serde(deserialize_with = "quantity::bytes")]
+    pub token_bytes: f64,
+    pub gpus: u64,
+    pub gpus_per_node: u64,
+    #[serde(deserialize_with = "quantity::bytes_per_sec")]
+    pub nvlink_bytes_per_sec: f64,
+    #[serde(deserialize_with = "quantity::bytes_per_sec")]
+    pub nic_bytes_per_sec: f64,
+    /// Fractions f of a token's k copies that leave its node to compare (default: what
+    /// uniform routing gives).
+    #[serde(default)]
+    pub off_node_fractions: Vec<f64>,
+    /// Optionally, a topology to run the dispatch on as a uniform all-to-all of each
+    /// GPU's send volume, flat (`direct`) and `hierarchical`, timed by the engine
+    /// (`topo` and optionally `elem_bytes`; the size and algorithm are set here).
+    #[serde(default)]
+    pub comm: Option<CommInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MoeCase {
+    pub off_node_fraction: f64,
+    /// Distinct remote nodes per token that a hierarchical all-to-all sends to.
+    pub remote_nodes_per_token: f64,
+    pub flat_cross_bytes_per_gpu: f64,
+    pub hierarchical_cross_bytes_per_gpu: f64,
+    pub flat_secs: f64,
+    pub hierarchical_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MoeReport {
+    pub capacity_tokens: u64,
+    pub dropped_tokens: u64,
+    pub dropped_share: f64,
+    pub busiest_expert: usize,
+    pub busiest_expert_tokens: u64,
+    pub send_bytes_per_gpu: f64,
+    /// Received by the busiest GPU after capacity drops (dispatch).
+    pub max_receive_bytes_per_gpu: f64,
+    pub mean_receive_bytes_per_gpu: f64,
+    pub uniform_off_node_fraction: f64,
+    pub cases: Vec<MoeCase>,
+    /// The uniform dispatch as an all-to-all schedule on the topology: (algorithm, time).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub on_topology: Vec<(String, CommTime)>,
+}
+
+/// Tokens per expert: T·k shared by `load` with largest remainders, so they sum to T·k.
+fn expert_tokens(total: u64, load: &[f64]) -> Vec<u64> {
+    let sum: f64 = load.iter().sum();
+    let exact: Vec<f64> = load.iter().map(|w| total as f64 * w / sum).collect();
+    let mut counts: Vec<u64> = exact.iter().map(|x| x.floor() as u64).collect();
+    let mut left = total.saturating_sub(counts.iter().sum());
+    let mut order: Vec<usize> = (0..load.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
+    for &i in order.iter().cycle().take(load.len() * 2) {
+        if left == 0 {
+            break;
+        }
+        counts[i] += 1;
+        left -= 1;
+    }
+    counts
+}
+
+pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerError> {
+    if input.experts == 0 || input.experts > MAX_EXPERTS {
+        return Err(PlannerError::bad("moe.experts", format!("must be 1..={MAX_EXPERTS}")));
+    }
+    if input.top_k == 0 || input.top_k > input.experts {
+        return Err(PlannerError::bad("moe.top_k", format!("must be 1..={} (the experts)", input.experts)));
+    }
+    if input.tokens == 0 || input.tokens > 1 << 40 {
+        return Err(PlannerError::bad("moe.tokens", "must be 1..=2^40"));
+    }
+    if input.gpus == 0
+        || input.gpus > 1 << 20
+        || input.gpus_per_node == 0
+        || !input.gpus.is_multiple_of(input.gpus_per_node)
+    {
+        return Err(PlannerError::bad("moe.gpus", "must be 1..=2^20 and a multiple of gpus_per_node"));
+    }
+    if !input.experts.is_multiple_of(input.gpus) {
+        return Err(PlannerError::bad(
+            "moe.experts",
+            format!("{} experts do not spread evenly over {} GPUs", input.experts, input.gpus),
+        ));
+    }
+    within("moe.capacity_factor", input.capacity_factor, 1e-3, 1e3)?;
+    positive("moe.token_bytes", input.token_bytes)?;
+    positive("moe.nvlink_bytes_per_sec", input.nvlink_bytes_per_sec)?;
+    positive("moe.nic_bytes_per_sec", input.nic_bytes_per_sec)?;
+    if input.off_node_fractions.len() > MAX_FRACTIONS {
+        return Err(PlannerError::bad("moe.off_node_fractions", format!("at most {MAX_FRACTIONS}")));
+    }
+    let load = if input.expert_load.is_empty() {
+        vec![1.0; input.experts as usize]
+    } else if input.expert_load.len() as u64 != input.experts {
+        return Err(PlannerError::bad(
+            "moe.expert_load",
+            format!("has {} entries for {} experts", input.expert_load.len(), input.experts),
+        ));
+    } else {
+        for (i, &w) in input.expert_load.iter().enumerate() {
+            within(&format!("moe.expert_load[{i}]"), w, 0.0, 1e12)?;
+        }
+        if input.expert_load.iter().sum::<f64>() <= 0.0 {
+            return Err(PlannerError::bad("moe.expert_load", "sums to zero"));
+        }
+        input.expert_load.clone()
+    };
+    let copies = input.tokens * input.top_k;
+    let per_expert = expert_tokens(copies, &load);
+    // seed 000 §8.7.3: C = CF · T · k / E.
+    let capacity = (input.capacity_factor * copies as f64 / input.experts as f64).floor() as u64;
+    let dropped: u64 = per_expert.iter().map(|&t| t.saturating_sub(capacity)).sum();
+    let busiest = (0..per_expert.len()).fold(0, |b, i| if per_expert[i] > per_expert[b] { i } else { b });
+    let experts_per_gpu = (input.experts / input.gpus) as usize;
+    let received: Vec<f64> = per_expert
+        .chunks(experts_per_gpu)
+        .map(|c| c.iter().map(|&t| t.min(capacity) as f64).sum::<f64>() * input.token_bytes)
+        .collect();
+    let nodes = input.gpus / input.gpus_per_node;
+    let h = input.token_bytes;
+    let tokens_per_gpu = input.tokens as f64 / input.gpus as f64;
+    let k = input.top_k as f64;
+    let uniform_f = if nodes > 1 { (nodes - 1) as f64 / nodes as f64 } else { 0.0 };
+    let fractions =
+        if input.off_node_fractions.is_empty() { vec![uniform_f] } else { input.off_node_fractions.clone() };
+    let mut cases = Vec::new();
+    for (i, &f) in fractions.iter().enumerate() {
+        within(&format!("moe.off_node_fractions[{i}]"), f, 0.0, 1.0)?;
+        // Each of the k copies leaves the node with probability f, to one of the other
+        // nodes alike: a remote node gets at least one copy with 1 - (1 - f/(n-1))^k.
+        let remote_copies = k * f;
+        let remote_nodes = if nodes > 1 {
+            let others = (nodes - 1) as f64;
+            others * (1.0 - (1.0 - f / others).powf(k))
+        } else {
+            0.0
+        };
+        let flat_cross = tokens_per_gpu * remote_copies * h;
+        let hier_cross = tokens_per_gpu * remote_nodes * h;
+        // Local fan-out: every copy but those sent straight is moved once over NVLink.
+        let local = tokens_per_gpu * k * h;
+        let flat =
+            (flat_cross / input.nic_bytes_per_sec).max(tokens_per_gpu * k * (1.0 - f) * h / input.nvlink_bytes_per_sec);
+        let hier = hier_cross / input.nic_bytes_per_sec + local / input.nvlink_bytes_per_sec;
+        cases.push(MoeCase {
+            off_node_fraction: f,
+            remote_nodes_per_token: remote_nodes,
+            flat_cross_bytes_per_gpu: flat_cross,
+            hierarchical_cross_bytes_per_gpu: hier_cross,
+            flat_secs: flat,
+            hierarchical_secs: hier,
+        });
+    }
+    let mut on_topology = Vec::new();
+    if let Some(comm) = &input.comm {
+        if comm.algo.is_some() || comm.size_bytes.is_some() || comm.collective.is_some() {
+            return Err(PlannerError::bad(
+                "moe.comm",
+                "give topo (and elem_bytes); the collective, size and algorithms are the dispatch's",
+            ));
+        }
+        let send = tokens_per_gpu * k * h;
+        for algo in ["direct", "hierarchical"] {
+            let c = CommInput {
+                collective: Some("alltoall".into()),
+                algo: Some(algo.into()),
+                size_bytes: Some(send.round().max(1.0)),
+                ..comm.clone()
+            };
+            on_topology.push((algo.to_string(), c.time("moe.comm", engine)?));
+        }
+    }
+    Ok(MoeReport {
+        on_topology,
+        capacity_tokens: capacity,
+        dropped_tokens: dropped,
+        dropped_share: dropped as f64 / copies as f64,
+        busiest_expert: busiest,
+        busiest_expert_tokens: per_expert[busiest],
+        send_bytes_per_gpu: tokens_per_gpu * k * h,
+        max_receive_bytes_per_gpu: received.iter().copied().fold(0.0, f64::max),
+        mean_receive_bytes_per_gpu: received.iter().sum::<f64>() / received.len() as f64,
+        uniform_off_node_fraction: uniform_f,
+        cases,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> MoeInput {
+        MoeInput {
+            tokens: 4096,
+            top_k: 2,
+            experts: 16,
+            capacity_factor: 1.25,
+            expert_load: Vec::new(),
+            token_bytes: 8192.0,
+            gpus: 16,
+            gpus_per_node: 8,
+            nvlink_bytes_per_sec: 450e9,
+            nic_bytes_per_sec: 50e9,
+            off_node_fractions: vec![0.5, 0.1],
+            comm: None,
+        }
+    }
+
+    #[test]
+    fn capacity_and_drops() {
+        let r = evaluate(&input(), Engine::Model).unwrap();
+        // C = 1.25 × 4096 × 2 / 16 = 640; uniform routing drops nothing.
+        assert_eq!((r.capacity_tokens, r.dropped_tokens), (640, 0));
+        // One expert with 4x the others' load takes 4/19 of 8192 copies = 1725, drops 1085.
+        let mut hot = input();
+        hot.expert_load = vec![1.0; 16];
+        hot.expert_load[3] = 4.0;
+        let r = evaluate(&hot, Engine::Model).unwrap();
+        assert_eq!((r.busiest_expert, r.busiest_expert_tokens, r.dropped_tokens), (3, 1725, 1085));
+    }
+
+    #[test]
+    fn node_limited_routing_cuts_the_cross_node_bytes() {
+        let r = evaluate(&input(), Engine::Model).unwrap();
+        // f = 0.5 of 2 copies: 1 copy per token crosses, to the one other node.
+        assert_eq!(r.cases[0].flat_cross_bytes_per_gpu, 256.0 * 1.0 * 8192.0);
+        assert!(r.cases[1].flat_cross_bytes_per_gpu < r.cases[0].flat_cross_bytes_per_gpu / 4.0);
+        assert!(r.cases[0].hierarchical_cross_bytes_per_gpu <= r.cases[0].flat_cross_bytes_per_gpu);
+    }
+
+    #[test]
+    fn bad_shapes_are_refused() {
+        let mut bad = input();
+        bad.expert_load = vec![1.0; 3];
+        assert!(evaluate(&bad, Engine::Model).unwrap_err().to_string().contains("moe.expert_load"));
+        let mut bad = input();
+        bad.top_k = 17;
+        assert!(evaluate(&bad, Engine::Model).unwrap_err().to_string().contains("moe.top_k"));
+    }
+}
