@@ -216,7 +216,7 @@ fn solve_answers_the_chapters_questions_and_names_the_most_sensitive_input() {
     assert!((swaps[1] - 120.0 / (317.7 - 31.1) * 1e3).abs() < 1.0, "{swaps:?}");
     // Every sensitivity lists its inputs, the largest change first.
     for s in v["solved"]["sensitivity"].as_array().unwrap() {
-        let d: Vec<f64> = s["inputs"].as_array().unwrap().iter().map(|i| f(&i[1]).abs()).collect();
+        let d: Vec<f64> = s["inputs"].as_array().unwrap().iter().map(|i| f(&i["step_change_secs"]).abs()).collect();
         assert!(d.windows(2).all(|w| w[0] >= w[1]), "{s}");
     }
     // The step with data ready at 17 ms and the hierarchical all-reduce hidden: compute first.
@@ -226,7 +226,16 @@ fn solve_answers_the_chapters_questions_and_names_the_most_sensitive_input() {
         .iter()
         .find(|s| s["of"] == "step: hierarchical, data ready at 17 ms")
         .unwrap();
-    assert_eq!(hidden["inputs"][0][0], "compute");
+    assert_eq!(hidden["inputs"][0]["input"], "compute");
+    // With the data ready at 17 ms, 10% less compute brings the ready time to 15.3 ms.
+    let ring17 = v["solved"]["sensitivity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["of"] == "step: ring, data ready at 17 ms")
+        .unwrap();
+    let compute = ring17["inputs"].as_array().unwrap().iter().find(|i| i["input"] == "compute").unwrap();
+    assert_eq!(r(f(&compute["step_change_secs"]) * 1e3, 1), -1.7);
     // At 1,024 cards MFU leads.
     let big = v["solved"]["sensitivity"]
         .as_array()
@@ -234,7 +243,12 @@ fn solve_answers_the_chapters_questions_and_names_the_most_sensitive_input() {
         .iter()
         .find(|s| s["of"].as_str().unwrap().starts_with("step at S"))
         .unwrap();
-    assert_eq!(big["inputs"][0][0], "MFU");
+    assert_eq!(big["inputs"][0]["input"], "MFU");
+    // MFU ÷ 0.9 makes the 0.485 s of compute 10% shorter.
+    assert_eq!(r(f(&big["inputs"][0]["step_change_secs"]) * 1e3, 1), -48.5);
+    // The MoE crossover and the best bucket cap are solved, not only picked from a list.
+    assert!(f(&find("off-node fraction")["value"]) > 0.0 && f(&find("off-node fraction")["value"]) < 1.0);
+    assert!(find("bucket cap")["value"].is_number());
 }
 
 #[test]
@@ -291,9 +305,13 @@ fn bad_scenarios_are_refused_with_the_field_named() {
         assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     }
     // A super-node size that does not divide the cards, and TP that does not fit.
-    let sn = railyard_bundled_supernode().replace("sizes = [8, 64, 128, 256]", "sizes = [8, 96]");
+    let sn = railyard_bundled_supernode().replace("supernode_gpus = [8, 64, 128, 256]", "supernode_gpus = [8, 96]");
     let out = railyard(&["plan-training", "--scenario", scenario_file("sn.toml", &sn).to_str().unwrap()]);
-    assert!(out.code == 2 && out.stderr.contains("supernode.sizes[1]") && out.stderr.contains("96"), "{}", out.stderr);
+    assert!(
+        out.code == 2 && out.stderr.contains("supernode.supernode_gpus[1]") && out.stderr.contains("96"),
+        "{}",
+        out.stderr
+    );
     // Not a scenario at all.
     let out = railyard(&["plan-training", "--scenario", "/dev/urandom"]);
     assert_eq!(out.code, 2);

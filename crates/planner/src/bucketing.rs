@@ -75,7 +75,8 @@ pub fn overlap_ratio(comm_secs: f64, comp_secs: f64, total_secs: f64) -> f64 {
     }
 }
 
-pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingReport, PlannerError> {
+/// The layers' backward times and gradient sizes, from either form of the input.
+fn layers(input: &BucketingInput) -> Result<(Vec<f64>, Vec<f64>), PlannerError> {
     let (backward, grads) = match (input.layers, input.layer_backward_secs, input.layer_grad_bytes) {
         (Some(n), Some(t), Some(g)) if input.backward_secs.is_empty() && input.grad_bytes.is_empty() => {
             if n == 0 || n > MAX_LAYERS {
@@ -95,62 +96,130 @@ pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingRepor
             format!("give 1..={MAX_LAYERS} layers, as many as grad_bytes ({} vs {})", backward.len(), grads.len()),
         ));
     }
+    if grads.iter().all(|&g| g == 0.0) {
+        return Err(PlannerError::bad("bucketing.grad_bytes", "no layer has a gradient"));
+    }
+    Ok((backward, grads))
+}
+
+/// Bucket all-reduce times by size, each costed once.
+struct Costs<'a> {
+    comm: &'a CommInput,
+    engine: Engine,
+    known: Vec<(f64, f64)>,
+}
+
+impl Costs<'_> {
+    fn secs(&mut self, bytes: f64) -> Result<f64, PlannerError> {
+        if let Some(&(_, s)) = self.known.iter().find(|(b, _)| *b == bytes) {
+            return Ok(s);
+        }
+        if self.known.len() >= MAX_DISTINCT_BUCKETS {
+            return Err(PlannerError::bad(
+                "bucketing",
+                format!(
+                    "more than {MAX_DISTINCT_BUCKETS} distinct bucket sizes to cost; use fewer caps or alike layers"
+                ),
+            ));
+        }
+        let time = self.comm.with_size(bytes.round().max(1.0)).time("bucketing.comm", self.engine)?;
+        self.known.push((bytes, time.secs));
+        Ok(time.secs)
+    }
+}
+
+/// The buckets of one cap against the backward pass (seed 000 §8.6.2): a bucket closes
+/// when it holds `cap` bytes or the last layer is done, and its all-reduce waits for the
+/// previous one (one communication stream).
+fn plan_cap(cap: f64, backward: &[f64], grads: &[f64], costs: &mut Costs) -> Result<BucketPlan, PlannerError> {
+    let mut buckets = Vec::new();
+    let (mut t, mut bytes, mut layers, mut comm_free, mut comm_total) = (0.0, 0.0, 0, 0.0f64, 0.0);
+    for i in 0..backward.len() {
+        t += backward[i];
+        bytes += grads[i];
+        layers += 1;
+        if (bytes >= cap || i + 1 == backward.len()) && bytes > 0.0 {
+            let secs = costs.secs(bytes)?;
+            let start = comm_free.max(t);
+            comm_free = start + secs;
+            comm_total += secs;
+            buckets.push(Bucket { layers, bytes, ready_secs: t, start_secs: start, end_secs: comm_free });
+            bytes = 0.0;
+            layers = 0;
+        }
+    }
+    let total = comm_free.max(t);
+    Ok(BucketPlan {
+        bucket_cap_bytes: cap,
+        buckets,
+        backward_secs: t,
+        comm_secs: comm_total,
+        total_secs: total,
+        exposed_comm_secs: total - t,
+        overlap_ratio: overlap_ratio(comm_total, t, total),
+    })
+}
+
+pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingReport, PlannerError> {
+    let (backward, grads) = layers(input)?;
     if input.bucket_bytes.is_empty() || input.bucket_bytes.len() > MAX_BUCKET_SIZES {
         return Err(PlannerError::bad("bucketing.bucket_bytes", format!("give 1..={MAX_BUCKET_SIZES} caps")));
     }
-    let mut source = String::new();
-    let mut cache: Vec<(f64, f64)> = Vec::new();
+    // A bucket's time depends on its size: only a schedule knows how.
+    if input.comm.topo.is_none()
+        || input.comm.algo.is_none()
+        || input.comm.secs.is_some()
+        || input.comm.cut_bytes.is_some()
+    {
+        return Err(PlannerError::bad(
+            "bucketing.comm",
+            "give topo and algo (a schedule): each bucket's all-reduce is costed at its own size",
+        ));
+    }
+    if input.comm.size_bytes.is_some() {
+        return Err(PlannerError::bad("bucketing.comm.size_bytes", "is set per bucket; leave it out"));
+    }
+    let mut costs = Costs { comm: &input.comm, engine, known: Vec::new() };
     let mut plans = Vec::new();
     for (c, &cap) in input.bucket_bytes.iter().enumerate() {
         positive(&format!("bucketing.bucket_bytes[{c}]"), cap)?;
-        let mut buckets = Vec::new();
-        let (mut t, mut bytes, mut layers, mut comm_free, mut comm_total) = (0.0, 0.0, 0, 0.0f64, 0.0);
-        for i in 0..backward.len() {
-            t += backward[i];
-            bytes += grads[i];
-            layers += 1;
-            if bytes >= cap || i + 1 == backward.len() {
-                let secs = match cache.iter().find(|(b, _)| *b == bytes) {
-                    Some(&(_, s)) => s,
-                    None => {
-                        if cache.len() >= MAX_DISTINCT_BUCKETS {
-                            return Err(PlannerError::bad(
-                                "bucketing",
-                                format!("more than {MAX_DISTINCT_BUCKETS} distinct bucket sizes to cost; use fewer caps or alike layers"),
-                            ));
-                        }
-                        let time = input.comm.with_size(bytes.round().max(1.0)).time("bucketing.comm", engine)?;
-                        if source.is_empty() {
-                            source = time.source.clone();
-                        }
-                        cache.push((bytes, time.secs));
-                        time.secs
-                    }
-                };
-                let start = comm_free.max(t);
-                comm_free = start + secs;
-                comm_total += secs;
-                buckets.push(Bucket { layers, bytes, ready_secs: t, start_secs: start, end_secs: comm_free });
-                bytes = 0.0;
-                layers = 0;
-            }
-        }
-        let total = comm_free.max(t);
-        plans.push(BucketPlan {
-            bucket_cap_bytes: cap,
-            buckets,
-            backward_secs: t,
-            comm_secs: comm_total,
-            total_secs: total,
-            exposed_comm_secs: total - t,
-            overlap_ratio: overlap_ratio(comm_total, t, total),
-        });
+        plans.push(plan_cap(cap, &backward, &grads, &mut costs)?);
     }
     let best = plans
         .iter()
         .min_by(|a, b| a.exposed_comm_secs.total_cmp(&b.exposed_comm_secs))
         .map_or(0.0, |p| p.bucket_cap_bytes);
+    let source = format!(
+        "{}, {} at each bucket's size on {} ({})",
+        input.comm.algo.as_deref().unwrap_or_default(),
+        input.comm.collective.as_deref().unwrap_or("allreduce"),
+        input.comm.topo.as_deref().unwrap_or_default(),
+        match engine {
+            Engine::Model => "per-round model",
+            Engine::Sim => "flow-level simulator",
+        }
+    );
     Ok(BucketingReport { source, plans, best_bucket_cap_bytes: best })
+}
+
+/// The cap with the least exposed communication among caps of the first 1, 2, … layers'
+/// gradients (every cap between two of these makes the same first bucket).
+pub fn best_cap(input: &BucketingInput, engine: Engine) -> Result<BucketPlan, PlannerError> {
+    let (backward, grads) = layers(input)?;
+    let mut costs = Costs { comm: &input.comm, engine, known: Vec::new() };
+    let mut best: Option<BucketPlan> = None;
+    let mut cap = 0.0;
+    for &g in &grads {
+        cap += g;
+        if g == 0.0 {
+            continue;
+        }
+        let p = plan_cap(cap, &backward, &grads, &mut costs)?;
+        if best.as_ref().is_none_or(|b| p.exposed_comm_secs < b.exposed_comm_secs) {
+            best = Some(p);
+        }
+    }
+    best.ok_or_else(|| PlannerError::bad("bucketing.grad_bytes", "no layer has a gradient"))
 }
 
 #[cfg(test)]
@@ -175,14 +244,41 @@ mod tests {
             bucket_bytes: vec![20.0, 40.0],
             comm: CommInput { secs: Some(1.5e-3), ..CommInput::default() },
         };
-        let r = evaluate(&input, Engine::Model).unwrap();
+        // A fixed time for every bucket whatever its size is refused: the cap would not matter.
+        assert!(evaluate(&input, Engine::Model).unwrap_err().to_string().contains("bucketing.comm"));
+        let mut costs = Costs { comm: &input.comm, engine: Engine::Model, known: Vec::new() };
+        let (b, g) = layers(&input).unwrap();
+        let plans = [plan_cap(20.0, &b, &g, &mut costs).unwrap(), plan_cap(40.0, &b, &g, &mut costs).unwrap()];
         // Two buckets: ready at 2 and 4 ms; the second starts at 4, ends at 5.5.
-        let p = &r.plans[0];
+        let p = &plans[0];
         assert_eq!(p.buckets.len(), 2);
         assert!((p.total_secs - 5.5e-3).abs() < 1e-12 && (p.exposed_comm_secs - 1.5e-3).abs() < 1e-12);
         assert!((p.overlap_ratio - 0.5).abs() < 1e-9);
         // One bucket: 4 + 1.5 ms, nothing overlapped.
-        assert!((r.plans[1].overlap_ratio).abs() < 1e-9);
-        assert_eq!(r.best_bucket_cap_bytes, 20.0);
+        assert!((plans[1].overlap_ratio).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_best_cap_balances_start_ups_against_the_tail() {
+        // 16 layers of 2 MiB, 0.1 ms each, on two HGX H100: one bucket exposes the whole
+        // all-reduce; per-layer buckets pay 16 start-up sets; the search finds a cap at
+        // least as good as every cap it was given.
+        let input = BucketingInput {
+            backward_secs: Vec::new(),
+            grad_bytes: Vec::new(),
+            layers: Some(16),
+            layer_backward_secs: Some(1e-4),
+            layer_grad_bytes: Some(2.0 * 1048576.0),
+            bucket_bytes: vec![2.0 * 1048576.0, 8.0 * 1048576.0, 32.0 * 1048576.0],
+            comm: CommInput { topo: Some("hgx-h100x2".into()), algo: Some("ring".into()), ..CommInput::default() },
+        };
+        let r = evaluate(&input, Engine::Model).unwrap();
+        let best = best_cap(&input, Engine::Model).unwrap();
+        for p in &r.plans {
+            assert!(best.exposed_comm_secs <= p.exposed_comm_secs + 1e-15);
+        }
+        let one = &r.plans[2];
+        assert_eq!(one.buckets.len(), 1);
+        assert!((one.exposed_comm_secs - one.comm_secs).abs() < 1e-15);
     }
 }

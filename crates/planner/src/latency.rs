@@ -12,6 +12,8 @@ use crate::error::{positive, within, PlannerError};
 
 pub const MAX_SIZES: usize = 64;
 pub const MAX_VARIANTS: usize = 16;
+/// The most cases a tail or migration section may list.
+pub const MAX_CASES: usize = 64;
 /// The most communications one tail case may count.
 pub const MAX_TAIL_COUNT: u64 = 1 << 24;
 
@@ -70,6 +72,23 @@ pub fn evaluate(input: &LatencyInput, engine: Engine) -> Result<LatencyReport, P
         return Err(PlannerError::bad("latency.repeats", format!("must be 1..=2^32 (got {})", input.repeats)));
     }
     let topo = input.comm.topo.clone().ok_or_else(|| PlannerError::bad("latency.comm.topo", "missing"))?;
+    if input.comm.algo.is_none() {
+        return Err(PlannerError::bad(
+            "latency.comm.algo",
+            "missing: the sizes are costed as this algorithm's schedule",
+        ));
+    }
+    if input.comm.size_bytes.is_some() || input.comm.secs.is_some() || input.comm.cut_bytes.is_some() {
+        return Err(PlannerError::bad("latency.comm", "give topo and algo only: the sizes come from sizes_bytes"));
+    }
+    for (i, &m) in input.sizes_bytes.iter().enumerate() {
+        if !((1.0..=crate::comm::MAX_COMM_BYTES).contains(&m) && m.fract() == 0.0) {
+            return Err(PlannerError::bad(
+                format!("latency.sizes_bytes[{i}]"),
+                format!("must be a whole number of bytes in 1..=2^50 (got {m})"),
+            ));
+        }
+    }
     let topo_err = |cause| PlannerError::Topology { field: "latency.comm.topo".into(), cause };
     let base = railyard_topology::load(&topo).map_err(topo_err)?;
     let mut variants: Vec<(String, railyard_topology::Topology)> = vec![("as given".into(), base.clone())];
@@ -160,8 +179,8 @@ pub struct TailRow {
 /// Mean and the ⌈qN⌉-th smallest of a set of communications (seed 001 §7.6.3).
 pub fn tail(input: &TailInput) -> Result<Vec<TailRow>, PlannerError> {
     within("tail.quantile", input.quantile, 1e-9, 1.0)?;
-    if input.case.is_empty() || input.case.len() > MAX_VARIANTS {
-        return Err(PlannerError::bad("tail.case", format!("give 1..={MAX_VARIANTS} cases")));
+    if input.case.is_empty() || input.case.len() > MAX_CASES {
+        return Err(PlannerError::bad("tail.case", format!("give 1..={MAX_CASES} cases")));
     }
     let mut rows = Vec::new();
     for (i, c) in input.case.iter().enumerate() {
@@ -229,8 +248,8 @@ pub struct MigrationRow {
 
 /// State migration's transfer term (seed 001 §7.6.3): bytes / bandwidth.
 pub fn migration(input: &MigrationInput) -> Result<Vec<MigrationRow>, PlannerError> {
-    if input.case.is_empty() || input.case.len() > MAX_VARIANTS {
-        return Err(PlannerError::bad("migration.case", format!("give 1..={MAX_VARIANTS} cases")));
+    if input.case.is_empty() || input.case.len() > MAX_CASES {
+        return Err(PlannerError::bad("migration.case", format!("give 1..={MAX_CASES} cases")));
     }
     let mut rows: Vec<MigrationRow> = Vec::new();
     for (i, c) in input.case.iter().enumerate() {

@@ -136,7 +136,7 @@ impl Scenario {
             solved: None,
         };
         if solve {
-            report.solved = Some(solve::solve(&report, self.supernode.as_ref())?);
+            report.solved = Some(solve::solve(&report, self, engine)?);
         }
         Ok(report)
     }

@@ -50,10 +50,25 @@ pub struct MoeCase {
     pub off_node_fraction: f64,
     /// Distinct remote nodes per token that a hierarchical all-to-all sends to.
     pub remote_nodes_per_token: f64,
+    /// Cross-node bytes of the average sender, flat (every copy) and hierarchical (once per node).
     pub flat_cross_bytes_per_gpu: f64,
     pub hierarchical_cross_bytes_per_gpu: f64,
+    /// Cross-node bytes into the busiest receiver, flat.
+    pub flat_cross_bytes_busiest_receiver: f64,
+    /// Dispatch time: flat sends over NIC and NVLink at once (the slower decides);
+    /// hierarchical crosses nodes, then fans out over NVLink.
     pub flat_secs: f64,
     pub hierarchical_secs: f64,
+    /// Dispatch and combine (its transpose: the same bytes the other way).
+    pub flat_round_trip_secs: f64,
+    pub hierarchical_round_trip_secs: f64,
+}
+
+/// The uniform dispatch run as an all-to-all schedule on a topology.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DispatchSchedule {
+    pub algorithm: String,
+    pub time: CommTime,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -69,9 +84,9 @@ pub struct MoeReport {
     pub mean_receive_bytes_per_gpu: f64,
     pub uniform_off_node_fraction: f64,
     pub cases: Vec<MoeCase>,
-    /// The uniform dispatch as an all-to-all schedule on the topology: (algorithm, time).
+    /// The uniform dispatch as all-to-all schedules on the topology.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub on_topology: Vec<(String, CommTime)>,
+    pub on_topology: Vec<DispatchSchedule>,
 }
 
 /// Tokens per expert: T·k shared by `load` with largest remainders, so they sum to T·k.
@@ -149,6 +164,7 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
         .chunks(experts_per_gpu)
         .map(|c| c.iter().map(|&t| t.min(capacity) as f64).sum::<f64>() * input.token_bytes)
         .collect();
+    let max_receive = received.iter().copied().fold(0.0, f64::max);
     let nodes = input.gpus / input.gpus_per_node;
     let h = input.token_bytes;
     let tokens_per_gpu = input.tokens as f64 / input.gpus as f64;
@@ -168,20 +184,31 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
         } else {
             0.0
         };
-        let flat_cross = tokens_per_gpu * remote_copies * h;
-        let hier_cross = tokens_per_gpu * remote_nodes * h;
-        // Local fan-out: every copy but those sent straight is moved once over NVLink.
-        let local = tokens_per_gpu * k * h;
-        let flat =
-            (flat_cross / input.nic_bytes_per_sec).max(tokens_per_gpu * k * (1.0 - f) * h / input.nvlink_bytes_per_sec);
-        let hier = hier_cross / input.nic_bytes_per_sec + local / input.nvlink_bytes_per_sec;
+        let b_nic = input.nic_bytes_per_sec;
+        let b_l = input.nvlink_bytes_per_sec;
+        let send = tokens_per_gpu * k * h;
+        let hot = max_receive;
+        let flat_cross = send * f;
+        let flat_cross_in = hot * f;
+        // Deduplication: a node's copies of one token cross once.
+        let dedup = if remote_copies > 0.0 { remote_nodes / remote_copies } else { 1.0 };
+        let hier_cross = flat_cross * dedup;
+        // Flat: the NIC (the average sender's or the busiest receiver's bytes) and NVLink
+        // (the copies that stay) work at once; the slower decides (seed 001 §7.2.3).
+        let flat = (flat_cross.max(flat_cross_in) / b_nic).max(send.max(hot) * (1.0 - f) / b_l);
+        // Hierarchical: cross once per remote node, then every copy moves once over NVLink
+        // to its expert (seed 000 §8.7.4), one phase after the other.
+        let hier = flat_cross.max(flat_cross_in) * dedup / b_nic + send.max(hot) / b_l;
         cases.push(MoeCase {
             off_node_fraction: f,
             remote_nodes_per_token: remote_nodes,
             flat_cross_bytes_per_gpu: flat_cross,
             hierarchical_cross_bytes_per_gpu: hier_cross,
+            flat_cross_bytes_busiest_receiver: flat_cross_in,
             flat_secs: flat,
             hierarchical_secs: hier,
+            flat_round_trip_secs: 2.0 * flat,
+            hierarchical_round_trip_secs: 2.0 * hier,
         });
     }
     let mut on_topology = Vec::new();
@@ -192,6 +219,15 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
                 "give topo (and elem_bytes); the collective, size and algorithms are the dispatch's",
             ));
         }
+        let topology = railyard_topology::load(comm.topo.as_deref().unwrap_or_default())
+            .map_err(|cause| PlannerError::Topology { field: "moe.comm.topo".into(), cause })?;
+        let gpus = topology.default_ranks.len() as u64;
+        if gpus != input.gpus {
+            return Err(PlannerError::bad(
+                "moe.comm.topo",
+                format!("has {gpus} GPUs, the MoE section {}; the dispatch runs on all of them", input.gpus),
+            ));
+        }
         let send = tokens_per_gpu * k * h;
         for algo in ["direct", "hierarchical"] {
             let c = CommInput {
@@ -200,7 +236,10 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
                 size_bytes: Some(send.round().max(1.0)),
                 ..comm.clone()
             };
-            on_topology.push((algo.to_string(), c.time("moe.comm", engine)?));
+            on_topology.push(DispatchSchedule {
+                algorithm: algo.to_string(),
+                time: c.time_on("moe.comm", engine, topology.clone())?,
+            });
         }
     }
     Ok(MoeReport {
@@ -211,7 +250,7 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
         busiest_expert: busiest,
         busiest_expert_tokens: per_expert[busiest],
         send_bytes_per_gpu: tokens_per_gpu * k * h,
-        max_receive_bytes_per_gpu: received.iter().copied().fold(0.0, f64::max),
+        max_receive_bytes_per_gpu: max_receive,
         mean_receive_bytes_per_gpu: received.iter().sum::<f64>() / received.len() as f64,
         uniform_off_node_fraction: uniform_f,
         cases,

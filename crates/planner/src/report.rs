@@ -86,8 +86,13 @@ impl Report {
                     ms(l.comm_end_secs),
                     ms(l.step_secs),
                     ms(l.exposed_comm_secs),
-                    ms(l.latest_hidden_ready_secs),
-                    format!("{}x / {}x", trim_float(l.comm_speedup, 3), trim_float(l.step_speedup, 3)),
+                    l.latest_hidden_ready_secs.map_or("cannot be hidden".into(), ms),
+                    format!(
+                        "{}x / {}x (Amdahl {}x)",
+                        trim_float(l.comm_speedup, 3),
+                        trim_float(l.step_speedup, 3),
+                        trim_float(l.amdahl_speedup, 3)
+                    ),
                 ]);
             }
             s += &t.render();
@@ -121,7 +126,11 @@ impl Report {
             s += &t.render();
         }
         if let Some(r) = &self.latency {
-            s += &format!("\n## Latency-bound vs bandwidth-bound (seed 001 §7.6.3)\n\n{}.\n\n", r.source);
+            s += &format!(
+                "\n## Latency-bound vs bandwidth-bound (seed 001 §7.6.3)\n\n{}. The crossover is where the per-round model's \
+                 start-up equals its payload term.\n\n",
+                r.source
+            );
             let mut headers = vec!["case".to_string(), "start-up".into(), "crossover size".into()];
             headers.extend(r.sizes_bytes.iter().map(|&b| format_bytes(b)));
             headers.push(format!("{} x smallest", r.repeats));
@@ -187,7 +196,7 @@ impl Report {
                 for p in &n.rows {
                     let g = &p.gradient;
                     t.row([
-                        p.size.to_string(),
+                        p.supernode_gpus.to_string(),
                         g.supernodes.to_string(),
                         g.local_members.to_string(),
                         format!(
@@ -233,7 +242,7 @@ impl Report {
                 let mut t = Table::new(["S", "recovery R", "overhead ε", "tokens/s", "effective tokens/s"]);
                 for row in &r.recovery {
                     t.row([
-                        row.size.to_string(),
+                        row.supernode_gpus.to_string(),
                         format!("{} s", trim_float(row.recovery_secs, 4)),
                         format!("{}%", trim_float(row.overhead * 100.0, 3)),
                         tokens(row.tokens_per_sec),
@@ -259,29 +268,44 @@ impl Report {
             let mut t = Table::new([
                 "off-node fraction f",
                 "remote nodes per token",
-                "flat: cross-node per GPU",
-                "hierarchical",
-                "flat time",
-                "hierarchical time",
+                "cross-node per GPU: flat / hierarchical",
+                "into the busiest receiver (flat)",
+                "dispatch: flat / hierarchical",
+                "with combine",
             ]);
             for c in &r.cases {
                 t.row([
                     trim_float(c.off_node_fraction, 3),
                     trim_float(c.remote_nodes_per_token, 4),
-                    format_bytes(c.flat_cross_bytes_per_gpu),
-                    format_bytes(c.hierarchical_cross_bytes_per_gpu),
-                    format_secs(c.flat_secs),
-                    format_secs(c.hierarchical_secs),
+                    format!(
+                        "{} / {}",
+                        format_bytes(c.flat_cross_bytes_per_gpu),
+                        format_bytes(c.hierarchical_cross_bytes_per_gpu)
+                    ),
+                    format_bytes(c.flat_cross_bytes_busiest_receiver),
+                    format!("{} / {}", format_secs(c.flat_secs), format_secs(c.hierarchical_secs)),
+                    format!(
+                        "{} / {}",
+                        format_secs(c.flat_round_trip_secs),
+                        format_secs(c.hierarchical_round_trip_secs)
+                    ),
                 ]);
             }
             s += &t.render();
-            s += &format!("\nUniform routing sends f = {} off the node.\n", trim_float(r.uniform_off_node_fraction, 3));
+            s += &format!(
+                "\nUniform routing sends f = {} off the node. Assumed: each of a token's k copies leaves the node with \
+                 probability f, to any other node alike (so a remote node gets one with 1 − (1 − f/(n−1))^k); flat sends \
+                 over NIC and NVLink at once, hierarchical crosses once per remote node and then fans out over NVLink; \
+                 combine is dispatch transposed; capacity rounds down; no per-message start-up.\n",
+                trim_float(r.uniform_off_node_fraction, 3)
+            );
             if !r.on_topology.is_empty() {
-                s += "\nThe uniform dispatch as an all-to-all schedule:\n\n";
+                s += "\nThe uniform dispatch as all-to-all schedules (these move every copy; they do not deduplicate):\n\n";
                 let mut t = Table::new(["algorithm", "time", "cross-server bytes (all GPUs)", "how"]);
-                for (algo, c) in &r.on_topology {
+                for d in &r.on_topology {
+                    let c = &d.time;
                     t.row([
-                        algo.clone(),
+                        d.algorithm.clone(),
                         format_secs(c.secs),
                         c.cross_server_bytes.map_or("-".into(), format_bytes),
                         c.source.clone(),
@@ -312,25 +336,42 @@ impl Report {
             s += "\n## Solved\n\n";
             let mut t = Table::new(["question", "answer", "how"]);
             for a in &solved.answers {
-                let value = match a.unit {
-                    "s" => format_secs(a.value),
-                    "bytes" => format!("{} B ({})", trim_float(a.value, 4), format_bytes(a.value)),
-                    "B/s" => format_bytes_per_sec(a.value),
-                    "GPUs" => format!("{} GPUs", a.value),
-                    _ => trim_float(a.value, 4),
+                let value = match (a.value, a.unit) {
+                    (None, _) => "none".to_string(),
+                    (Some(v), "s") => format_secs(v),
+                    (Some(v), "bytes") => format!("{} B ({})", trim_float(v, 4), format_bytes(v)),
+                    (Some(v), "B/s") => format_bytes_per_sec(v),
+                    (Some(v), "GPUs") => format!("{v} GPUs"),
+                    (Some(v), "TP") => format!("TP{v}"),
+                    (Some(v), _) => trim_float(v, 4),
                 };
                 t.row([a.question.clone(), value, a.detail.clone()]);
             }
             s += &t.render();
-            s += "\n### Sensitivity: step time change when each input improves by 10%\n\n";
+            s += "\n### Sensitivity: the step when each input governs 10% less time\n\n\
+                  Times × 0.9, bandwidths and MFU ÷ 0.9; the largest change first, equal ones marked tied.\n\n";
             let mut t = Table::new(["around", "step", "most sensitive to", "then"]);
             for sens in &solved.sensitivity {
-                let mut inputs = sens.inputs.iter().map(|(n, d)| format!("{n} ({})", format_secs(*d)));
+                let words = |c: &crate::solve::InputChange| {
+                    let mut w = format!("{} ({})", c.input, format_secs(c.step_change_secs));
+                    if let Some(n) = &c.note {
+                        w += &format!(" [{n}]");
+                    }
+                    w
+                };
+                let first = sens.inputs.first();
+                let tied = |c: &crate::solve::InputChange| {
+                    first.is_some_and(|f| {
+                        (f.step_change_secs - c.step_change_secs).abs() <= 1e-9 * f.step_change_secs.abs().max(1e-12)
+                    })
+                };
+                let lead: Vec<String> = sens.inputs.iter().filter(|c| tied(c)).map(words).collect();
+                let rest: Vec<String> = sens.inputs.iter().filter(|c| !tied(c)).map(words).collect();
                 t.row([
                     sens.of.clone(),
                     format_secs(sens.step_secs),
-                    inputs.next().unwrap_or_default(),
-                    inputs.collect::<Vec<_>>().join(", "),
+                    if lead.len() > 1 { format!("{} (tied)", lead.join(", ")) } else { lead.join(", ") },
+                    rest.join(", "),
                 ]);
             }
             s += &t.render();

@@ -31,6 +31,8 @@ pub struct ScalingRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScalingReport {
+    /// Compute at today's card count (x = 1).
+    pub compute_secs: f64,
     pub comm: CommTime,
     pub rows: Vec<ScalingRow>,
     /// x where compute equals communication: beyond it full overlap stops gaining.
@@ -54,5 +56,10 @@ pub fn evaluate(input: &ScalingInput, engine: Engine) -> Result<ScalingReport, P
         positive(&format!("scaling.multiples[{i}]"), x)?;
         rows.push(row(input.compute_secs, comm.secs, x));
     }
-    Ok(ScalingReport { crossover_multiple: input.compute_secs / comm.secs, comm, rows })
+    Ok(ScalingReport {
+        compute_secs: input.compute_secs,
+        crossover_multiple: input.compute_secs / comm.secs,
+        comm,
+        rows,
+    })
 }

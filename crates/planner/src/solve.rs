@@ -9,13 +9,16 @@ use railyard_topology::units::{format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
 use crate::error::PlannerError;
+use crate::moe::MoeInput;
 use crate::supernode::{Network, SupernodeInput};
-use crate::Report;
+use crate::{Engine, Report, Scenario};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Answer {
     pub question: String,
-    pub value: f64,
+    /// `None` where the answer is that there is none (say, a communication that cannot
+    /// be hidden); `detail` says why.
+    pub value: Option<f64>,
     /// "x", "s", "bytes", "GPUs", "B/s".
     pub unit: &'static str,
     pub detail: String,
@@ -26,8 +29,23 @@ pub struct Sensitivity {
     /// What was varied around: "step: hierarchical, ready at 17 ms".
     pub of: String,
     pub step_secs: f64,
-    /// (input, step time change when it improves by 10%), largest change first.
-    pub inputs: Vec<(String, f64)>,
+    /// Each input moved so that the time it governs is 10% shorter (times × 0.9, rates
+    /// and MFU ÷ 0.9), largest step change first.
+    pub inputs: Vec<InputChange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputChange {
+    pub input: String,
+    /// Step time after the change minus before (negative: faster).
+    pub step_change_secs: f64,
+    /// Set where the input could not move the full 10% (MFU capped at 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+fn change(input: &str, step_change_secs: f64) -> InputChange {
+    InputChange { input: input.into(), step_change_secs, note: None }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -39,10 +57,14 @@ pub struct Solved {
 /// The most super-node sizes `--solve` tries.
 pub const MAX_CANDIDATE_SIZES: usize = 64;
 
-fn sorted(mut inputs: Vec<(String, f64)>) -> Vec<(String, f64)> {
-    inputs.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
+/// Largest change first; equal changes keep their order (the report calls them tied).
+fn sorted(mut inputs: Vec<InputChange>) -> Vec<InputChange> {
+    inputs.sort_by(|a, b| b.step_change_secs.abs().total_cmp(&a.step_change_secs.abs()));
     inputs
 }
+
+/// 10% less time on what a time input governs; a rate input ÷ 0.9 does the same.
+const SHORTER: f64 = 0.9;
 
 /// Every `x` in `lo..hi` where `f` changes sign: a log-spaced scan of `steps` points,
 /// then bisection inside each bracket.
@@ -70,12 +92,13 @@ pub fn crossings(lo: f64, hi: f64, steps: usize, f: impl Fn(f64) -> f64) -> Vec<
     out
 }
 
-pub fn solve(report: &Report, supernode: Option<&SupernodeInput>) -> Result<Solved, PlannerError> {
+pub fn solve(report: &Report, scenario: &Scenario, engine: Engine) -> Result<Solved, PlannerError> {
+    let supernode = scenario.supernode.as_ref();
     let mut out = Solved::default();
     if let Some(s) = &report.scaling {
         out.answers.push(Answer {
             question: "card multiple where compute equals communication (example 7.1)".into(),
-            value: s.crossover_multiple,
+            value: Some(s.crossover_multiple),
             unit: "x",
             detail: format!("beyond it full overlap stops gaining; communication {}", s.comm.source),
         });
@@ -86,25 +109,31 @@ pub fn solve(report: &Report, supernode: Option<&SupernodeInput>) -> Result<Solv
                 question: format!("latest ready time that still hides the communication: {}", t.name),
                 value: t.latest_hidden_ready_secs,
                 unit: "s",
-                detail: format!(
-                    "compute {} minus communication {}",
-                    format_secs(step.compute_secs),
-                    format_secs(t.comm.secs)
-                ),
+                detail: match t.latest_hidden_ready_secs {
+                    Some(_) => format!(
+                        "compute {} minus communication {}",
+                        format_secs(step.compute_secs),
+                        format_secs(t.comm.secs)
+                    ),
+                    None => format!(
+                        "none: the communication ({}) is longer than the compute ({})",
+                        format_secs(t.comm.secs),
+                        format_secs(step.compute_secs)
+                    ),
+                },
             });
             let base = t.step_secs;
             let f = |c: f64, r: f64, n: f64, u: f64| crate::step::step_secs(c, r.min(c), n, u) - base;
             let (c, r, n, u) = (t.compute_secs, t.ready_secs, t.comm.secs, step.update_secs);
-            // Compute 10% shorter moves the ready time with it when the data was ready at its end.
-            let r_after = if r >= c { 0.9 * c } else { r };
             out.sensitivity.push(Sensitivity {
                 of: format!("step: {}", t.name),
                 step_secs: base,
                 inputs: sorted(vec![
-                    ("compute".into(), f(0.9 * c, r_after, n, u)),
-                    ("ready time".into(), f(c, 0.9 * r, n, u)),
-                    ("communication".into(), f(c, r, 0.9 * n, u)),
-                    ("update".into(), f(c, r, n, 0.9 * u)),
+                    // Shorter compute brings the ready time, a point inside it, along.
+                    change("compute", f(SHORTER * c, SHORTER * r, n, u)),
+                    change("ready time", f(c, SHORTER * r, n, u)),
+                    change("communication", f(c, r, SHORTER * n, u)),
+                    change("update", f(c, r, n, SHORTER * u)),
                 ]),
             });
         }
@@ -113,7 +142,7 @@ pub fn solve(report: &Report, supernode: Option<&SupernodeInput>) -> Result<Solv
         for v in &l.variants {
             out.answers.push(Answer {
                 question: format!("size where payload equals start-up ({})", v.name),
-                value: v.crossover_bytes,
+                value: v.crossover_bytes.is_finite().then_some(v.crossover_bytes),
                 unit: "bytes",
                 detail: format!(
                     "start-up {} over {} per byte ({})",
@@ -127,11 +156,54 @@ pub fn solve(report: &Report, supernode: Option<&SupernodeInput>) -> Result<Solv
     if let Some(input) = supernode {
         supernode_answers(input, &mut out)?;
     }
+    if let Some(moe) = &scenario.moe {
+        // Where deduplication starts to pay for the second phase.
+        let at = |f: f64| {
+            let one = MoeInput { off_node_fractions: vec![f], comm: None, ..moe.clone() };
+            crate::moe::evaluate(&one, engine).map_or(f64::NAN, |r| r.cases[0].flat_secs - r.cases[0].hierarchical_secs)
+        };
+        let found = crossings(1e-4, 1.0, 200, at);
+        out.answers.push(Answer {
+            question: "off-node fraction f above which the hierarchical all-to-all beats the flat one (MoE dispatch)"
+                .into(),
+            value: found.first().copied(),
+            unit: "x",
+            detail: match found.first() {
+                Some(_) => {
+                    "below it the flat all-to-all is faster: too little crosses nodes to repay the NVLink fan-out"
+                        .into()
+                }
+                None => format!(
+                    "none in 0.0001..1: {} is faster throughout",
+                    if at(0.5) > 0.0 { "hierarchical" } else { "flat" }
+                ),
+            },
+        });
+    }
+    if let Some(b) = &scenario.bucketing {
+        let best = crate::bucketing::best_cap(b, engine);
+        out.answers.push(Answer {
+            question:
+                "bucket cap with the least exposed communication (searched over caps of the first 1, 2, … layers)"
+                    .into(),
+            value: best.as_ref().ok().map(|p| p.bucket_cap_bytes),
+            unit: "bytes",
+            detail: match &best {
+                Ok(p) => format!(
+                    "{} buckets, {} exposed, overlap ratio {:.1}%",
+                    p.buckets.len(),
+                    format_secs(p.exposed_comm_secs),
+                    p.overlap_ratio * 100.0
+                ),
+                Err(e) => format!("not searched: {e}"),
+            },
+        });
+    }
     Ok(out)
 }
 
 fn candidate_sizes(input: &SupernodeInput) -> Vec<u64> {
-    let mut sizes: Vec<u64> = (1..=input.max_supernode.min(input.gpus))
+    let mut sizes: Vec<u64> = (1..=input.max_supernode_gpus.min(input.gpus))
         .filter(|&s| input.gpus.is_multiple_of(s) && s.is_multiple_of(input.tp))
         .collect();
     // Spread evenly when there are many divisors.
@@ -156,14 +228,14 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
         let Some(best) = best else { continue };
         out.answers.push(Answer {
             question: format!("super-node size with the best tokens/s ({}, TP{})", n.name, input.tp),
-            value: best.size as f64,
+            value: Some(best.supernode_gpus as f64),
             unit: "GPUs",
             detail: format!(
                 "{:.4} s per step, {:.0} tokens/s, gradient by {} (up to {} GPUs per super-node)",
-                best.step_secs, best.tokens_per_sec, best.gradient.chosen, input.max_supernode
+                best.step_secs, best.tokens_per_sec, best.gradient.chosen, input.max_supernode_gpus
             ),
         });
-        out.sensitivity.push(sensitivity(input, n, best.size)?);
+        out.sensitivity.push(sensitivity(input, n, best.supernode_gpus)?);
     }
     // Where hierarchical and the flat ring swap as the super-node egress varies: the
     // egress assumption is what varies, so once per distinct NVLink and NIC bandwidth.
@@ -175,7 +247,7 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
             continue;
         }
         seen.push((b_l.to_bits(), b_nic.to_bits()));
-        for &s in &input.sizes {
+        for &s in &input.supernode_gpus {
             // With one DP member per coordinate in a super-node (q = 1), or one super-node,
             // the two are the same all-reduce.
             if s == input.gpus || s <= input.tp {
@@ -205,14 +277,14 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
                             String::new()
                         }
                     ),
-                    value: x,
+                    value: Some(x),
                     unit: "B/s",
                     detail: format!("{faster_above} is faster just above it"),
                 });
             }
         }
     }
-    if let (Some(size), false) = (input.tp_candidates_size, input.tp_candidates.is_empty()) {
+    if let (Some(size), false) = (input.tp_candidates_supernode_gpus, input.tp_candidates.is_empty()) {
         let n = &input.network[0];
         let best = input
             .tp_candidates
@@ -222,8 +294,8 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
         if let Some(b) = best {
             out.answers.push(Answer {
                 question: format!("TP degree with the best tokens/s at S = {size} ({})", n.name),
-                value: b.tp as f64,
-                unit: "x",
+                value: Some(b.tp as f64),
+                unit: "TP",
                 detail: format!("{:.4} s per step, {:.0} tokens/s", b.step_secs, b.tokens_per_sec),
             });
         }
@@ -231,49 +303,44 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
     Ok(())
 }
 
-/// Step time change at super-node size `size` when each input improves by 10%.
+/// Step time change at super-node size `size` when each input governs 10% less time.
 pub fn sensitivity(input: &SupernodeInput, network: &Network, size: u64) -> Result<Sensitivity, PlannerError> {
     let base = input.point(network, size, input.tp, "supernode")?.step_secs;
     let at = |i: &SupernodeInput, n: &Network| i.point(n, size, i.tp, "supernode").map(|p| p.step_secs - base);
     let b_l = network.nvlink_bytes_per_sec.unwrap_or(input.nvlink_bytes_per_sec);
     let b_nic = network.nic_bytes_per_sec.unwrap_or(input.nic_bytes_per_sec);
-    let per_gpu = network.egress_per_gpu_bytes_per_sec.unwrap_or(b_nic);
     let n = network.clone();
+    let mfu = input.mfu / SHORTER;
+    let mut mfu_change = change("MFU", at(&SupernodeInput { mfu: mfu.min(1.0), ..input.clone() }, &n)?);
+    if mfu > 1.0 {
+        mfu_change.note = Some(format!("capped at 100% (+{:.1}%, not +11.1%)", (1.0 / input.mfu - 1.0) * 100.0));
+    }
+    // The NIC's rate also sets the egress where the network gives no egress of its own.
     let mut inputs = vec![
-        ("MFU".to_string(), at(&SupernodeInput { mfu: (input.mfu * 1.1).min(1.0), ..input.clone() }, &n)?),
-        ("update".into(), at(&SupernodeInput { update_secs: input.update_secs * 0.9, ..input.clone() }, &n)?),
-        ("NVLink bandwidth".into(), at(input, &Network { nvlink_bytes_per_sec: Some(b_l * 1.1), ..n.clone() })?),
-        (
-            "NIC bandwidth".into(),
-            at(
-                input,
-                &Network {
-                    nic_bytes_per_sec: Some(b_nic * 1.1),
-                    egress_per_gpu_bytes_per_sec: Some(per_gpu),
-                    ..n.clone()
-                },
-            )?,
-        ),
-        (
-            "egress per GPU".into(),
-            at(input, &Network { egress_per_gpu_bytes_per_sec: Some(per_gpu * 1.1), ..n.clone() })?,
-        ),
-        (
-            "start-up per round".into(),
+        mfu_change,
+        change("update", at(&SupernodeInput { update_secs: input.update_secs * SHORTER, ..input.clone() }, &n)?),
+        change("NVLink bandwidth", at(input, &Network { nvlink_bytes_per_sec: Some(b_l / SHORTER), ..n.clone() })?),
+        change("NIC bandwidth", at(input, &Network { nic_bytes_per_sec: Some(b_nic / SHORTER), ..n.clone() })?),
+        change(
+            "start-up per round",
             at(
                 &SupernodeInput {
-                    alpha_local_secs: input.alpha_local_secs * 0.9,
-                    alpha_remote_secs: input.alpha_remote_secs * 0.9,
+                    alpha_local_secs: input.alpha_local_secs * SHORTER,
+                    alpha_remote_secs: input.alpha_remote_secs * SHORTER,
                     ..input.clone()
                 },
                 &n,
             )?,
         ),
     ];
+    if let Some(per_gpu) = network.egress_per_gpu_bytes_per_sec {
+        let faster = Network { egress_per_gpu_bytes_per_sec: Some(per_gpu / SHORTER), ..n.clone() };
+        inputs.push(change("egress per GPU", at(input, &faster)?));
+    }
     if let Some(cap) = network.egress_cap_bytes_per_sec {
-        inputs.push((
-            "egress cap".into(),
-            at(input, &Network { egress_cap_bytes_per_sec: Some(cap * 1.1), ..n.clone() })?,
+        inputs.push(change(
+            "egress cap",
+            at(input, &Network { egress_cap_bytes_per_sec: Some(cap / SHORTER), ..n.clone() })?,
         ));
     }
     Ok(Sensitivity { of: format!("step at S = {size} ({})", network.name), step_secs: base, inputs: sorted(inputs) })

@@ -50,12 +50,16 @@ pub struct Timeline {
     pub step_secs: f64,
     /// Communication not hidden behind compute.
     pub exposed_comm_secs: f64,
-    /// The latest ready time at which this communication still ends with the compute.
-    pub latest_hidden_ready_secs: f64,
-    /// Against the first timeline: how much faster the communication and the step are
-    /// (S = (Tc+Tn)/(Tc+Tn/s) when both are sequential).
+    /// The latest ready time at which this communication still ends with the compute
+    /// (`None`: longer than the compute, it cannot be hidden).
+    pub latest_hidden_ready_secs: Option<f64>,
+    /// Against the first timeline: how much faster the communication and the step are.
     pub comm_speedup: f64,
     pub step_speedup: f64,
+    /// What Amdahl's S = (Tc+Tn)/(Tc+Tn/s) predicts for the step from the first
+    /// timeline's arrangement, Tc its compute and update: equal to `step_speedup` when both
+    /// run sequentially, below it where overlap also helped.
+    pub amdahl_speedup: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -91,12 +95,22 @@ pub fn evaluate(input: &StepInput, engine: Engine) -> Result<StepReport, Planner
             ));
         }
         let comm = t.comm.over(&input.comm).time(&format!("{field}.comm"), engine)?;
+        if comm.secs <= 0.0 || !comm.secs.is_finite() {
+            return Err(PlannerError::bad(
+                format!("{field}.comm"),
+                format!("takes {} s; a step needs a communication that takes time", comm.secs),
+            ));
+        }
         let comm_end = ready + comm.secs;
         let update_start = input.compute_secs.max(comm_end);
         let step = step_secs(input.compute_secs, ready, comm.secs, input.update_secs);
-        let (comm_speedup, step_speedup) = match timelines.first() {
-            Some(first) => (first.comm.secs / comm.secs, first.step_secs / step),
-            None => (1.0, 1.0),
+        let (comm_speedup, step_speedup, amdahl_speedup) = match timelines.first() {
+            Some(first) => {
+                let s = first.comm.secs / comm.secs;
+                let unaffected = first.step_secs - first.exposed_comm_secs;
+                (s, first.step_secs / step, amdahl(unaffected, first.exposed_comm_secs, s))
+            }
+            None => (1.0, 1.0, 1.0),
         };
         timelines.push(Timeline {
             name: t.name.clone(),
@@ -106,10 +120,11 @@ pub fn evaluate(input: &StepInput, engine: Engine) -> Result<StepReport, Planner
             update_start_secs: update_start,
             step_secs: step,
             exposed_comm_secs: update_start - input.compute_secs,
-            latest_hidden_ready_secs: input.compute_secs - comm.secs,
+            latest_hidden_ready_secs: (comm.secs <= input.compute_secs).then_some(input.compute_secs - comm.secs),
             comm,
             comm_speedup,
             step_speedup,
+            amdahl_speedup,
         });
     }
     Ok(StepReport { compute_secs: input.compute_secs, update_secs: input.update_secs, timelines })
@@ -126,6 +141,20 @@ mod tests {
         assert!((1.0 - 1.0 / s - 0.212).abs() < 0.002, "{s}");
         assert_eq!(step_secs(20.0, 17.0, 1.3, 2.0), 22.0);
         assert!((step_secs(20.0, 17.0, 7.6, 2.0) - 26.6).abs() < 1e-12);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_step_lies_between_full_overlap_and_sequential(
+            compute in 1e-6f64..10.0, ready_share in 0.0f64..=1.0, comm in 1e-9f64..10.0, update in 0.0f64..1.0,
+        ) {
+            let ready = compute * ready_share;
+            let t = step_secs(compute, ready, comm, update);
+            proptest::prop_assert!(t >= compute.max(comm) + update - 1e-12);
+            proptest::prop_assert!(t <= compute + comm + update + 1e-12);
+            // Starting the communication earlier never lengthens the step.
+            proptest::prop_assert!(step_secs(compute, ready * 0.5, comm, update) <= t);
+        }
     }
 
     #[test]

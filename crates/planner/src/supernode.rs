@@ -12,7 +12,8 @@ use crate::error::{positive, within, PlannerError};
 use crate::workload;
 
 pub const MAX_GPUS: u64 = 1 << 20;
-pub const MAX_SIZES: usize = 64;
+/// The most super-node sizes (or TP candidates) one list may hold.
+pub const MAX_SUPERNODE_SIZES: usize = 64;
 pub const MAX_NETWORKS: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -29,7 +30,7 @@ pub struct SupernodeInput {
     #[serde(default = "two")]
     pub grad_bytes_per_param: f64,
     #[serde(default = "two")]
-    pub activation_bytes: f64,
+    pub activation_bytes_per_elem: f64,
     #[serde(default = "sixteen")]
     pub state_bytes_per_param: f64,
     pub peak_flops_per_sec: f64,
@@ -38,8 +39,8 @@ pub struct SupernodeInput {
     pub tp_allreduces_per_layer: u64,
     #[serde(deserialize_with = "quantity::secs")]
     pub update_secs: f64,
-    /// Super-node sizes S to tabulate.
-    pub sizes: Vec<u64>,
+    /// Super-node sizes S (GPUs) to tabulate.
+    pub supernode_gpus: Vec<u64>,
     /// B_L: NVLink per GPU per direction.
     #[serde(deserialize_with = "quantity::bytes_per_sec")]
     pub nvlink_bytes_per_sec: f64,
@@ -53,14 +54,14 @@ pub struct SupernodeInput {
     /// The network assumptions compared (the first is the reference for TP, recovery
     /// and sensitivity).
     pub network: Vec<Network>,
-    /// TP degrees to compare at `tp_candidates_size`.
+    /// TP degrees to compare at `tp_candidates_supernode_gpus`.
     #[serde(default)]
     pub tp_candidates: Vec<u64>,
     #[serde(default)]
-    pub tp_candidates_size: Option<u64>,
+    pub tp_candidates_supernode_gpus: Option<u64>,
     /// The largest super-node `--solve` may choose (NVLink Switch System: 256 Hopper GPUs).
-    #[serde(default = "max_supernode")]
-    pub max_supernode: u64,
+    #[serde(default = "max_supernode_gpus")]
+    pub max_supernode_gpus: u64,
     #[serde(default)]
     pub recovery: Option<RecoveryInput>,
 }
@@ -74,7 +75,7 @@ fn four() -> u64 {
 fn sixteen() -> f64 {
     16.0
 }
-fn max_supernode() -> u64 {
+fn max_supernode_gpus() -> u64 {
     256
 }
 fn one() -> f64 {
@@ -120,7 +121,28 @@ pub struct RecoveryInput {
     /// The channel each card of the affected super-node reads its state back over, one at a time.
     #[serde(deserialize_with = "quantity::bytes_per_sec")]
     pub read_bytes_per_sec: f64,
-    pub sizes: Vec<u64>,
+    /// Super-node sizes (GPUs) to evaluate.
+    pub supernode_gpus: Vec<u64>,
+}
+
+/// How the DP gradient is all-reduced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GradientAlgorithm {
+    /// Local reduce-scatter, all-reduce across super-nodes, local all-gather.
+    #[serde(rename = "hierarchical")]
+    Hierarchical,
+    /// One ring over all DP members.
+    #[serde(rename = "flat ring")]
+    FlatRing,
+}
+
+impl std::fmt::Display for GradientAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GradientAlgorithm::Hierarchical => "hierarchical",
+            GradientAlgorithm::FlatRing => "flat ring",
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -139,14 +161,13 @@ pub struct Gradient {
     pub egress_secs: f64,
     pub hierarchical_secs: f64,
     pub flat_ring_secs: f64,
-    /// "hierarchical" or "flat ring".
-    pub chosen: &'static str,
+    pub chosen: GradientAlgorithm,
     pub secs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepPoint {
-    pub size: u64,
+    pub supernode_gpus: u64,
     pub tp: u64,
     pub dp: u64,
     pub compute_secs: f64,
@@ -166,7 +187,7 @@ pub struct NetworkRows {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecoveryRow {
-    pub size: u64,
+    pub supernode_gpus: u64,
     pub recovery_secs: f64,
     pub interruptions_per_sec: f64,
     pub overhead: f64,
@@ -193,7 +214,8 @@ impl SupernodeInput {
         positive("supernode.nvlink_bytes_per_sec", self.nvlink_bytes_per_sec)?;
         positive("supernode.nic_bytes_per_sec", self.nic_bytes_per_sec)?;
         positive("supernode.grad_bytes_per_param", self.grad_bytes_per_param)?;
-        positive("supernode.activation_bytes", self.activation_bytes)?;
+        positive("supernode.state_bytes_per_param", self.state_bytes_per_param)?;
+        positive("supernode.activation_bytes_per_elem", self.activation_bytes_per_elem)?;
         within("supernode.alpha_local_secs", self.alpha_local_secs, 0.0, 1.0)?;
         within("supernode.alpha_remote_secs", self.alpha_remote_secs, 0.0, 1.0)?;
         for (field, v) in
@@ -212,14 +234,14 @@ impl SupernodeInput {
         if self.tokens_per_step == 0 || self.tokens_per_step > 1 << 40 {
             return Err(PlannerError::bad("supernode.tokens_per_step", "must be 1..=2^40"));
         }
-        if self.sizes.is_empty() || self.sizes.len() > MAX_SIZES {
-            return Err(PlannerError::bad("supernode.sizes", format!("give 1..={MAX_SIZES} sizes")));
+        if self.supernode_gpus.is_empty() || self.supernode_gpus.len() > MAX_SUPERNODE_SIZES {
+            return Err(PlannerError::bad("supernode.supernode_gpus", format!("give 1..={MAX_SUPERNODE_SIZES} sizes")));
         }
         if self.network.is_empty() || self.network.len() > MAX_NETWORKS {
             return Err(PlannerError::bad("supernode.network", format!("give 1..={MAX_NETWORKS} networks")));
         }
-        if self.tp_candidates.len() > MAX_SIZES {
-            return Err(PlannerError::bad("supernode.tp_candidates", format!("at most {MAX_SIZES}")));
+        if self.tp_candidates.len() > MAX_SUPERNODE_SIZES {
+            return Err(PlannerError::bad("supernode.tp_candidates", format!("at most {MAX_SUPERNODE_SIZES}")));
         }
         for (i, n) in self.network.iter().enumerate() {
             within(&format!("supernode.network[{i}].oversubscription"), n.oversubscription, 1e-3, 1e6)?;
@@ -232,6 +254,26 @@ impl SupernodeInput {
                 if let Some(v) = v {
                     positive(&format!("supernode.network[{i}].{f}"), v)?;
                 }
+            }
+        }
+        if let Some(r) = &self.recovery {
+            positive("supernode.recovery.interval_secs", r.interval_secs)?;
+            positive("supernode.recovery.job_mtbf_secs", r.job_mtbf_secs)?;
+            positive("supernode.recovery.read_bytes_per_sec", r.read_bytes_per_sec)?;
+            if r.checkpoint_secs >= r.interval_secs {
+                return Err(PlannerError::bad(
+                    "supernode.recovery.checkpoint_secs",
+                    format!("must be shorter than interval_secs ({} s >= {} s)", r.checkpoint_secs, r.interval_secs),
+                ));
+            }
+            if r.mtbf_gpus == 0 || r.mtbf_gpus > MAX_GPUS {
+                return Err(PlannerError::bad("supernode.recovery.mtbf_gpus", format!("must be 1..={MAX_GPUS}")));
+            }
+            if r.supernode_gpus.len() > MAX_SUPERNODE_SIZES {
+                return Err(PlannerError::bad(
+                    "supernode.recovery.supernode_gpus",
+                    format!("at most {MAX_SUPERNODE_SIZES} sizes"),
+                ));
             }
         }
         Ok(())
@@ -265,14 +307,17 @@ impl SupernodeInput {
             self.mfu,
         );
         // Each replica's activations: its tokens × hidden × bytes, all-reduced over TP on NVLink.
-        let message =
-            workload::tp_message_bytes((self.tokens_per_step / dp) as f64, self.hidden as f64, self.activation_bytes);
+        let message = workload::tp_message_bytes(
+            (self.tokens_per_step / dp) as f64,
+            self.hidden as f64,
+            self.activation_bytes_per_elem,
+        );
         let tp_secs = (self.layers * self.tp_allreduces_per_layer) as f64
             * workload::ring_allreduce_secs(tp as f64, message, self.alpha_local_secs, b_l);
         let gradient = self.gradient(network, size, tp, b_l, b_nic);
         let step = compute + tp_secs + gradient.secs + self.update_secs;
         Ok(StepPoint {
-            size,
+            supernode_gpus: size,
             tp,
             dp,
             compute_secs: compute,
@@ -314,7 +359,11 @@ impl SupernodeInput {
             a_l + chunk / b_l
         };
         let flat = 2.0 * (dp - 1.0) * round;
-        let (chosen, secs) = if flat < hierarchical { ("flat ring", flat) } else { ("hierarchical", hierarchical) };
+        let (chosen, secs) = if flat < hierarchical {
+            (GradientAlgorithm::FlatRing, flat)
+        } else {
+            (GradientAlgorithm::Hierarchical, hierarchical)
+        };
         Gradient {
             supernodes: self.gpus / size,
             local_members: size / tp,
@@ -339,7 +388,7 @@ impl SupernodeInput {
         let lambda = self.gpus as f64 / (r.job_mtbf_secs * r.mtbf_gpus as f64);
         let overhead = r.checkpoint_secs / r.interval_secs + lambda * (r.interval_secs / 2.0 + recovery);
         RecoveryRow {
-            size,
+            supernode_gpus: size,
             recovery_secs: recovery,
             interruptions_per_sec: lambda,
             overhead,
@@ -353,9 +402,9 @@ pub fn evaluate(input: &SupernodeInput) -> Result<SupernodeReport, PlannerError>
     input.validate()?;
     let mut networks = Vec::with_capacity(input.network.len());
     for n in &input.network {
-        let mut rows = Vec::with_capacity(input.sizes.len());
-        for (i, &s) in input.sizes.iter().enumerate() {
-            rows.push(input.point(n, s, input.tp, &format!("supernode.sizes[{i}]"))?);
+        let mut rows = Vec::with_capacity(input.supernode_gpus.len());
+        for (i, &s) in input.supernode_gpus.iter().enumerate() {
+            rows.push(input.point(n, s, input.tp, &format!("supernode.supernode_gpus[{i}]"))?);
         }
         networks.push(NetworkRows { name: n.name.clone(), rows });
     }
@@ -363,22 +412,16 @@ pub fn evaluate(input: &SupernodeInput) -> Result<SupernodeReport, PlannerError>
     let mut tp_candidates = Vec::new();
     if !input.tp_candidates.is_empty() {
         let size = input
-            .tp_candidates_size
-            .ok_or_else(|| PlannerError::bad("supernode.tp_candidates_size", "needed with tp_candidates"))?;
+            .tp_candidates_supernode_gpus
+            .ok_or_else(|| PlannerError::bad("supernode.tp_candidates_supernode_gpus", "needed with tp_candidates"))?;
         for (i, &tp) in input.tp_candidates.iter().enumerate() {
             tp_candidates.push(input.point(reference, size, tp, &format!("supernode.tp_candidates[{i}]"))?);
         }
     }
     let mut recovery = Vec::new();
     if let Some(r) = &input.recovery {
-        positive("supernode.recovery.interval_secs", r.interval_secs)?;
-        positive("supernode.recovery.job_mtbf_secs", r.job_mtbf_secs)?;
-        positive("supernode.recovery.read_bytes_per_sec", r.read_bytes_per_sec)?;
-        if r.mtbf_gpus == 0 || r.sizes.len() > MAX_SIZES {
-            return Err(PlannerError::bad("supernode.recovery", "mtbf_gpus must be at least 1, sizes at most 64"));
-        }
-        for (i, &s) in r.sizes.iter().enumerate() {
-            let p = input.point(reference, s, input.tp, &format!("supernode.recovery.sizes[{i}]"))?;
+        for (i, &s) in r.supernode_gpus.iter().enumerate() {
+            let p = input.point(reference, s, input.tp, &format!("supernode.recovery.supernode_gpus[{i}]"))?;
             recovery.push(input.recovery_row(r, s, p.tokens_per_sec));
         }
     }
@@ -388,4 +431,45 @@ pub fn evaluate(input: &SupernodeInput) -> Result<SupernodeReport, PlannerError>
         tp_candidates,
         recovery,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::{CommInput, Engine};
+
+    fn bundled() -> SupernodeInput {
+        crate::Scenario::parse(crate::BUNDLED_SCENARIO).unwrap().supernode.unwrap()
+    }
+
+    #[test]
+    fn the_flat_ring_formula_is_the_per_round_model_of_a_ring() {
+        // At S = 8 every DP ring edge leaves its server on that card's own NIC: the ring
+        // all-reduce of G = 8 GB over 128 ranks, one per server, on a rail fabric.
+        let input = bundled();
+        let p = input.point(&input.network[0], 8, 8, "t").unwrap();
+        let comm = CommInput {
+            topo: Some("rail:servers=128,gpus=1,alpha=0.83us".into()),
+            algo: Some("ring".into()),
+            size_bytes: Some(8e9),
+            elem_bytes: Some(2),
+            ..CommInput::default()
+        };
+        let model = comm.time("t", Engine::Model).unwrap().secs;
+        assert!((p.gradient.flat_ring_secs - model).abs() / model < 1e-6, "{} vs {model}", p.gradient.flat_ring_secs);
+        assert!((model - 0.3177).abs() < 0.0001, "{model}");
+    }
+
+    #[test]
+    fn limits_are_named() {
+        let mut input = bundled();
+        input.tp_allreduces_per_layer = u64::MAX;
+        assert!(evaluate(&input).unwrap_err().to_string().contains("tp_allreduces_per_layer"));
+        let mut input = bundled();
+        input.tp = 0;
+        assert!(evaluate(&input).unwrap_err().to_string().contains("supernode.tp"));
+        let mut input = bundled();
+        input.supernode_gpus = vec![1024 * 3];
+        assert!(evaluate(&input).unwrap_err().to_string().contains("supernode.supernode_gpus[0]"));
+    }
 }

@@ -26,27 +26,31 @@ pub enum EngineArg {
     Sim,
 }
 
+const SCENARIO_HELP: &str = r#"A scenario is a TOML file with any of these sections (each optional, at least one):
+  [memory]     training state / inference weights -> cards and servers (seed 001 §7.1.1)
+  [scaling]    compute shrinking with more cards against a fixed cut (example 7.1)
+  [step]       compute, communication, update: [[step.timeline]] entries, each a ready
+               time and a communication (example 7.6, figures 7-54..7-59)
+  [readiness]  per-rank ready times before an exchange (§7.6.1)
+  [latency]    a collective's time over sizes, with bandwidth and start-up what-ifs (§7.6.3)
+  [tail]       mean and p99 of a set of communications with late and recovery events
+  [migration]  state-migration transfer times
+  [supernode]  N cards in super-nodes of S: hierarchical vs flat-ring gradient, TP, step,
+               tokens/s, TP candidates, checkpoint/recovery overhead (§7.6.4)
+  [moe]        expert capacity, dropped tokens, flat vs hierarchical all-to-all (seed 000 §8.7)
+  [bucketing]  DDP gradient buckets against the backward pass, overlap ratio (seed 000 §8.6.7)
+
+A communication is one of:
+  { secs = "0.4ms" }                                     given outright
+  { cut_bytes = "360MiB", cut_bytes_per_sec = "50GB/s" }  the cut bound V/B (§7.1.2)
+  { topo = "hgx-h100x2", algo = "ring", size_bytes = "192MiB", collective = "allreduce",
+    elem_bytes = 4, in_flight = { slots = 128, request_bytes = "256B", slot_secs = "2us" } }
+                                                         a schedule, timed by --engine
+Sizes take B, KiB, MiB, GB; bandwidths GB/s or Gbit/s; times ns, us, ms, s, min, h.
+`--print-scenario` prints the bundled scenario as a starting point."#;
+
 #[derive(Debug, Args)]
-#[command(after_long_help = "\
-A scenario is a TOML file with any of these sections (each optional, at least one):\n\
-  [memory]     training state / inference weights -> cards and servers (§7.1.1)\n\
-  [scaling]    compute shrinking with more cards against a fixed cut (example 7.1)\n\
-  [step]       compute, communication, update: [[step.timeline]] entries, each a ready time\n\
-               and a communication (example 7.6, figures 7-54..7-59)\n\
-  [readiness]  per-rank ready times before an exchange (§7.6.1)\n\
-  [latency]    a collective's time over sizes, with bandwidth and start-up what-ifs (§7.6.3)\n\
-  [tail]       mean and p99 of a set of communications with late and recovery events\n\
-  [migration]  state-migration transfer times\n\
-  [supernode]  N cards in super-nodes of S: hierarchical vs flat-ring gradient, TP, step,\n\
-               tokens/s, TP candidates, checkpoint/recovery overhead (§7.6.4)\n\
-  [moe]        expert capacity, dropped tokens, flat vs hierarchical all-to-all (seed 000 §8.7)\n\
-  [bucketing]  DDP gradient buckets against the backward pass, overlap ratio (seed 000 §8.6.7)\n\n\
-A communication is one of: { secs = \"0.4ms\" }; { cut_bytes = \"360MiB\", cut_bytes_per_sec =\n\
-\"50GB/s\" }; or { topo = \"hgx-h100x2\", algo = \"ring\", size_bytes = \"192MiB\", collective =\n\
-\"allreduce\", elem_bytes = 4, in_flight = { slots = 128, request_bytes = \"256B\", slot_secs =\n\
-\"2us\" } } — a schedule costed by --engine. Sizes take B/KiB/MiB/GB, bandwidths GB/s or Gbit/s,\n\
-times ns/us/ms/s/min/h. `railyard plan-training --print-scenario` prints the bundled scenario\n\
-as a starting point.")]
+#[command(after_long_help = SCENARIO_HELP)]
 pub struct PlanTrainingArgs {
     /// Scenario file (TOML); default: the bundled chapter-7 scenario
     #[arg(long)]
@@ -111,33 +115,37 @@ fn charts(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(step) = &report.step {
         let mut bars = Vec::new();
-        for (row, t) in step.timelines.iter().enumerate() {
+        // Two lanes per timeline: compute and update, then the communication beside them.
+        for (i, t) in step.timelines.iter().enumerate() {
             let ms = 1e3;
+            let (lane, comm_lane) = (2 * i, 2 * i + 1);
             bars.push(Bar {
-                row,
+                row: lane,
                 start: 0.0,
                 end: t.compute_secs * ms,
                 class: 0,
                 title: format!("compute {} ms", t.compute_secs * ms),
             });
             bars.push(Bar {
-                row,
-                start: t.ready_secs * ms,
-                end: t.comm_end_secs * ms,
-                class: 1,
-                title: format!("communication {:.3} ms", t.comm.secs * ms),
-            });
-            bars.push(Bar {
-                row,
+                row: lane,
                 start: t.update_start_secs * ms,
                 end: t.step_secs * ms,
                 class: 2,
                 title: format!("update; step {:.2} ms", t.step_secs * ms),
             });
             bars.push(Bar {
-                row,
+                row: comm_lane,
                 start: t.ready_secs * ms,
-                end: t.ready_secs * ms,
+                end: t.comm_end_secs * ms,
+                class: 1,
+                title: format!("communication {:.3} ms", t.comm.secs * ms),
+            });
+            // The ready mark: a sliver of 0.4% of the step at the ready time.
+            let w = t.step_secs * ms * 0.004;
+            bars.push(Bar {
+                row: comm_lane,
+                start: t.ready_secs * ms - w,
+                end: t.ready_secs * ms + w,
                 class: 3,
                 title: "data ready".into(),
             });
@@ -146,7 +154,11 @@ fn charts(report: &Report) -> Vec<String> {
             Gantt {
                 title: "Training step timelines (seed 001 figures 7-54 to 7-59)".into(),
                 x_label: "time since the step began (ms)".into(),
-                rows: step.timelines.iter().map(|t| format!("{}: {:.1} ms", t.name, t.step_secs * 1e3)).collect(),
+                rows: step
+                    .timelines
+                    .iter()
+                    .flat_map(|t| [format!("{}: {:.1} ms", t.name, t.step_secs * 1e3), String::new()])
+                    .collect(),
                 bars,
                 classes: vec!["compute".into(), "communication".into(), "update".into(), "data ready".into()],
             }
@@ -156,7 +168,7 @@ fn charts(report: &Report) -> Vec<String> {
     if let Some(s) = &report.scaling {
         let top = s.rows.iter().map(|r| r.multiple).fold(s.crossover_multiple * 2.0, f64::max);
         let xs: Vec<f64> = (0..=60).map(|i| 1.0 + (top - 1.0) * i as f64 / 60.0).collect();
-        let comp = s.rows.first().map_or(0.0, |r| r.compute_secs * r.multiple);
+        let comp = s.compute_secs;
         let curve = |f: fn(&railyard_planner::scaling::ScalingRow) -> f64| {
             xs.iter().map(|&x| (x, f(&railyard_planner::scaling::row(comp, s.comm.secs, x)) * 1e3)).collect()
         };
@@ -185,13 +197,13 @@ fn charts(report: &Report) -> Vec<String> {
                 title: "Tokens/s over super-node size (seed 001 figure 7-62)".into(),
                 x_label: "GPUs per super-node S".into(),
                 y_label: "tokens/s (10^4)".into(),
-                log_x: true,
+                log_x: false,
                 series: sn
                     .networks
                     .iter()
                     .map(|n| Series {
                         name: n.name.clone(),
-                        points: n.rows.iter().map(|p| (p.size as f64, p.tokens_per_sec / 1e4)).collect(),
+                        points: n.rows.iter().map(|p| (p.supernode_gpus as f64, p.tokens_per_sec / 1e4)).collect(),
                     })
                     .collect(),
                 marks: Vec::new(),
