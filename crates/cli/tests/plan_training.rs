@@ -296,6 +296,13 @@ fn bad_scenarios_are_refused_with_the_field_named() {
         ("[readiness]\nready_secs = []\ncomm = { secs = \"1ms\" }\n", "readiness.ready_secs"),
         ("[step]\ncompute_secs = \"20ms\"\nupdate_secs = \"2ms\"\n[[step.timeline]]\nname = \"late\"\nready_secs = \"30ms\"\ncomm = { secs = \"1ms\" }\n", "step.timeline[0].ready_secs"),
         ("[tail]\ncase = [{ name = \"x\", count = 10, normal_secs = \"1ms\", events = [{ name = \"e\", extra_secs = \"1ms\", count = 11 }] }]\n", "tail.case[0].events"),
+        ("[step]\ncompute_secs = \"20ms\"\nupdate_secs = \"2ms\"\n[[step.timeline]]\nname = \"x\"\ncomm = { secs = 0 }\n", "step.timeline[0].comm"),
+        ("[step]\ncompute_secs = 1e308\nupdate_secs = \"2ms\"\n[[step.timeline]]\nname = \"x\"\ncomm = { secs = 1 }\n", "step.compute_secs"),
+        ("[scaling]\ncompute_secs = \"20ms\"\ncomm = { topo = \"hgx-h100x2\", algo = \"ring\", size_bytes = 1023 }\nmultiples = [2]\n", "4-byte elements"),
+        ("[scaling]\ncompute_secs = \"20ms\"\ncomm = { topo = \"hgx-h100x2\", algo = \"direct\", collective = \"alltoallv\", size_bytes = 1024 }\nmultiples = [2]\n", "scaling.comm.collective"),
+        ("[readiness]\nready_secs = [0, 0]\ncomm = { topo = \"hgx-h100x2\", algo = \"ring\", size_bytes = 1024 }\n", "lists 2 ranks"),
+        ("[moe]\ntokens = 64\ntop_k = 2\nexperts = 16\ncapacity_factor = 1\ntoken_bytes = 8\ngpus = 16\ngpus_per_node = 8\nnvlink_bytes_per_sec = 1e9\nnic_bytes_per_sec = 1e9\ncomm = { topo = \"rail:servers=8\" }\n", "moe.comm.topo"),
+        ("[bucketing]\nlayers = 4\nlayer_backward_secs = \"1ms\"\nlayer_grad_bytes = \"1MiB\"\nbucket_bytes = [\"2MiB\"]\ncomm = { secs = \"1ms\" }\n", "bucketing.comm"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let path = scenario_file(&format!("bad{i}.toml"), text);
@@ -312,10 +319,28 @@ fn bad_scenarios_are_refused_with_the_field_named() {
         "{}",
         out.stderr
     );
+    // Recovery must checkpoint less often than it computes.
+    let sn = railyard_bundled_supernode().replace("checkpoint_secs = \"10s\"", "checkpoint_secs = \"600s\"");
+    let out = railyard(&["plan-training", "--scenario", scenario_file("ck.toml", &sn).to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("supernode.recovery.checkpoint_secs"), "{}", out.stderr);
     // Not a scenario at all.
     let out = railyard(&["plan-training", "--scenario", "/dev/urandom"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("larger than") || out.stderr.contains("UTF-8"), "{}", out.stderr);
+}
+
+#[test]
+fn a_topology_file_is_found_next_to_its_scenario() {
+    let dir = std::env::temp_dir().join(format!("railyard-plan-training-rel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = railyard(&["topo", "export", "hgx-h100x2", "--format", "toml"]);
+    assert_eq!(topo.code, 0, "{}", topo.stderr);
+    std::fs::write(dir.join("two.toml"), topo.stdout).unwrap();
+    let scenario = "[scaling]\ncompute_secs = \"20ms\"\ncomm = { topo = \"two.toml\", algo = \"ring\", size_bytes = \"192MiB\" }\nmultiples = [1]\n";
+    std::fs::write(dir.join("s.toml"), scenario).unwrap();
+    // Run from elsewhere: the file is found beside the scenario.
+    let v = json(&["plan-training", "--format", "json", "--scenario", dir.join("s.toml").to_str().unwrap()]);
+    assert!((f(&v["scaling"]["comm"]["secs"]) - 7.575e-3).abs() < 1e-6);
 }
 
 #[test]

@@ -7,8 +7,8 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::comm::{CommInput, Engine};
-use crate::error::{positive, PlannerError};
+use crate::comm::{CommInput, Coster, Engine};
+use crate::error::{positive, secs, PlannerError};
 
 pub const MAX_LAYERS: usize = 4096;
 pub const MAX_BUCKET_SIZES: usize = 32;
@@ -96,6 +96,12 @@ fn layers(input: &BucketingInput) -> Result<(Vec<f64>, Vec<f64>), PlannerError> 
             format!("give 1..={MAX_LAYERS} layers, as many as grad_bytes ({} vs {})", backward.len(), grads.len()),
         ));
     }
+    for (i, &t) in backward.iter().enumerate() {
+        secs(&format!("bucketing.backward_secs[{i}]"), t)?;
+    }
+    if grads.iter().sum::<f64>() > crate::comm::MAX_COMM_BYTES {
+        return Err(PlannerError::bad("bucketing.grad_bytes", "sum past the 2^50 bytes one all-reduce may carry"));
+    }
     if grads.iter().all(|&g| g == 0.0) {
         return Err(PlannerError::bad("bucketing.grad_bytes", "no layer has a gradient"));
     }
@@ -105,7 +111,7 @@ fn layers(input: &BucketingInput) -> Result<(Vec<f64>, Vec<f64>), PlannerError> 
 /// Bucket all-reduce times by size, each costed once.
 struct Costs<'a> {
     comm: &'a CommInput,
-    engine: Engine,
+    coster: &'a Coster,
     known: Vec<(f64, f64)>,
 }
 
@@ -122,7 +128,7 @@ impl Costs<'_> {
                 ),
             ));
         }
-        let time = self.comm.with_size(bytes.round().max(1.0)).time("bucketing.comm", self.engine)?;
+        let time = self.coster.time(&self.comm.with_size(bytes), "bucketing.comm")?;
         self.known.push((bytes, time.secs));
         Ok(time.secs)
     }
@@ -160,7 +166,7 @@ fn plan_cap(cap: f64, backward: &[f64], grads: &[f64], costs: &mut Costs) -> Res
     })
 }
 
-pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingReport, PlannerError> {
+pub fn evaluate(input: &BucketingInput, coster: &Coster) -> Result<BucketingReport, PlannerError> {
     let (backward, grads) = layers(input)?;
     if input.bucket_bytes.is_empty() || input.bucket_bytes.len() > MAX_BUCKET_SIZES {
         return Err(PlannerError::bad("bucketing.bucket_bytes", format!("give 1..={MAX_BUCKET_SIZES} caps")));
@@ -179,7 +185,7 @@ pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingRepor
     if input.comm.size_bytes.is_some() {
         return Err(PlannerError::bad("bucketing.comm.size_bytes", "is set per bucket; leave it out"));
     }
-    let mut costs = Costs { comm: &input.comm, engine, known: Vec::new() };
+    let mut costs = Costs { comm: &input.comm, coster, known: Vec::new() };
     let mut plans = Vec::new();
     for (c, &cap) in input.bucket_bytes.iter().enumerate() {
         positive(&format!("bucketing.bucket_bytes[{c}]"), cap)?;
@@ -194,7 +200,7 @@ pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingRepor
         input.comm.algo.as_deref().unwrap_or_default(),
         input.comm.collective.as_deref().unwrap_or("allreduce"),
         input.comm.topo.as_deref().unwrap_or_default(),
-        match engine {
+        match coster.engine {
             Engine::Model => "per-round model",
             Engine::Sim => "flow-level simulator",
         }
@@ -204,9 +210,9 @@ pub fn evaluate(input: &BucketingInput, engine: Engine) -> Result<BucketingRepor
 
 /// The cap with the least exposed communication among caps of the first 1, 2, … layers'
 /// gradients (every cap between two of these makes the same first bucket).
-pub fn best_cap(input: &BucketingInput, engine: Engine) -> Result<BucketPlan, PlannerError> {
+pub fn best_cap(input: &BucketingInput, coster: &Coster) -> Result<BucketPlan, PlannerError> {
     let (backward, grads) = layers(input)?;
-    let mut costs = Costs { comm: &input.comm, engine, known: Vec::new() };
+    let mut costs = Costs { comm: &input.comm, coster, known: Vec::new() };
     let mut best: Option<BucketPlan> = None;
     let mut cap = 0.0;
     for &g in &grads {
@@ -245,8 +251,9 @@ mod tests {
             comm: CommInput { secs: Some(1.5e-3), ..CommInput::default() },
         };
         // A fixed time for every bucket whatever its size is refused: the cap would not matter.
-        assert!(evaluate(&input, Engine::Model).unwrap_err().to_string().contains("bucketing.comm"));
-        let mut costs = Costs { comm: &input.comm, engine: Engine::Model, known: Vec::new() };
+        assert!(evaluate(&input, &Coster::new(Engine::Model)).unwrap_err().to_string().contains("bucketing.comm"));
+        let coster = Coster::new(Engine::Model);
+        let mut costs = Costs { comm: &input.comm, coster: &coster, known: Vec::new() };
         let (b, g) = layers(&input).unwrap();
         let plans = [plan_cap(20.0, &b, &g, &mut costs).unwrap(), plan_cap(40.0, &b, &g, &mut costs).unwrap()];
         // Two buckets: ready at 2 and 4 ms; the second starts at 4, ends at 5.5.
@@ -272,8 +279,9 @@ mod tests {
             bucket_bytes: vec![2.0 * 1048576.0, 8.0 * 1048576.0, 32.0 * 1048576.0],
             comm: CommInput { topo: Some("hgx-h100x2".into()), algo: Some("ring".into()), ..CommInput::default() },
         };
-        let r = evaluate(&input, Engine::Model).unwrap();
-        let best = best_cap(&input, Engine::Model).unwrap();
+        let coster = Coster::new(Engine::Model);
+        let r = evaluate(&input, &coster).unwrap();
+        let best = best_cap(&input, &coster).unwrap();
         for p in &r.plans {
             assert!(best.exposed_comm_secs <= p.exposed_comm_secs + 1e-15);
         }

@@ -12,7 +12,10 @@ use railyard_sim::{simulate, JobSpec, SimOptions};
 use railyard_topology::{LinkClass, Placement, PlacementPolicy, Topology};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{positive, PlannerError};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use crate::error::{positive, within, PlannerError};
 
 /// How schedules are timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -85,9 +88,265 @@ pub struct CommTime {
 /// The largest message a planner communication may carry (1 PiB).
 pub const MAX_COMM_BYTES: f64 = (1u64 << 50) as f64;
 
+/// The most ranks × schedule costings one scenario may ask for (a cached costing is
+/// free): e.g. 64 costings of 16,384 ranks, or 1,024 of 1,024 — about 20 s of costing.
+pub const MAX_COSTED_RANKS: u64 = 1 << 20;
+/// The most ranks a schedule run through the simulator may have here.
+pub const MAX_SIM_RANKS: usize = 512;
+/// The longest time any planner input may give (about 31 years), so sums stay finite.
+pub const MAX_SECS: f64 = 1e9;
+
+/// Times communications for one scenario run: the engine, a cache of what was already
+/// costed (timelines often repeat a schedule) and the budget of work left.
+pub struct Coster {
+    pub engine: Engine,
+    known: RefCell<Vec<(String, CommTime)>>,
+    costed_ranks: Cell<u64>,
+    /// The last topology loaded by name (loading a large one costs time and memory).
+    last: RefCell<Option<(String, Rc<Topology>)>>,
+}
+
+impl Coster {
+    pub fn new(engine: Engine) -> Self {
+        Coster { engine, known: RefCell::new(Vec::new()), costed_ranks: Cell::new(0), last: RefCell::new(None) }
+    }
+
+    /// The time of `comm`.
+    pub fn time(&self, comm: &CommInput, field: &str) -> Result<CommTime, PlannerError> {
+        match comm.kind(field)? {
+            Kind::Given => {
+                let secs = comm.secs.unwrap_or_default();
+                within(&format!("{field}.secs"), secs, 0.0, MAX_SECS)?;
+                Ok(CommTime {
+                    secs,
+                    startup_secs: None,
+                    cross_server_bytes: None,
+                    nic_bytes_per_sec: None,
+                    source: "given".into(),
+                })
+            }
+            Kind::Cut => {
+                let (Some(bytes), Some(bw)) = (comm.cut_bytes, comm.cut_bytes_per_sec) else {
+                    return Err(PlannerError::bad(field, "the cut bound needs both cut_bytes and cut_bytes_per_sec"));
+                };
+                within(&format!("{field}.cut_bytes"), bytes, 0.0, MAX_COMM_BYTES)?;
+                within(&format!("{field}.cut_bytes_per_sec"), bw, 1.0, 1e16)?;
+                // seed 001 §7.1.2: T_C = V_C / B_C, a lower bound on the transfer.
+                Ok(CommTime {
+                    secs: bytes / bw,
+                    startup_secs: None,
+                    cross_server_bytes: None,
+                    nic_bytes_per_sec: None,
+                    source: format!(
+                        "cut bound: {} across {} (seed 001 §7.1.2)",
+                        railyard_topology::units::format_bytes(bytes),
+                        railyard_topology::units::format_bytes_per_sec(bw)
+                    ),
+                })
+            }
+            Kind::Schedule => {
+                let topo = comm.topo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.topo"), "missing"))?;
+                let key = format!("{:?}|{topo}|{comm:?}", self.engine);
+                if let Some(t) = self.cached(&key) {
+                    return Ok(t);
+                }
+                let topology = self.load(topo, field)?;
+                let t = self.schedule_time(comm, field, &topology)?;
+                self.known.borrow_mut().push((key, t.clone()));
+                Ok(t)
+            }
+        }
+    }
+
+    /// The time of `comm` as a schedule on `topology` (its `topo` only names it).
+    pub fn time_on(&self, comm: &CommInput, field: &str, topology: &Topology) -> Result<CommTime, PlannerError> {
+        let key = format!("{:?}|{}|{comm:?}", self.engine, topology.name);
+        if let Some(t) = self.cached(&key) {
+            return Ok(t);
+        }
+        let t = self.schedule_time(comm, field, topology)?;
+        self.known.borrow_mut().push((key, t.clone()));
+        Ok(t)
+    }
+
+    fn cached(&self, key: &str) -> Option<CommTime> {
+        self.known.borrow().iter().find(|(k, _)| k == key).map(|(_, t)| t.clone())
+    }
+
+    fn load(&self, topo: &str, field: &str) -> Result<Rc<Topology>, PlannerError> {
+        if let Some((name, t)) = self.last.borrow().as_ref() {
+            if name == topo {
+                return Ok(t.clone());
+            }
+        }
+        // Drop the last one first: two large topologies need not be held at once.
+        *self.last.borrow_mut() = None;
+        let t = Rc::new(
+            railyard_topology::load(topo)
+                .map_err(|cause| PlannerError::Topology { field: format!("{field}.topo"), cause })?,
+        );
+        *self.last.borrow_mut() = Some((topo.to_string(), t.clone()));
+        Ok(t)
+    }
+
+    fn schedule_time(&self, comm: &CommInput, field: &str, topology: &Topology) -> Result<CommTime, PlannerError> {
+        let topo = comm.topo.clone().unwrap_or_else(|| topology.name.clone());
+        let algo_text = comm.algo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.algo"), "missing"))?;
+        let algorithm: Algorithm =
+            algo_text.parse().map_err(|e: String| PlannerError::bad(format!("{field}.algo"), e))?;
+        let collective: Collective = comm
+            .collective
+            .as_deref()
+            .unwrap_or("allreduce")
+            .parse()
+            .map_err(|e: String| PlannerError::bad(format!("{field}.collective"), e))?;
+        if collective == Collective::AllToAllv {
+            return Err(PlannerError::bad(
+                format!("{field}.collective"),
+                "alltoallv needs per-pair counts, which a scenario cannot give; use alltoall",
+            ));
+        }
+        let size = comm.size_bytes.ok_or_else(|| PlannerError::bad(format!("{field}.size_bytes"), "missing"))?;
+        if !((1.0..=MAX_COMM_BYTES).contains(&size) && size.fract() == 0.0) {
+            return Err(PlannerError::bad(
+                format!("{field}.size_bytes"),
+                format!("must be a whole number of bytes in 1..=2^50 (got {size})"),
+            ));
+        }
+        let elem_bytes = comm.elem_bytes.unwrap_or(4);
+        if !matches!(elem_bytes, 1 | 2 | 4 | 8) {
+            return Err(PlannerError::bad(
+                format!("{field}.elem_bytes"),
+                format!("must be 1, 2, 4 or 8 (got {elem_bytes})"),
+            ));
+        }
+        let bytes = size as u64;
+        if !bytes.is_multiple_of(elem_bytes) {
+            return Err(PlannerError::bad(
+                format!("{field}.size_bytes"),
+                format!("{bytes} B is not a whole number of {elem_bytes}-byte elements"),
+            ));
+        }
+        let topo_err = |cause| PlannerError::Topology { field: format!("{field}.topo"), cause };
+        let mut capped = None;
+        let mut nic_bytes_per_sec = None;
+        if let Some(f) = &comm.in_flight {
+            let f_field = format!("{field}.in_flight");
+            let limit = in_flight_bytes_per_sec(&f_field, f)?;
+            if !topology.links.iter().any(|l| l.class == LinkClass::Nic) {
+                return Err(PlannerError::bad(
+                    f_field,
+                    format!("{topo} has no NIC links for requests in flight to limit"),
+                ));
+            }
+            if limit < 1.0 {
+                return Err(PlannerError::bad(f_field, format!("allows {limit} B/s, below the 1 B/s a link may have")));
+            }
+            capped = Some(topology.with_class_capped(LinkClass::Nic, limit).map_err(topo_err)?);
+            nic_bytes_per_sec = Some(limit);
+        }
+        let topology = capped.as_ref().unwrap_or(topology);
+        let placement = Placement::new(topology, &PlacementPolicy::Contiguous, None).map_err(topo_err)?;
+        let ranks = placement.len() as u64;
+        let spent = self.costed_ranks.get().saturating_add(ranks);
+        if spent > MAX_COSTED_RANKS {
+            return Err(PlannerError::bad(
+                field,
+                format!(
+                    "costing this {ranks}-rank schedule would take the scenario past its budget of {MAX_COSTED_RANKS} \
+                     ranks x costings (already {}); use smaller topologies or fewer sizes, what-ifs and timelines",
+                    self.costed_ranks.get()
+                ),
+            ));
+        }
+        self.costed_ranks.set(spent);
+        let model_err = |cause| PlannerError::Model { field: field.to_string(), cause };
+        let mut request = PlanRequest::new(collective, bytes, elem_bytes, vec![algorithm]);
+        request.strict = true;
+        let planned = plan(topology, &placement, &request).map_err(model_err)?;
+        let Some(b) = planned.algorithms.first() else {
+            return Err(PlannerError::bad(format!("{field}.algo"), format!("{algorithm} does not run here")));
+        };
+        let what = format!(
+            "{algorithm}, {} of {} on {topo}",
+            collective.as_str(),
+            railyard_topology::units::format_bytes(bytes as f64)
+        );
+        match self.engine {
+            Engine::Model => Ok(CommTime {
+                secs: b.total_secs,
+                startup_secs: Some(b.alpha_secs),
+                cross_server_bytes: Some(b.cross_server_bytes),
+                nic_bytes_per_sec,
+                source: format!("{what} (per-round model)"),
+            }),
+            Engine::Sim => {
+                if placement.len() > MAX_SIM_RANKS {
+                    return Err(PlannerError::bad(
+                        format!("{field}.topo"),
+                        format!(
+                            "{} ranks: --engine sim runs schedules of at most {MAX_SIM_RANKS} ranks here (use --engine model, or `railyard sim`)",
+                            placement.len()
+                        ),
+                    ));
+                }
+                let spec = CollectiveSpec::new(collective, placement.len(), bytes / elem_bytes);
+                let options = GenOptions {
+                    groups: placement.ranks_by_server(topology),
+                    channels: 1,
+                    pipeline_chunks: b.pipeline_chunks.unwrap_or(1),
+                    ..GenOptions::default()
+                };
+                let schedule = generate_compact(algorithm, &spec, &options, elem_bytes)
+                    .map_err(|e| PlannerError::bad(format!("{field}.algo"), e.to_string()))?;
+                let job = JobSpec::new(algorithm.to_string(), &schedule, placement.clone(), 0.0);
+                let report = simulate(topology, &[job], &SimOptions::default())
+                    .map_err(|e| PlannerError::Sim { field: field.to_string(), message: e.to_string() })?;
+                Ok(CommTime {
+                    secs: report.makespan_secs,
+                    startup_secs: None,
+                    cross_server_bytes: Some(b.cross_server_bytes),
+                    nic_bytes_per_sec,
+                    source: format!("{what} (flow-level simulator)"),
+                })
+            }
+        }
+    }
+}
+
 impl CommInput {
-    /// `self` with every field it leaves out taken from `base`.
+    /// `self` laid over `base`: a field left out is taken from `base` — but only fields of
+    /// the kind `self` names (a timeline that gives `secs` does not inherit a `topo`).
     pub fn over(&self, base: &CommInput) -> CommInput {
+        let kinds = |c: &CommInput| {
+            (
+                c.secs.is_some(),
+                c.cut_bytes.is_some() || c.cut_bytes_per_sec.is_some(),
+                c.topo.is_some()
+                    || c.algo.is_some()
+                    || c.collective.is_some()
+                    || c.size_bytes.is_some()
+                    || c.elem_bytes.is_some()
+                    || c.in_flight.is_some(),
+            )
+        };
+        let (given, cut, schedule) = kinds(self);
+        let base = if !(given || cut || schedule) || kinds(base) == (given, cut, schedule) {
+            base.clone()
+        } else {
+            match (given, cut, schedule) {
+                (true, false, false) => CommInput { secs: base.secs, ..CommInput::default() },
+                (false, true, false) => CommInput {
+                    cut_bytes: base.cut_bytes,
+                    cut_bytes_per_sec: base.cut_bytes_per_sec,
+                    ..CommInput::default()
+                },
+                (false, false, true) => {
+                    CommInput { secs: None, cut_bytes: None, cut_bytes_per_sec: None, ..base.clone() }
+                }
+                _ => CommInput::default(),
+            }
+        };
         CommInput {
             secs: self.secs.or(base.secs),
             cut_bytes: self.cut_bytes.or(base.cut_bytes),
@@ -101,9 +360,11 @@ impl CommInput {
         }
     }
 
-    /// The same communication with another size (bucketing, size sweeps).
+    /// The same communication with a size the planner derived (buckets, token counts):
+    /// rounded down to whole elements, at least one.
     pub fn with_size(&self, bytes: f64) -> CommInput {
-        CommInput { size_bytes: Some(bytes), ..self.clone() }
+        let elem = self.elem_bytes.unwrap_or(4).max(1) as f64;
+        CommInput { size_bytes: Some(((bytes / elem).floor().max(1.0)) * elem), ..self.clone() }
     }
 
     fn kind(&self, field: &str) -> Result<Kind, PlannerError> {
@@ -123,129 +384,6 @@ impl CommInput {
         } else {
             Kind::Schedule
         })
-    }
-
-    /// The time of this communication.
-    pub fn time(&self, field: &str, engine: Engine) -> Result<CommTime, PlannerError> {
-        match self.kind(field)? {
-            Kind::Given => {
-                let secs = self.secs.unwrap_or_default();
-                Ok(CommTime {
-                    secs,
-                    startup_secs: None,
-                    cross_server_bytes: None,
-                    nic_bytes_per_sec: None,
-                    source: "given".into(),
-                })
-            }
-            Kind::Cut => {
-                let (Some(bytes), Some(bw)) = (self.cut_bytes, self.cut_bytes_per_sec) else {
-                    return Err(PlannerError::bad(field, "the cut bound needs both cut_bytes and cut_bytes_per_sec"));
-                };
-                positive(&format!("{field}.cut_bytes_per_sec"), bw)?;
-                // seed 001 §7.1.2: T_C = V_C / B_C, a lower bound on the transfer.
-                Ok(CommTime {
-                    secs: bytes / bw,
-                    startup_secs: None,
-                    cross_server_bytes: None,
-                    nic_bytes_per_sec: None,
-                    source: format!(
-                        "cut bound: {} across {} (seed 001 §7.1.2)",
-                        railyard_topology::units::format_bytes(bytes),
-                        railyard_topology::units::format_bytes_per_sec(bw)
-                    ),
-                })
-            }
-            Kind::Schedule => self.schedule_time(field, engine),
-        }
-    }
-
-    fn schedule_time(&self, field: &str, engine: Engine) -> Result<CommTime, PlannerError> {
-        let topo = self.topo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.topo"), "missing"))?;
-        let topology = railyard_topology::load(topo)
-            .map_err(|cause| PlannerError::Topology { field: format!("{field}.topo"), cause })?;
-        self.time_on(field, engine, topology)
-    }
-
-    /// The time of this collective on `topology` (its `topo` only names it).
-    pub fn time_on(&self, field: &str, engine: Engine, mut topology: Topology) -> Result<CommTime, PlannerError> {
-        let topo = self.topo.clone().unwrap_or_else(|| topology.name.clone());
-        let algo_text = self.algo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.algo"), "missing"))?;
-        let algorithm: Algorithm =
-            algo_text.parse().map_err(|e: String| PlannerError::bad(format!("{field}.algo"), e))?;
-        let collective: Collective = self
-            .collective
-            .as_deref()
-            .unwrap_or("allreduce")
-            .parse()
-            .map_err(|e: String| PlannerError::bad(format!("{field}.collective"), e))?;
-        let size = self.size_bytes.ok_or_else(|| PlannerError::bad(format!("{field}.size_bytes"), "missing"))?;
-        if !((1.0..=MAX_COMM_BYTES).contains(&size) && size.fract() == 0.0) {
-            return Err(PlannerError::bad(
-                format!("{field}.size_bytes"),
-                format!("must be a whole number of bytes in 1..=2^50 (got {size})"),
-            ));
-        }
-        let elem_bytes = self.elem_bytes.unwrap_or(4);
-        if !matches!(elem_bytes, 1 | 2 | 4 | 8) {
-            return Err(PlannerError::bad(
-                format!("{field}.elem_bytes"),
-                format!("must be 1, 2, 4 or 8 (got {elem_bytes})"),
-            ));
-        }
-        // The planner's sizes are derived (bucket sums, token counts): round down to whole
-        // elements rather than refuse.
-        let bytes = ((size as u64) / elem_bytes).max(1) * elem_bytes;
-        let topo_err = |cause| PlannerError::Topology { field: format!("{field}.topo"), cause };
-        let mut nic_bytes_per_sec = None;
-        if let Some(f) = &self.in_flight {
-            let limit = in_flight_bytes_per_sec(&format!("{field}.in_flight"), f)?;
-            topology = topology.with_class_capped(LinkClass::Nic, limit).map_err(topo_err)?;
-            nic_bytes_per_sec = Some(limit);
-        }
-        let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, None).map_err(topo_err)?;
-        let model_err = |cause| PlannerError::Model { field: field.to_string(), cause };
-        let mut request = PlanRequest::new(collective, bytes, elem_bytes, vec![algorithm]);
-        request.strict = true;
-        let planned = plan(&topology, &placement, &request).map_err(model_err)?;
-        let Some(b) = planned.algorithms.first() else {
-            return Err(PlannerError::bad(format!("{field}.algo"), format!("{algorithm} does not run here")));
-        };
-        let what = format!(
-            "{algorithm}, {} of {} on {topo}",
-            collective.as_str(),
-            railyard_topology::units::format_bytes(bytes as f64)
-        );
-        match engine {
-            Engine::Model => Ok(CommTime {
-                secs: b.total_secs,
-                startup_secs: Some(b.alpha_secs),
-                cross_server_bytes: Some(b.cross_server_bytes),
-                nic_bytes_per_sec,
-                source: format!("{what} (per-round model)"),
-            }),
-            Engine::Sim => {
-                let spec = CollectiveSpec::new(collective, placement.len(), bytes / elem_bytes);
-                let options = GenOptions {
-                    groups: placement.ranks_by_server(&topology),
-                    channels: 1,
-                    pipeline_chunks: b.pipeline_chunks.unwrap_or(1),
-                    ..GenOptions::default()
-                };
-                let schedule = generate_compact(algorithm, &spec, &options, elem_bytes)
-                    .map_err(|e| PlannerError::bad(format!("{field}.algo"), e.to_string()))?;
-                let job = JobSpec::new(algorithm.to_string(), &schedule, placement.clone(), 0.0);
-                let report = simulate(&topology, &[job], &SimOptions::default())
-                    .map_err(|e| PlannerError::Sim { field: field.to_string(), message: e.to_string() })?;
-                Ok(CommTime {
-                    secs: report.makespan_secs,
-                    startup_secs: None,
-                    cross_server_bytes: Some(b.cross_server_bytes),
-                    nic_bytes_per_sec,
-                    source: format!("{what} (flow-level simulator)"),
-                })
-            }
-        }
     }
 }
 
@@ -278,6 +416,12 @@ pub fn in_flight_bytes_per_sec(field: &str, f: &InFlight) -> Result<f64, Planner
 mod tests {
     use super::*;
 
+    impl CommInput {
+        fn time_with(&self, engine: Engine) -> Result<CommTime, PlannerError> {
+            Coster::new(engine).time(self, "c")
+        }
+    }
+
     fn allreduce(topo: &str, algo: &str) -> CommInput {
         CommInput {
             topo: Some(topo.into()),
@@ -290,9 +434,9 @@ mod tests {
     #[test]
     fn the_seeds_ring_and_hierarchical_times_come_from_the_model() {
         // seed 001 §7.2.1: about 7.6 ms and 1.3 ms for 192 MiB on two HGX H100.
-        let ring = allreduce("hgx-h100x2", "ring").time("c", Engine::Model).unwrap();
+        let ring = allreduce("hgx-h100x2", "ring").time_with(Engine::Model).unwrap();
         assert!((ring.secs - 7.575e-3).abs() < 1e-6, "{}", ring.secs);
-        let hier = allreduce("hgx-h100x2", "hierarchical").time("c", Engine::Model).unwrap();
+        let hier = allreduce("hgx-h100x2", "hierarchical").time_with(Engine::Model).unwrap();
         assert!((hier.secs - 1.2996e-3).abs() < 1e-6, "{}", hier.secs);
     }
 
@@ -301,7 +445,7 @@ mod tests {
         // seed 001 §7.6.2: 128 x 256 B per 2 us = 16.4 GB/s per NIC; total about 2.3 ms.
         let mut c = allreduce("hgx-h100x2", "hierarchical");
         c.in_flight = Some(InFlight { slots: 128, request_bytes: 256.0, slot_secs: 2e-6, issue_interval_secs: 0.0 });
-        let t = c.time("c", Engine::Model).unwrap();
+        let t = c.time_with(Engine::Model).unwrap();
         assert_eq!(t.nic_bytes_per_sec, Some(16.384e9));
         assert!((t.secs - 2.33e-3).abs() < 0.01e-3, "{}", t.secs);
     }
@@ -309,23 +453,57 @@ mod tests {
     #[test]
     fn the_simulator_agrees_with_the_model_on_a_ring() {
         let c = allreduce("hgx-h100x2", "ring");
-        let m = c.time("c", Engine::Model).unwrap().secs;
-        let s = c.time("c", Engine::Sim).unwrap().secs;
+        let m = c.time_with(Engine::Model).unwrap().secs;
+        let s = c.time_with(Engine::Sim).unwrap().secs;
         assert!((s - m).abs() / m < 0.02, "sim {s} vs model {m}");
     }
 
     #[test]
     fn a_communication_is_one_kind() {
         let both = CommInput { secs: Some(1e-3), cut_bytes: Some(1.0), ..CommInput::default() };
-        assert!(both.time("step.comm", Engine::Model).unwrap_err().to_string().contains("exactly one"));
+        assert!(Coster::new(Engine::Model).time(&both, "step.comm").unwrap_err().to_string().contains("exactly one"));
         let none = CommInput::default();
-        assert!(none.time("x", Engine::Model).is_err());
+        assert!(Coster::new(Engine::Model).time(&none, "x").is_err());
         let cut = CommInput { cut_bytes: Some(360.0 * 1048576.0), ..CommInput::default() };
-        assert!(cut.time("x", Engine::Model).unwrap_err().to_string().contains("cut_bytes_per_sec"));
+        assert!(Coster::new(Engine::Model).time(&cut, "x").unwrap_err().to_string().contains("cut_bytes_per_sec"));
         let mut bad = allreduce("hgx-h100x2", "nonesuch");
-        assert!(bad.time("x", Engine::Model).unwrap_err().to_string().contains("x.algo"));
+        assert!(Coster::new(Engine::Model).time(&bad, "x").unwrap_err().to_string().contains("x.algo"));
         bad.algo = Some("ring".into());
         bad.size_bytes = Some(0.0);
-        assert!(bad.time("x", Engine::Model).unwrap_err().to_string().contains("size_bytes"));
+        assert!(Coster::new(Engine::Model).time(&bad, "x").unwrap_err().to_string().contains("size_bytes"));
+        bad.size_bytes = Some(1023.0);
+        assert!(Coster::new(Engine::Model).time(&bad, "x").unwrap_err().to_string().contains("4-byte elements"));
+    }
+
+    #[test]
+    fn a_timeline_of_another_kind_does_not_inherit_the_schedule() {
+        let base = allreduce("hgx-h100x2", "ring");
+        let given = CommInput { secs: Some(1e-3), ..CommInput::default() };
+        assert_eq!(given.over(&base), given);
+        let algo = CommInput { algo: Some("hierarchical".into()), ..CommInput::default() };
+        assert_eq!(algo.over(&base).topo.as_deref(), Some("hgx-h100x2"));
+        // Derived sizes are whole elements.
+        assert_eq!(base.with_size(1023.0).size_bytes, Some(1020.0));
+    }
+
+    #[test]
+    fn repeated_costings_are_cached_and_the_budget_is_named() {
+        let coster = Coster::new(Engine::Model);
+        let c = allreduce("hgx-h100x2", "ring");
+        for _ in 0..10 {
+            coster.time(&c, "c").unwrap();
+        }
+        assert_eq!(coster.costed_ranks.get(), 16);
+        coster.costed_ranks.set(MAX_COSTED_RANKS - 8);
+        let e = coster.time(&c.with_size(1024.0), "step.comm").unwrap_err().to_string();
+        assert!(e.contains("step.comm") && e.contains("budget"), "{e}");
+    }
+
+    #[test]
+    fn in_flight_needs_nics() {
+        let mut c = allreduce("mesh", "ring");
+        c.in_flight = Some(InFlight { slots: 1, request_bytes: 1.0, slot_secs: 1.0, issue_interval_secs: 0.0 });
+        let e = Coster::new(Engine::Model).time(&c, "x").unwrap_err().to_string();
+        assert!(e.contains("x.in_flight") && e.contains("no NIC"), "{e}");
     }
 }

@@ -32,6 +32,11 @@ pub fn positive(field: &str, value: f64) -> Result<f64, PlannerError> {
     }
 }
 
+/// A time input: 0..=MAX_SECS, so sums of times stay finite.
+pub fn secs(field: &str, value: f64) -> Result<f64, PlannerError> {
+    within(field, value, 0.0, crate::comm::MAX_SECS)
+}
+
 /// `value` must lie in `lo..=hi`.
 pub fn within(field: &str, value: f64, lo: f64, hi: f64) -> Result<f64, PlannerError> {
     if value.is_finite() && (lo..=hi).contains(&value) {

@@ -7,8 +7,8 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::comm::{CommInput, Engine};
-use crate::error::{positive, within, PlannerError};
+use crate::comm::{CommInput, Coster, Engine};
+use crate::error::{secs, within, PlannerError};
 
 pub const MAX_SIZES: usize = 64;
 pub const MAX_VARIANTS: usize = 16;
@@ -61,7 +61,7 @@ pub struct LatencyReport {
     pub variants: Vec<LatencyVariant>,
 }
 
-pub fn evaluate(input: &LatencyInput, engine: Engine) -> Result<LatencyReport, PlannerError> {
+pub fn evaluate(input: &LatencyInput, coster: &Coster) -> Result<LatencyReport, PlannerError> {
     if input.sizes_bytes.is_empty() || input.sizes_bytes.len() > MAX_SIZES {
         return Err(PlannerError::bad("latency.sizes_bytes", format!("give 1..={MAX_SIZES} sizes")));
     }
@@ -89,33 +89,71 @@ pub fn evaluate(input: &LatencyInput, engine: Engine) -> Result<LatencyReport, P
             ));
         }
     }
-    let topo_err = |cause| PlannerError::Topology { field: "latency.comm.topo".into(), cause };
-    let base = railyard_topology::load(&topo).map_err(topo_err)?;
-    let mut variants: Vec<(String, railyard_topology::Topology)> = vec![("as given".into(), base.clone())];
+    let elem = input.comm.elem_bytes.unwrap_or(4) as f64;
+    for (i, &m) in input.sizes_bytes.iter().enumerate() {
+        if m % elem != 0.0 {
+            return Err(PlannerError::bad(
+                format!("latency.sizes_bytes[{i}]"),
+                format!("{m} B is not a whole number of {elem}-byte elements"),
+            ));
+        }
+    }
+    // What-ifs: checked first, built one at a time (a large topology is held once).
+    enum WhatIf {
+        AsGiven,
+        Bandwidth(f64),
+        Startup(f64),
+    }
+    let mut what_ifs = vec![WhatIf::AsGiven];
     for (i, &f) in input.bandwidth_factors.iter().enumerate() {
-        within(&format!("latency.bandwidth_factors[{i}]"), f, 1e-6, 1e6)?;
-        variants.push((format!("bandwidth x{f}"), base.with_bandwidth_scaled(f).map_err(topo_err)?));
+        within(&format!("latency.bandwidth_factors[{i}]"), f, 1e-3, 1e3)?;
+        what_ifs.push(WhatIf::Bandwidth(f));
     }
-    for &a in &input.startup_secs {
-        let name = format!("start-up {} per round", railyard_topology::units::format_secs(a));
-        variants.push((name, base.with_round_startup(a).map_err(topo_err)?));
+    for (i, &a) in input.startup_secs.iter().enumerate() {
+        within(&format!("latency.startup_secs[{i}]"), a, 0.0, 1.0)?;
+        what_ifs.push(WhatIf::Startup(a));
     }
+    let base = railyard_topology::load(&topo)
+        .map_err(|cause| PlannerError::Topology { field: "latency.comm.topo".into(), cause })?;
+    let own_model;
+    let model = match coster.engine {
+        Engine::Model => coster,
+        Engine::Sim => {
+            own_model = Coster::new(Engine::Model);
+            &own_model
+        }
+    };
     let smallest = input.sizes_bytes.iter().copied().fold(f64::INFINITY, f64::min);
     let largest = input.sizes_bytes.iter().copied().fold(0.0, f64::max);
     let mut out = Vec::new();
     let mut source = String::new();
-    for (name, topology) in variants {
+    for (v, what_if) in what_ifs.iter().enumerate() {
+        let (name, field, variant) = match *what_if {
+            WhatIf::AsGiven => ("as given".to_string(), "latency.comm.topo".to_string(), None),
+            WhatIf::Bandwidth(f) => (
+                format!("bandwidth x{f}"),
+                format!("latency.bandwidth_factors[{}]", v - 1),
+                Some(base.with_bandwidth_scaled(f)),
+            ),
+            WhatIf::Startup(a) => (
+                format!("start-up {} per round", railyard_topology::units::format_secs(a)),
+                format!("latency.startup_secs[{}]", v - 1 - input.bandwidth_factors.len()),
+                Some(base.with_round_startup(a)),
+            ),
+        };
+        let variant = variant.transpose().map_err(|cause| PlannerError::Topology { field, cause })?;
+        let topology = variant.as_ref().unwrap_or(&base);
         let mut secs = Vec::with_capacity(input.sizes_bytes.len());
         for (i, &m) in input.sizes_bytes.iter().enumerate() {
             let field = format!("latency.sizes_bytes[{i}]");
-            let t = input.comm.with_size(m).time_on(&field, engine, topology.clone())?;
+            let t = coster.time_on(&input.comm.with_size(m), &field, topology)?;
             if source.is_empty() {
                 source = t.source.clone();
             }
             secs.push(t.secs);
         }
         // The model's two terms, read at the largest size: start-up and payload per byte.
-        let at_largest = input.comm.with_size(largest).time_on("latency", Engine::Model, topology)?;
+        let at_largest = model.time_on(&input.comm.with_size(largest), "latency", topology)?;
         let startup = at_largest.startup_secs.unwrap_or(0.0);
         let per_byte = (at_largest.secs - startup) / largest;
         let at_smallest = input.sizes_bytes.iter().position(|&m| m == smallest).unwrap_or(0);
@@ -124,8 +162,8 @@ pub fn evaluate(input: &LatencyInput, engine: Engine) -> Result<LatencyReport, P
             startup_secs: startup,
             secs_per_byte: per_byte,
             crossover_bytes: if per_byte > 0.0 { startup / per_byte } else { f64::INFINITY },
-            secs: secs.clone(),
             repeated_secs: secs[at_smallest] * input.repeats as f64,
+            secs,
         });
     }
     Ok(LatencyReport { source, sizes_bytes: input.sizes_bytes.clone(), repeats: input.repeats, variants: out })
@@ -188,11 +226,15 @@ pub fn tail(input: &TailInput) -> Result<Vec<TailRow>, PlannerError> {
         if c.count == 0 || c.count > MAX_TAIL_COUNT {
             return Err(PlannerError::bad(format!("{field}.count"), format!("must be 1..={MAX_TAIL_COUNT}")));
         }
-        let hit: u64 = c.events.iter().map(|e| e.count).fold(0u64, u64::saturating_add);
+        secs(&format!("{field}.normal_secs"), c.normal_secs)?;
+        for (j, e) in c.events.iter().enumerate() {
+            secs(&format!("{field}.events[{j}].extra_secs"), e.extra_secs)?;
+        }
+        let hit: u64 = c.events.iter().map(|e| e.count.min(MAX_TAIL_COUNT + 1)).sum();
         if hit > c.count {
             return Err(PlannerError::bad(
                 format!("{field}.events"),
-                format!("{hit} events hit more than the {} communications", c.count),
+                format!("the events hit more than the {} communications", c.count),
             ));
         }
         // Sorted values: the normal ones, then each event's, smallest extra first.
@@ -253,7 +295,8 @@ pub fn migration(input: &MigrationInput) -> Result<Vec<MigrationRow>, PlannerErr
     }
     let mut rows: Vec<MigrationRow> = Vec::new();
     for (i, c) in input.case.iter().enumerate() {
-        positive(&format!("migration.case[{i}].bytes_per_sec"), c.bytes_per_sec)?;
+        within(&format!("migration.case[{i}].bytes_per_sec"), c.bytes_per_sec, 1.0, 1e16)?;
+        within(&format!("migration.case[{i}].bytes"), c.bytes, 0.0, (1u64 << 60) as f64)?;
         let secs = c.bytes / c.bytes_per_sec;
         let saved = rows.first().map_or(0.0, |f| f.secs - secs);
         rows.push(MigrationRow { name: c.name.clone(), bytes: c.bytes, secs, saved_secs: saved });

@@ -24,7 +24,7 @@ pub mod workload;
 
 use serde::{Deserialize, Serialize};
 
-pub use comm::{CommInput, CommTime, Engine};
+pub use comm::{CommInput, CommTime, Coster, Engine};
 pub use error::PlannerError;
 
 /// The scenario `plan-training` runs when given none: the chapter's worked examples.
@@ -90,10 +90,12 @@ impl Scenario {
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            let message = inner.message().to_string();
+            let message = inner.message().trim().to_string();
+            let line = inner.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let at = line.map_or(String::new(), |l| format!(" (line {l})"));
             match path.as_str() {
-                "." | "" => PlannerError::Scenario(message),
-                _ => PlannerError::Scenario(format!("{path}: {message}")),
+                "." | "" => PlannerError::Scenario(format!("line {}: {message}", line.unwrap_or(1))),
+                _ => PlannerError::Scenario(format!("{path}{at}: {message}")),
             }
         })?;
         let sections = [
@@ -118,25 +120,57 @@ impl Scenario {
         Ok(scenario)
     }
 
+    /// Topology files named relative to the scenario file are found next to it.
+    pub fn resolve_paths(&mut self, dir: &std::path::Path) {
+        let fix = |c: &mut CommInput| {
+            if let Some(t) = &c.topo {
+                let p = std::path::Path::new(t);
+                if p.is_relative() && dir.join(p).is_file() {
+                    c.topo = Some(dir.join(p).to_string_lossy().into_owned());
+                }
+            }
+        };
+        if let Some(s) = &mut self.scaling {
+            fix(&mut s.comm);
+        }
+        if let Some(s) = &mut self.step {
+            fix(&mut s.comm);
+            s.timeline.iter_mut().for_each(|t| fix(&mut t.comm));
+        }
+        if let Some(s) = &mut self.readiness {
+            fix(&mut s.comm);
+        }
+        if let Some(s) = &mut self.latency {
+            fix(&mut s.comm);
+        }
+        if let Some(c) = self.moe.as_mut().and_then(|m| m.comm.as_mut()) {
+            fix(c);
+        }
+        if let Some(s) = &mut self.bucketing {
+            fix(&mut s.comm);
+        }
+    }
+
     /// Evaluate every section (and with `solve`, answer the crossover and optimum questions).
     pub fn run(&self, engine: Engine, solve: bool) -> Result<Report, PlannerError> {
+        let coster = Coster::new(engine);
         let mut report = Report {
             title: self.title.clone().unwrap_or_else(|| "training plan".into()),
             engine,
             memory: self.memory.as_ref().map(memory::evaluate).transpose()?,
-            scaling: self.scaling.as_ref().map(|s| scaling::evaluate(s, engine)).transpose()?,
-            step: self.step.as_ref().map(|s| step::evaluate(s, engine)).transpose()?,
-            readiness: self.readiness.as_ref().map(|s| readiness::evaluate(s, engine)).transpose()?,
-            latency: self.latency.as_ref().map(|s| latency::evaluate(s, engine)).transpose()?,
+            scaling: self.scaling.as_ref().map(|s| scaling::evaluate(s, &coster)).transpose()?,
+            step: self.step.as_ref().map(|s| step::evaluate(s, &coster)).transpose()?,
+            readiness: self.readiness.as_ref().map(|s| readiness::evaluate(s, &coster)).transpose()?,
+            latency: self.latency.as_ref().map(|s| latency::evaluate(s, &coster)).transpose()?,
             tail: self.tail.as_ref().map(latency::tail).transpose()?,
             migration: self.migration.as_ref().map(latency::migration).transpose()?,
             supernode: self.supernode.as_ref().map(supernode::evaluate).transpose()?,
-            moe: self.moe.as_ref().map(|s| moe::evaluate(s, engine)).transpose()?,
-            bucketing: self.bucketing.as_ref().map(|s| bucketing::evaluate(s, engine)).transpose()?,
+            moe: self.moe.as_ref().map(|s| moe::evaluate(s, &coster)).transpose()?,
+            bucketing: self.bucketing.as_ref().map(|s| bucketing::evaluate(s, &coster)).transpose()?,
             solved: None,
         };
         if solve {
-            report.solved = Some(solve::solve(&report, self, engine)?);
+            report.solved = Some(solve::solve(&report, self, &coster)?);
         }
         Ok(report)
     }

@@ -5,7 +5,7 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{positive, PlannerError};
+use crate::error::{positive, within, PlannerError};
 
 pub const MAX_MODELS: usize = 64;
 
@@ -64,8 +64,8 @@ pub fn evaluate(input: &MemoryInput) -> Result<Vec<MemoryRow>, PlannerError> {
     }
     let mut rows = Vec::new();
     for (i, m) in input.model.iter().enumerate() {
-        positive(&format!("memory.model[{i}].params"), m.params)?;
-        positive(&format!("memory.model[{i}].bytes_per_param"), m.bytes_per_param)?;
+        within(&format!("memory.model[{i}].params"), m.params, 1.0, 1e16)?;
+        within(&format!("memory.model[{i}].bytes_per_param"), m.bytes_per_param, 1e-3, 1e3)?;
         let bytes = m.params * m.bytes_per_param;
         if bytes / usable > 1e12 {
             return Err(PlannerError::bad(format!("memory.model[{i}]"), "needs more than 10^12 cards"));

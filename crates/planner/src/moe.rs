@@ -8,7 +8,7 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::comm::{CommInput, CommTime, Engine};
+use crate::comm::{CommInput, CommTime, Coster};
 use crate::error::{positive, within, PlannerError};
 
 pub const MAX_EXPERTS: u64 = 1 << 16;
@@ -89,10 +89,30 @@ pub struct MoeReport {
     pub on_topology: Vec<DispatchSchedule>,
 }
 
-/// Tokens per expert: T·k shared by `load` with largest remainders, so they sum to T·k.
-fn expert_tokens(total: u64, load: &[f64]) -> Vec<u64> {
-    let sum: f64 = load.iter().sum();
-    let exact: Vec<f64> = load.iter().map(|w| total as f64 * w / sum).collect();
+/// Tokens per expert: T·k copies shared by `load`, no expert above T (a token picks k
+/// distinct experts), whole by largest remainders so they sum to T·k.
+fn expert_tokens(total: u64, tokens: u64, load: &[f64]) -> Vec<u64> {
+    // Water-filling: experts whose share would pass T take T; the rest share what is left.
+    let mut exact = vec![0.0; load.len()];
+    let mut capped = vec![false; load.len()];
+    loop {
+        let left = total as f64 - capped.iter().filter(|&&c| c).count() as f64 * tokens as f64;
+        let sum: f64 = (0..load.len()).filter(|&i| !capped[i]).map(|i| load[i]).sum();
+        let mut changed = false;
+        for i in 0..load.len() {
+            if !capped[i] {
+                exact[i] = if sum > 0.0 { left * load[i] / sum } else { 0.0 };
+                if exact[i] > tokens as f64 {
+                    capped[i] = true;
+                    exact[i] = tokens as f64;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
     let mut counts: Vec<u64> = exact.iter().map(|x| x.floor() as u64).collect();
     let mut left = total.saturating_sub(counts.iter().sum());
     let mut order: Vec<usize> = (0..load.len()).collect();
@@ -107,7 +127,7 @@ fn expert_tokens(total: u64, load: &[f64]) -> Vec<u64> {
     counts
 }
 
-pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerError> {
+pub fn evaluate(input: &MoeInput, coster: &Coster) -> Result<MoeReport, PlannerError> {
     if input.experts == 0 || input.experts > MAX_EXPERTS {
         return Err(PlannerError::bad("moe.experts", format!("must be 1..={MAX_EXPERTS}")));
     }
@@ -131,6 +151,15 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
         ));
     }
     within("moe.capacity_factor", input.capacity_factor, 1e-3, 1e3)?;
+    within("moe.token_bytes", input.token_bytes, 1.0, (1u64 << 30) as f64)?;
+    if (input.tokens as f64) * (input.top_k as f64) * input.token_bytes / input.gpus as f64
+        > crate::comm::MAX_COMM_BYTES
+    {
+        return Err(PlannerError::bad(
+            "moe.tokens",
+            "each GPU would send more than the 2^50 bytes one communication may carry",
+        ));
+    }
     positive("moe.token_bytes", input.token_bytes)?;
     positive("moe.nvlink_bytes_per_sec", input.nvlink_bytes_per_sec)?;
     positive("moe.nic_bytes_per_sec", input.nic_bytes_per_sec)?;
@@ -154,7 +183,7 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
         input.expert_load.clone()
     };
     let copies = input.tokens * input.top_k;
-    let per_expert = expert_tokens(copies, &load);
+    let per_expert = expert_tokens(copies, input.tokens, &load);
     // seed 000 §8.7.3: C = CF · T · k / E.
     let capacity = (input.capacity_factor * copies as f64 / input.experts as f64).floor() as u64;
     let dropped: u64 = per_expert.iter().map(|&t| t.saturating_sub(capacity)).sum();
@@ -175,6 +204,12 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
     let mut cases = Vec::new();
     for (i, &f) in fractions.iter().enumerate() {
         within(&format!("moe.off_node_fractions[{i}]"), f, 0.0, 1.0)?;
+        if nodes == 1 && f > 0.0 {
+            return Err(PlannerError::bad(
+                format!("moe.off_node_fractions[{i}]"),
+                format!("is {f}, but the {} GPUs are one node: nothing can leave it", input.gpus),
+            ));
+        }
         // Each of the k copies leaves the node with probability f, to one of the other
         // nodes alike: a remote node gets at least one copy with 1 - (1 - f/(n-1))^k.
         let remote_copies = k * f;
@@ -238,7 +273,7 @@ pub fn evaluate(input: &MoeInput, engine: Engine) -> Result<MoeReport, PlannerEr
             };
             on_topology.push(DispatchSchedule {
                 algorithm: algo.to_string(),
-                time: c.time_on("moe.comm", engine, topology.clone())?,
+                time: coster.time_on(&c, "moe.comm", &topology)?,
             });
         }
     }
@@ -280,20 +315,37 @@ mod tests {
 
     #[test]
     fn capacity_and_drops() {
-        let r = evaluate(&input(), Engine::Model).unwrap();
+        let r = evaluate(&input(), &Coster::new(crate::Engine::Model)).unwrap();
         // C = 1.25 × 4096 × 2 / 16 = 640; uniform routing drops nothing.
         assert_eq!((r.capacity_tokens, r.dropped_tokens), (640, 0));
         // One expert with 4x the others' load takes 4/19 of 8192 copies = 1725, drops 1085.
         let mut hot = input();
         hot.expert_load = vec![1.0; 16];
         hot.expert_load[3] = 4.0;
-        let r = evaluate(&hot, Engine::Model).unwrap();
+        let r = evaluate(&hot, &Coster::new(crate::Engine::Model)).unwrap();
         assert_eq!((r.busiest_expert, r.busiest_expert_tokens, r.dropped_tokens), (3, 1725, 1085));
     }
 
     #[test]
+    fn no_expert_gets_more_tokens_than_there_are() {
+        // Top-k picks k distinct experts: with k = E every expert gets every token.
+        let mut all = input();
+        all.top_k = 16;
+        all.expert_load = vec![1.0; 16];
+        all.expert_load[0] = 1e12;
+        let r = evaluate(&all, &Coster::new(crate::Engine::Model)).unwrap();
+        assert_eq!(r.busiest_expert_tokens, 4096);
+        // One node: nothing leaves it.
+        let mut one = input();
+        one.gpus = 8;
+        one.experts = 16;
+        let e = evaluate(&one, &Coster::new(crate::Engine::Model)).unwrap_err().to_string();
+        assert!(e.contains("moe.off_node_fractions[0]") && e.contains("one node"), "{e}");
+    }
+
+    #[test]
     fn node_limited_routing_cuts_the_cross_node_bytes() {
-        let r = evaluate(&input(), Engine::Model).unwrap();
+        let r = evaluate(&input(), &Coster::new(crate::Engine::Model)).unwrap();
         // f = 0.5 of 2 copies: 1 copy per token crosses, to the one other node.
         assert_eq!(r.cases[0].flat_cross_bytes_per_gpu, 256.0 * 1.0 * 8192.0);
         assert!(r.cases[1].flat_cross_bytes_per_gpu < r.cases[0].flat_cross_bytes_per_gpu / 4.0);
@@ -304,9 +356,12 @@ mod tests {
     fn bad_shapes_are_refused() {
         let mut bad = input();
         bad.expert_load = vec![1.0; 3];
-        assert!(evaluate(&bad, Engine::Model).unwrap_err().to_string().contains("moe.expert_load"));
+        assert!(evaluate(&bad, &Coster::new(crate::Engine::Model))
+            .unwrap_err()
+            .to_string()
+            .contains("moe.expert_load"));
         let mut bad = input();
         bad.top_k = 17;
-        assert!(evaluate(&bad, Engine::Model).unwrap_err().to_string().contains("moe.top_k"));
+        assert!(evaluate(&bad, &Coster::new(crate::Engine::Model)).unwrap_err().to_string().contains("moe.top_k"));
     }
 }

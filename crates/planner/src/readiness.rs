@@ -6,8 +6,8 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::comm::{CommInput, CommTime, Engine};
-use crate::error::PlannerError;
+use crate::comm::{CommInput, CommTime, Coster};
+use crate::error::{secs, PlannerError};
 
 /// The most ranks whose ready times a scenario may list.
 pub const MAX_RANKS: usize = 1 << 20;
@@ -58,11 +58,24 @@ fn case(name: &str, ready: &[f64], exchange: f64) -> ReadinessCase {
     }
 }
 
-pub fn evaluate(input: &ReadinessInput, engine: Engine) -> Result<ReadinessReport, PlannerError> {
+pub fn evaluate(input: &ReadinessInput, coster: &Coster) -> Result<ReadinessReport, PlannerError> {
     if input.ready_secs.is_empty() || input.ready_secs.len() > MAX_RANKS {
         return Err(PlannerError::bad("readiness.ready_secs", format!("give 1..={MAX_RANKS} ready times")));
     }
-    let comm = input.comm.time("readiness.comm", engine)?;
+    for (i, &r) in input.ready_secs.iter().enumerate() {
+        secs(&format!("readiness.ready_secs[{i}]"), r)?;
+    }
+    if let Some(topo) = &input.comm.topo {
+        if let Ok(t) = railyard_topology::load(topo) {
+            if t.default_ranks.len() != input.ready_secs.len() {
+                return Err(PlannerError::bad(
+                    "readiness.ready_secs",
+                    format!("lists {} ranks, {topo} has {}", input.ready_secs.len(), t.default_ranks.len()),
+                ));
+            }
+        }
+    }
+    let comm = coster.time(&input.comm, "readiness.comm")?;
     let ready = &input.ready_secs;
     let earliest = ready.iter().copied().fold(f64::INFINITY, f64::min);
     let last_ready_rank = (0..ready.len()).fold(0, |best, r| if ready[r] > ready[best] { r } else { best });
@@ -85,7 +98,7 @@ mod tests {
             ready_secs: vec![0.0, 0.0, 0.0, 2e-3],
             comm: CommInput { secs: Some(0.4e-3), ..CommInput::default() },
         };
-        let r = evaluate(&input, Engine::Model).unwrap();
+        let r = evaluate(&input, &Coster::new(crate::Engine::Model)).unwrap();
         let f: Vec<f64> = r.cases.iter().map(|c| (c.finish_secs * 1e4).round() / 10.0).collect();
         assert_eq!(f, vec![2.4, 2.2, 0.4]);
         assert_eq!(r.last_ready_rank, 3);

@@ -6,6 +6,11 @@ use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs, 
 
 use crate::Report;
 
+/// Text made safe for one Markdown table cell or heading: no line breaks, `|` escaped.
+fn cell(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().replace('|', "\\|")
+}
+
 fn ms(secs: f64) -> String {
     format!("{} ms", trim_float(secs * 1e3, 4))
 }
@@ -31,7 +36,7 @@ impl Report {
                 Table::new(["model", "bytes", "cards", "free on them", "servers", "cards / servers with reserve"]);
             for r in rows {
                 t.row([
-                    r.name.clone(),
+                    cell(&r.name),
                     format!("{} GB", trim_float(r.bytes / 1e9, 5)),
                     r.gpus.to_string(),
                     format!("{} GB", trim_float(r.free_bytes / 1e9, 5)),
@@ -57,10 +62,18 @@ impl Report {
                 ]);
             }
             s += &t.render();
-            s += &format!(
-                "\nCompute equals communication at x = {}: beyond it, full overlap stops gaining.\n",
-                trim_float(r.crossover_multiple, 3)
-            );
+            s += &if r.crossover_multiple >= 1.0 {
+                format!(
+                    "\nCompute equals communication at x = {}: beyond it, full overlap stops gaining.\n",
+                    trim_float(r.crossover_multiple, 3)
+                )
+            } else {
+                format!(
+                    "\nCommunication already exceeds compute at today's card count (they would be equal at x = {}): \
+                     more cards cannot shorten the overlapped step.\n",
+                    trim_float(r.crossover_multiple, 3)
+                )
+            };
         }
         if let Some(r) = &self.step {
             s += &format!(
@@ -80,7 +93,7 @@ impl Report {
             ]);
             for l in &r.timelines {
                 t.row([
-                    l.name.clone(),
+                    cell(&l.name),
                     ms(l.comm.secs),
                     ms(l.ready_secs),
                     ms(l.comm_end_secs),
@@ -115,7 +128,7 @@ impl Report {
                 Table::new(["case", "start", "finish", "waiting (all ranks)", "measured (all ranks)", "waiting share"]);
             for c in &r.cases {
                 t.row([
-                    c.name.clone(),
+                    cell(&c.name),
                     ms(c.start_secs),
                     ms(c.finish_secs),
                     ms(c.waiting_secs_total),
@@ -137,7 +150,7 @@ impl Report {
             let mut t = Table::new(headers);
             for v in &r.variants {
                 let mut row = vec![
-                    v.name.clone(),
+                    cell(&v.name),
                     format_secs(v.startup_secs),
                     format!("{} B ({})", trim_float(v.crossover_bytes, 4), format_bytes(v.crossover_bytes)),
                 ];
@@ -152,7 +165,7 @@ impl Report {
             let mut t = Table::new(["case", "count", "mean", "quantile", "which (⌈qN⌉-th smallest)"]);
             for r in rows {
                 t.row([
-                    r.name.clone(),
+                    cell(&r.name),
                     r.count.to_string(),
                     ms(r.mean_secs),
                     ms(r.quantile_secs),
@@ -166,7 +179,7 @@ impl Report {
             let mut t = Table::new(["case", "bytes", "transfer", "saved vs the first"]);
             for r in rows {
                 t.row([
-                    r.name.clone(),
+                    cell(&r.name),
                     format_bytes(r.bytes),
                     format!("{} ms", trim_float(r.secs * 1e3, 5)),
                     format!("{} ms", trim_float(r.saved_secs * 1e3, 5)),
@@ -244,7 +257,14 @@ impl Report {
                     t.row([
                         row.supernode_gpus.to_string(),
                         format!("{} s", trim_float(row.recovery_secs, 4)),
-                        format!("{}%", trim_float(row.overhead * 100.0, 3)),
+                        if row.first_order_valid {
+                            format!("{}%", trim_float(row.overhead * 100.0, 3))
+                        } else {
+                            format!(
+                                "{}% (too large for this first-order estimate)",
+                                trim_float(row.overhead * 100.0, 3)
+                            )
+                        },
                         tokens(row.tokens_per_sec),
                         tokens(row.effective_tokens_per_sec),
                     ]);
@@ -305,10 +325,10 @@ impl Report {
                 for d in &r.on_topology {
                     let c = &d.time;
                     t.row([
-                        d.algorithm.clone(),
+                        cell(&d.algorithm),
                         format_secs(c.secs),
                         c.cross_server_bytes.map_or("-".into(), format_bytes),
-                        c.source.clone(),
+                        cell(&c.source),
                     ]);
                 }
                 s += &t.render();
@@ -345,7 +365,7 @@ impl Report {
                     (Some(v), "TP") => format!("TP{v}"),
                     (Some(v), _) => trim_float(v, 4),
                 };
-                t.row([a.question.clone(), value, a.detail.clone()]);
+                t.row([cell(&a.question), value, a.detail.clone()]);
             }
             s += &t.render();
             s += "\n### Sensitivity: the step when each input governs 10% less time\n\n\
@@ -368,7 +388,7 @@ impl Report {
                 let lead: Vec<String> = sens.inputs.iter().filter(|c| tied(c)).map(words).collect();
                 let rest: Vec<String> = sens.inputs.iter().filter(|c| !tied(c)).map(words).collect();
                 t.row([
-                    sens.of.clone(),
+                    cell(&sens.of),
                     format_secs(sens.step_secs),
                     if lead.len() > 1 { format!("{} (tied)", lead.join(", ")) } else { lead.join(", ") },
                     rest.join(", "),

@@ -5,8 +5,8 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::comm::{CommInput, CommTime, Engine};
-use crate::error::{positive, PlannerError};
+use crate::comm::{CommInput, CommTime, Coster};
+use crate::error::{positive, secs, within, PlannerError};
 
 pub const MAX_MULTIPLES: usize = 1024;
 
@@ -44,16 +44,17 @@ pub fn row(compute_secs: f64, comm_secs: f64, multiple: f64) -> ScalingRow {
     ScalingRow { multiple, compute_secs: c, sequential_secs: c + comm_secs, overlapped_secs: c.max(comm_secs) }
 }
 
-pub fn evaluate(input: &ScalingInput, engine: Engine) -> Result<ScalingReport, PlannerError> {
+pub fn evaluate(input: &ScalingInput, coster: &Coster) -> Result<ScalingReport, PlannerError> {
     positive("scaling.compute_secs", input.compute_secs)?;
+    secs("scaling.compute_secs", input.compute_secs)?;
     if input.multiples.is_empty() || input.multiples.len() > MAX_MULTIPLES {
         return Err(PlannerError::bad("scaling.multiples", format!("give 1..={MAX_MULTIPLES} multiples")));
     }
-    let comm = input.comm.time("scaling.comm", engine)?;
+    let comm = coster.time(&input.comm, "scaling.comm")?;
     positive("scaling.comm", comm.secs)?;
     let mut rows = Vec::with_capacity(input.multiples.len());
     for (i, &x) in input.multiples.iter().enumerate() {
-        positive(&format!("scaling.multiples[{i}]"), x)?;
+        within(&format!("scaling.multiples[{i}]"), x, 1e-6, 1e6)?;
         rows.push(row(input.compute_secs, comm.secs, x));
     }
     Ok(ScalingReport {

@@ -8,10 +8,11 @@
 use railyard_topology::units::{format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
+use crate::comm::Coster;
 use crate::error::PlannerError;
 use crate::moe::MoeInput;
 use crate::supernode::{Network, SupernodeInput};
-use crate::{Engine, Report, Scenario};
+use crate::{Report, Scenario};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Answer {
@@ -92,7 +93,7 @@ pub fn crossings(lo: f64, hi: f64, steps: usize, f: impl Fn(f64) -> f64) -> Vec<
     out
 }
 
-pub fn solve(report: &Report, scenario: &Scenario, engine: Engine) -> Result<Solved, PlannerError> {
+pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<Solved, PlannerError> {
     let supernode = scenario.supernode.as_ref();
     let mut out = Solved::default();
     if let Some(s) = &report.scaling {
@@ -160,7 +161,7 @@ pub fn solve(report: &Report, scenario: &Scenario, engine: Engine) -> Result<Sol
         // Where deduplication starts to pay for the second phase.
         let at = |f: f64| {
             let one = MoeInput { off_node_fractions: vec![f], comm: None, ..moe.clone() };
-            crate::moe::evaluate(&one, engine).map_or(f64::NAN, |r| r.cases[0].flat_secs - r.cases[0].hierarchical_secs)
+            crate::moe::evaluate(&one, coster).map_or(f64::NAN, |r| r.cases[0].flat_secs - r.cases[0].hierarchical_secs)
         };
         let found = crossings(1e-4, 1.0, 200, at);
         out.answers.push(Answer {
@@ -181,7 +182,7 @@ pub fn solve(report: &Report, scenario: &Scenario, engine: Engine) -> Result<Sol
         });
     }
     if let Some(b) = &scenario.bucketing {
-        let best = crate::bucketing::best_cap(b, engine);
+        let best = crate::bucketing::best_cap(b, coster);
         out.answers.push(Answer {
             question:
                 "bucket cap with the least exposed communication (searched over caps of the first 1, 2, … layers)"
@@ -219,7 +220,7 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
     for n in &input.network {
         let mut best: Option<crate::supernode::StepPoint> = None;
         for s in candidate_sizes(input) {
-            if let Ok(p) = input.point(n, s, input.tp, "supernode") {
+            if let Ok(p) = input.point(n, s, input.tp, "supernode", "supernode.tp") {
                 if best.as_ref().is_none_or(|b| p.tokens_per_sec > b.tokens_per_sec) {
                     best = Some(p);
                 }
@@ -260,7 +261,7 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
                     ..n.clone()
                 };
                 input
-                    .point(&n, s, input.tp, "supernode")
+                    .point(&n, s, input.tp, "supernode", "supernode.tp")
                     .map_or(f64::NAN, |p| p.gradient.hierarchical_secs - p.gradient.flat_ring_secs)
             };
             let found = crossings(1e8, 1e15, 400, diff);
@@ -289,7 +290,7 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
         let best = input
             .tp_candidates
             .iter()
-            .filter_map(|&tp| input.point(n, size, tp, "supernode").ok())
+            .filter_map(|&tp| input.point(n, size, tp, "supernode", "supernode.tp_candidates").ok())
             .max_by(|a, b| a.tokens_per_sec.total_cmp(&b.tokens_per_sec));
         if let Some(b) = best {
             out.answers.push(Answer {
@@ -305,8 +306,10 @@ fn supernode_answers(input: &SupernodeInput, out: &mut Solved) -> Result<(), Pla
 
 /// Step time change at super-node size `size` when each input governs 10% less time.
 pub fn sensitivity(input: &SupernodeInput, network: &Network, size: u64) -> Result<Sensitivity, PlannerError> {
-    let base = input.point(network, size, input.tp, "supernode")?.step_secs;
-    let at = |i: &SupernodeInput, n: &Network| i.point(n, size, i.tp, "supernode").map(|p| p.step_secs - base);
+    let base = input.point(network, size, input.tp, "supernode", "supernode.tp")?.step_secs;
+    let at = |i: &SupernodeInput, n: &Network| {
+        i.point(n, size, i.tp, "supernode", "supernode.tp").map(|p| p.step_secs - base)
+    };
     let b_l = network.nvlink_bytes_per_sec.unwrap_or(input.nvlink_bytes_per_sec);
     let b_nic = network.nic_bytes_per_sec.unwrap_or(input.nic_bytes_per_sec);
     let n = network.clone();

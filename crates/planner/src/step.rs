@@ -8,8 +8,8 @@
 use railyard_netmodels::quantity;
 use serde::{Deserialize, Serialize};
 
-use crate::comm::{CommInput, CommTime, Engine};
-use crate::error::{positive, PlannerError};
+use crate::comm::{CommInput, CommTime, Coster};
+use crate::error::{positive, secs, PlannerError};
 
 /// The most timelines one step section may hold.
 pub const MAX_TIMELINES: usize = 64;
@@ -79,8 +79,10 @@ pub fn amdahl(unaffected_secs: f64, comm_secs: f64, comm_speedup: f64) -> f64 {
     (unaffected_secs + comm_secs) / (unaffected_secs + comm_secs / comm_speedup)
 }
 
-pub fn evaluate(input: &StepInput, engine: Engine) -> Result<StepReport, PlannerError> {
+pub fn evaluate(input: &StepInput, coster: &Coster) -> Result<StepReport, PlannerError> {
     positive("step.compute_secs", input.compute_secs)?;
+    secs("step.compute_secs", input.compute_secs)?;
+    secs("step.update_secs", input.update_secs)?;
     if input.timeline.is_empty() || input.timeline.len() > MAX_TIMELINES {
         return Err(PlannerError::bad("step.timeline", format!("give 1..={MAX_TIMELINES} timelines")));
     }
@@ -94,7 +96,7 @@ pub fn evaluate(input: &StepInput, engine: Engine) -> Result<StepReport, Planner
                 format!("is after the compute ends ({} s > {} s)", ready, input.compute_secs),
             ));
         }
-        let comm = t.comm.over(&input.comm).time(&format!("{field}.comm"), engine)?;
+        let comm = coster.time(&t.comm.over(&input.comm), &format!("{field}.comm"))?;
         if comm.secs <= 0.0 || !comm.secs.is_finite() {
             return Err(PlannerError::bad(
                 format!("{field}.comm"),
@@ -165,6 +167,9 @@ mod tests {
             comm: CommInput { secs: Some(1e-3), ..CommInput::default() },
             timeline: vec![TimelineInput { name: "x".into(), ready_secs: Some(0.03), comm: CommInput::default() }],
         };
-        assert!(evaluate(&input, Engine::Model).unwrap_err().to_string().contains("step.timeline[0].ready_secs"));
+        assert!(evaluate(&input, &Coster::new(crate::Engine::Model))
+            .unwrap_err()
+            .to_string()
+            .contains("step.timeline[0].ready_secs"));
     }
 }

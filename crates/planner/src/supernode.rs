@@ -193,6 +193,9 @@ pub struct RecoveryRow {
     pub overhead: f64,
     pub tokens_per_sec: f64,
     pub effective_tokens_per_sec: f64,
+    /// False where ε is too large for the first-order estimate (more than a tenth of the
+    /// time lost): failures then overlap and the job may never finish an interval.
+    pub first_order_valid: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -228,6 +231,20 @@ impl SupernodeInput {
         if self.tp == 0 || self.tp > self.gpus {
             return Err(PlannerError::bad("supernode.tp", format!("must be 1..={} (the GPUs)", self.gpus)));
         }
+        if self.max_supernode_gpus < self.tp {
+            return Err(PlannerError::bad(
+                "supernode.max_supernode_gpus",
+                format!("must be at least TP {} (got {})", self.tp, self.max_supernode_gpus),
+            ));
+        }
+        within("supernode.params", self.params, 1.0, 1e16)?;
+        within("supernode.update_secs", self.update_secs, 0.0, crate::comm::MAX_SECS)?;
+        within("supernode.peak_flops_per_sec", self.peak_flops_per_sec, 1.0, 1e21)?;
+        within("supernode.nvlink_bytes_per_sec", self.nvlink_bytes_per_sec, 1.0, 1e16)?;
+        within("supernode.nic_bytes_per_sec", self.nic_bytes_per_sec, 1.0, 1e16)?;
+        within("supernode.state_bytes_per_param", self.state_bytes_per_param, 1e-3, 1e3)?;
+        within("supernode.grad_bytes_per_param", self.grad_bytes_per_param, 1e-3, 1e3)?;
+        within("supernode.activation_bytes_per_elem", self.activation_bytes_per_elem, 1e-3, 1e3)?;
         if self.tp_allreduces_per_layer > 1 << 16 {
             return Err(PlannerError::bad("supernode.tp_allreduces_per_layer", "must be at most 65536"));
         }
@@ -252,14 +269,17 @@ impl SupernodeInput {
                 ("nic_bytes_per_sec", n.nic_bytes_per_sec),
             ] {
                 if let Some(v) = v {
-                    positive(&format!("supernode.network[{i}].{f}"), v)?;
+                    within(&format!("supernode.network[{i}].{f}"), v, 1.0, 1e16)?;
                 }
             }
         }
         if let Some(r) = &self.recovery {
-            positive("supernode.recovery.interval_secs", r.interval_secs)?;
-            positive("supernode.recovery.job_mtbf_secs", r.job_mtbf_secs)?;
-            positive("supernode.recovery.read_bytes_per_sec", r.read_bytes_per_sec)?;
+            use crate::comm::MAX_SECS;
+            within("supernode.recovery.interval_secs", r.interval_secs, 1e-3, MAX_SECS)?;
+            within("supernode.recovery.job_mtbf_secs", r.job_mtbf_secs, 1e-3, MAX_SECS)?;
+            within("supernode.recovery.checkpoint_secs", r.checkpoint_secs, 0.0, MAX_SECS)?;
+            within("supernode.recovery.restart_secs", r.restart_secs, 0.0, MAX_SECS)?;
+            within("supernode.recovery.read_bytes_per_sec", r.read_bytes_per_sec, 1.0, 1e16)?;
             if r.checkpoint_secs >= r.interval_secs {
                 return Err(PlannerError::bad(
                     "supernode.recovery.checkpoint_secs",
@@ -279,19 +299,27 @@ impl SupernodeInput {
         Ok(())
     }
 
-    /// The step at super-node size `size` with TP degree `tp` under `network`.
-    pub fn point(&self, network: &Network, size: u64, tp: u64, field: &str) -> Result<StepPoint, PlannerError> {
+    /// The step at super-node size `size` with TP degree `tp` under `network`;
+    /// `size_field` and `tp_field` name where each came from in errors.
+    pub fn point(
+        &self,
+        network: &Network,
+        size: u64,
+        tp: u64,
+        size_field: &str,
+        tp_field: &str,
+    ) -> Result<StepPoint, PlannerError> {
         if size == 0 || !self.gpus.is_multiple_of(size) {
-            return Err(PlannerError::bad(field, format!("{size} does not divide the {} GPUs", self.gpus)));
+            return Err(PlannerError::bad(size_field, format!("{size} does not divide the {} GPUs", self.gpus)));
         }
         if tp == 0 || !size.is_multiple_of(tp) {
-            return Err(PlannerError::bad(field, format!("TP {tp} does not divide the super-node of {size}")));
+            return Err(PlannerError::bad(tp_field, format!("TP {tp} does not divide the super-node of {size} GPUs")));
         }
         let dp = self.gpus / tp;
         let sequences = self.tokens_per_step / self.tokens_per_sequence;
         if !self.tokens_per_step.is_multiple_of(self.tokens_per_sequence) || !sequences.is_multiple_of(dp) {
             return Err(PlannerError::bad(
-                field,
+                if tp == self.tp { "supernode.tokens_per_sequence" } else { tp_field },
                 format!(
                     "{} tokens in sequences of {} do not split evenly over {dp} DP replicas (TP {tp})",
                     self.tokens_per_step, self.tokens_per_sequence
@@ -394,6 +422,8 @@ impl SupernodeInput {
             overhead,
             tokens_per_sec,
             effective_tokens_per_sec: tokens_per_sec / (1.0 + overhead),
+            // seed 001 §7.6.4: the estimate holds while failures are rare within an interval.
+            first_order_valid: overhead <= 0.1 && lambda * (r.interval_secs + recovery) <= 0.1,
         }
     }
 }
@@ -404,7 +434,7 @@ pub fn evaluate(input: &SupernodeInput) -> Result<SupernodeReport, PlannerError>
     for n in &input.network {
         let mut rows = Vec::with_capacity(input.supernode_gpus.len());
         for (i, &s) in input.supernode_gpus.iter().enumerate() {
-            rows.push(input.point(n, s, input.tp, &format!("supernode.supernode_gpus[{i}]"))?);
+            rows.push(input.point(n, s, input.tp, &format!("supernode.supernode_gpus[{i}]"), "supernode.tp")?);
         }
         networks.push(NetworkRows { name: n.name.clone(), rows });
     }
@@ -415,13 +445,25 @@ pub fn evaluate(input: &SupernodeInput) -> Result<SupernodeReport, PlannerError>
             .tp_candidates_supernode_gpus
             .ok_or_else(|| PlannerError::bad("supernode.tp_candidates_supernode_gpus", "needed with tp_candidates"))?;
         for (i, &tp) in input.tp_candidates.iter().enumerate() {
-            tp_candidates.push(input.point(reference, size, tp, &format!("supernode.tp_candidates[{i}]"))?);
+            tp_candidates.push(input.point(
+                reference,
+                size,
+                tp,
+                "supernode.tp_candidates_supernode_gpus",
+                &format!("supernode.tp_candidates[{i}]"),
+            )?);
         }
     }
     let mut recovery = Vec::new();
     if let Some(r) = &input.recovery {
         for (i, &s) in r.supernode_gpus.iter().enumerate() {
-            let p = input.point(reference, s, input.tp, &format!("supernode.recovery.supernode_gpus[{i}]"))?;
+            let p = input.point(
+                reference,
+                s,
+                input.tp,
+                &format!("supernode.recovery.supernode_gpus[{i}]"),
+                "supernode.tp",
+            )?;
             recovery.push(input.recovery_row(r, s, p.tokens_per_sec));
         }
     }
@@ -447,7 +489,7 @@ mod tests {
         // At S = 8 every DP ring edge leaves its server on that card's own NIC: the ring
         // all-reduce of G = 8 GB over 128 ranks, one per server, on a rail fabric.
         let input = bundled();
-        let p = input.point(&input.network[0], 8, 8, "t").unwrap();
+        let p = input.point(&input.network[0], 8, 8, "s", "t").unwrap();
         let comm = CommInput {
             topo: Some("rail:servers=128,gpus=1,alpha=0.83us".into()),
             algo: Some("ring".into()),
@@ -455,7 +497,7 @@ mod tests {
             elem_bytes: Some(2),
             ..CommInput::default()
         };
-        let model = comm.time("t", Engine::Model).unwrap().secs;
+        let model = crate::comm::Coster::new(Engine::Model).time(&comm, "t").unwrap().secs;
         assert!((p.gradient.flat_ring_secs - model).abs() / model < 1e-6, "{} vs {model}", p.gradient.flat_ring_secs);
         assert!((model - 0.3177).abs() < 0.0001, "{model}");
     }

@@ -46,6 +46,9 @@ A communication is one of:
   { topo = "hgx-h100x2", algo = "ring", size_bytes = "192MiB", collective = "allreduce",
     elem_bytes = 4, in_flight = { slots = 128, request_bytes = "256B", slot_secs = "2us" } }
                                                          a schedule, timed by --engine
+`topo` is a preset (`railyard topo list`) or a topology file, found next to the scenario
+when relative; `collective` defaults to allreduce and `elem_bytes` to 4. A timeline's
+communication is laid over [step]'s `comm`, field by field, within one kind.
 Sizes take B, KiB, MiB, GB; bandwidths GB/s or Gbit/s; times ns, us, ms, s, min, h.
 `--print-scenario` prints the bundled scenario as a starting point."#;
 
@@ -68,7 +71,7 @@ pub struct PlanTrainingArgs {
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// Print the bundled scenario and exit
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["scenario", "format", "engine", "solve", "svg"])]
     pub print_scenario: bool,
 }
 
@@ -92,7 +95,10 @@ pub fn run(args: &PlanTrainingArgs) -> Result<String> {
         Some(path) => (read_scenario(path)?, path.display().to_string()),
         None => (BUNDLED_SCENARIO.to_string(), "the bundled scenario".to_string()),
     };
-    let scenario = Scenario::parse(&text).with_context(|| format!("in {name}"))?;
+    let mut scenario = Scenario::parse(&text).with_context(|| format!("in {name}"))?;
+    if let Some(dir) = args.scenario.as_ref().and_then(|p| p.parent()) {
+        scenario.resolve_paths(dir);
+    }
     let engine = match args.engine {
         EngineArg::Model => Engine::Model,
         EngineArg::Sim => Engine::Sim,
