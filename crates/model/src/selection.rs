@@ -70,6 +70,14 @@ pub struct Choice {
 /// The fastest of the plan's algorithms, the first of equals in the plan's order: what
 /// `railyard plan` chooses and what the runtime's tuner runs (the same function, on the
 /// same model — host costs included where the topology counts them).
+/// What `railyard plan --format json` prints: the plan and the choice beside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanWithChoice<'a> {
+    #[serde(flatten)]
+    pub plan: &'a crate::plan::Plan,
+    pub choice: Option<&'a Choice>,
+}
+
 pub fn fastest(plan: &crate::plan::Plan) -> Option<&crate::per_round::Breakdown> {
     plan.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))
 }

@@ -25,6 +25,7 @@ pub mod nic_relay;
 pub mod packets;
 pub mod quantity;
 pub mod queue;
+pub mod registry;
 pub mod remote_read;
 pub mod report;
 pub mod slots;

@@ -124,6 +124,22 @@ impl fmt::Display for Algorithm {
     }
 }
 
+impl Algorithm {
+    /// A comma-separated list, or `all`/`auto` (every algorithm that runs `collective`).
+    /// The flag says whether the list was named (an algorithm that cannot run is then an
+    /// error rather than skipped).
+    pub fn parse_list(text: &str, collective: crate::Collective) -> Result<(Vec<Algorithm>, bool), String> {
+        if text == "all" || text == "auto" {
+            return Ok((Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect(), false));
+        }
+        let list = text.split(',').map(|s| s.trim().parse::<Algorithm>()).collect::<Result<Vec<_>, _>>()?;
+        if list.is_empty() {
+            return Err("the algorithm list is empty".into());
+        }
+        Ok((list, true))
+    }
+}
+
 impl FromStr for Algorithm {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, String> {

@@ -2,12 +2,11 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use railyard_model::selection::{choose, sweep, sweep_sizes, Choice, Sweep};
+use railyard_model::selection::{choose, sweep, sweep_sizes, Choice, PlanWithChoice, Sweep};
 use railyard_model::{plan, Breakdown, Plan, PlanRequest, RoundCost};
 use railyard_schedule::{Algorithm, Collective, Dtype};
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy};
-use serde::Serialize;
 
 use crate::args::{
     parse_channels, parse_groups, parse_order, parse_pipeline_chunks, parse_size, Format, Groups, RankList,
@@ -83,17 +82,7 @@ pub struct PlanArgs {
 }
 
 pub(crate) fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algorithm>, bool)> {
-    if text == "all" || text == "auto" {
-        return Ok((Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect(), false));
-    }
-    let list = text
-        .split(',')
-        .map(|s| s.trim().parse::<Algorithm>().map_err(anyhow::Error::msg))
-        .collect::<Result<Vec<_>>>()?;
-    if list.is_empty() {
-        bail!("--algo lists no algorithm");
-    }
-    Ok((list, true))
+    Algorithm::parse_list(text, collective).map_err(|e| anyhow::anyhow!("--algo: {e}"))
 }
 
 pub fn run(args: &PlanArgs) -> Result<String> {
@@ -185,13 +174,6 @@ pub fn run(args: &PlanArgs) -> Result<String> {
         }
         Format::Md => Ok(markdown(&result, choice.as_ref(), args.all_rounds)),
     }
-}
-
-#[derive(Serialize)]
-struct PlanWithChoice<'a> {
-    #[serde(flatten)]
-    plan: &'a Plan,
-    choice: Option<&'a Choice>,
 }
 
 fn choice_markdown(c: &Choice) -> String {

@@ -1,0 +1,339 @@
+//! The native half of the `railyard` Python package (python/railyard): planning and the
+//! models as JSON the Python side turns into objects, and a communicator that runs
+//! collectives on buffers the Python side has checked (C-contiguous, alive, writable
+//! where written, of the stated byte length). Bad arguments raise `ValueError` naming the
+//! argument; a failed collective raises `railyard.CommError`; the GIL is released while
+//! a collective runs.
+
+use std::sync::Mutex;
+
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use railyard_model::selection::{choose, fastest, PlanWithChoice};
+use railyard_model::{plan, PlanRequest};
+use railyard_runtime::{from_env, Communicator, Config, RedOp};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype};
+use railyard_topology::{Placement, PlacementPolicy};
+
+create_exception!(_native, CommError, PyRuntimeError, "A collective failed (a peer died, timed out or disagreed).");
+
+fn value_error(field: &str, message: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("{field}: {message}"))
+}
+
+/// `railyard plan --format json` for one collective on a topology.
+#[pyfunction]
+#[pyo3(signature = (topo, collective, size_bytes, dtype, algo, root, channels, ranks=None))]
+#[allow(clippy::too_many_arguments)]
+fn plan_json(
+    topo: &str,
+    collective: &str,
+    size_bytes: u64,
+    dtype: &str,
+    algo: &str,
+    root: usize,
+    channels: usize,
+    ranks: Option<usize>,
+) -> PyResult<String> {
+    let topology = railyard_topology::load(topo).map_err(|e| value_error("topo", e))?;
+    let collective: Collective = collective.parse().map_err(|e: String| value_error("collective", e))?;
+    let dtype: Dtype = dtype.parse().map_err(|e: String| value_error("dtype", e))?;
+    let placement =
+        Placement::new(&topology, &PlacementPolicy::Contiguous, ranks).map_err(|e| value_error("ranks", e))?;
+    let (algorithms, strict) = Algorithm::parse_list(algo, collective).map_err(|e| value_error("algo", e))?;
+    if !(1..=64).contains(&channels) {
+        return Err(value_error("channels", format!("must be 1..=64 (got {channels})")));
+    }
+    let mut request = PlanRequest::new(collective, size_bytes, dtype.size_bytes(), algorithms);
+    request.root = root;
+    request.channels = channels;
+    request.strict = strict;
+    let in_network = topology.devices.iter().any(|d| d.in_network_reduction)
+        && collective == Collective::AllReduce
+        && request.algorithms.contains(&Algorithm::InNetwork);
+    let mut result = plan(&topology, &placement, &request).map_err(|e| value_error("plan", e))?;
+    result.fastest = fastest(&result).map(|b| b.name.clone());
+    if result.algorithms.is_empty() {
+        let reasons: Vec<String> = result.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect();
+        return Err(value_error("algo", format!("no algorithm can run here: {}", reasons.join("; "))));
+    }
+    let choice = choose(&result, in_network);
+    serde_json::to_string(&PlanWithChoice { plan: &result, choice: choice.as_ref() })
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// Model `name` with `overrides_json` (an object of input fields): `{"inputs", "output"}`.
+#[pyfunction]
+fn model_json(name: &str, overrides_json: &str) -> PyResult<String> {
+    let overrides: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(overrides_json).map_err(|e| value_error("overrides", e))?;
+    let (inputs, output) = railyard_netmodels::registry::run(name, &overrides).map_err(|e| value_error(name, e))?;
+    Ok(serde_json::json!({ "inputs": inputs, "output": output }).to_string())
+}
+
+/// The models `model_json` knows.
+#[pyfunction]
+fn models() -> Vec<&'static str> {
+    railyard_netmodels::registry::MODELS.to_vec()
+}
+
+/// A topology (preset spec or file) in the topology file format (JSON).
+#[pyfunction]
+fn topology_json(spec: &str) -> PyResult<String> {
+    let topology = railyard_topology::load(spec).map_err(|e| value_error("topo", e))?;
+    railyard_topology::file::write(&topology, railyard_topology::file::FileFormat::Json)
+        .map_err(|e| value_error("topo", e))
+}
+
+#[pyfunction]
+fn parse_bytes(text: &str) -> PyResult<u64> {
+    railyard_topology::units::parse_bytes(text).map_err(|e| value_error("size", e))
+}
+
+#[pyfunction]
+fn parse_bytes_per_sec(text: &str) -> PyResult<f64> {
+    railyard_topology::units::parse_bytes_per_sec(text).map_err(|e| value_error("bandwidth", e))
+}
+
+#[pyfunction]
+fn parse_secs(text: &str) -> PyResult<f64> {
+    railyard_topology::units::parse_secs(text).map_err(|e| value_error("time", e))
+}
+
+/// A communicator joined from the launcher's environment.
+#[pyclass(module = "railyard._native")]
+struct Comm {
+    inner: Mutex<Option<Communicator>>,
+    rank: usize,
+    size: usize,
+}
+
+/// The collectives `Comm.call` runs, by index (python/railyard keeps the same table).
+const COLLECTIVES: [Collective; 11] = [
+    Collective::AllReduce,
+    Collective::ReduceScatter,
+    Collective::AllGather,
+    Collective::Broadcast,
+    Collective::Reduce,
+    Collective::Gather,
+    Collective::Scatter,
+    Collective::AllToAll,
+    Collective::AllToAllv,
+    Collective::SendRecv,
+    Collective::Barrier,
+];
+
+/// Reduction operators by index.
+const OPS: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg];
+
+/// The names of both tables, for the Python side to build its codes from.
+#[pyfunction]
+fn codes() -> (Vec<&'static str>, Vec<&'static str>) {
+    (COLLECTIVES.iter().map(|c| c.as_str()).collect(), OPS.iter().map(|o| o.as_str()).collect())
+}
+
+/// A numpy array's data, checked for the runtime.
+#[derive(Clone, Copy)]
+struct Buffer {
+    raw: Raw,
+    dtype: Dtype,
+}
+
+const NPY_ARRAY_WRITEABLE: std::os::raw::c_int = 0x0400;
+
+fn buffer(a: &Bound<'_, PyUntypedArray>, field: &str, writable: bool) -> PyResult<Buffer> {
+    let descr = a.dtype();
+    let dtype = match (descr.kind(), descr.itemsize()) {
+        (b'f', 4) => Dtype::F32,
+        (b'f', 8) => Dtype::F64,
+        (b'f', 2) => Dtype::F16,
+        (b'i', 4) => Dtype::I32,
+        (b'i', 8) => Dtype::I64,
+        (b'u', 1) => Dtype::U8,
+        _ => {
+            return Err(PyTypeError::new_err(format!(
+                "{field}: dtype {} is not supported (float32, float64, float16, int32, int64, uint8)",
+                descr
+            )))
+        }
+    };
+    if !matches!(descr.byteorder(), b'=' | b'|' | b'<') || cfg!(target_endian = "big") {
+        return Err(value_error(field, "byte order is not the machine's"));
+    }
+    if !a.is_c_contiguous() {
+        return Err(value_error(field, "the array is not C-contiguous; pass np.ascontiguousarray(...)"));
+    }
+    // SAFETY: `a` is a numpy array (checked by the extraction to PyUntypedArray), so its
+    // object is a PyArrayObject whose fields the numpy crate's FFI struct describes.
+    let (data, flags) = unsafe {
+        let p = a.as_array_ptr();
+        ((*p).data as usize, (*p).flags)
+    };
+    if writable && flags & NPY_ARRAY_WRITEABLE == 0 {
+        return Err(value_error(field, "the array is read-only"));
+    }
+    let bytes = a.len().checked_mul(descr.itemsize()).ok_or_else(|| value_error(field, "too large"))?;
+    if bytes > 0 && data == 0 {
+        return Err(value_error(field, "null data"));
+    }
+    Ok(Buffer { raw: Raw { addr: data, bytes }, dtype })
+}
+
+/// A buffer's address and byte length.
+#[derive(Clone, Copy)]
+struct Raw {
+    addr: usize,
+    bytes: usize,
+}
+
+impl Raw {
+    fn end(self) -> usize {
+        self.addr.saturating_add(self.bytes)
+    }
+    fn overlaps(self, other: Raw) -> bool {
+        self.bytes > 0 && other.bytes > 0 && self.addr < other.end() && other.addr < self.end()
+    }
+}
+
+#[pymethods]
+impl Comm {
+    /// Join from torchrun, Open MPI, Slurm or `railyard launch` variables.
+    #[staticmethod]
+    fn from_env(py: Python<'_>) -> PyResult<Comm> {
+        let config = Config::from_env().map_err(|e| value_error("environment", e))?;
+        let launch = from_env().map_err(|e| value_error("environment", e))?.ok_or_else(|| {
+            value_error(
+                "environment",
+                "no launcher variables (RAILYARD_RANK/WORLD_SIZE, RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, SLURM_*)",
+            )
+        })?;
+        let (rank, size) = (launch.rank, launch.size);
+        let comm = py
+            .allow_threads(|| Communicator::init(&launch.id, rank, size, config))
+            .map_err(|e| CommError::new_err(e.to_string()))?;
+        Ok(Comm { inner: Mutex::new(Some(comm)), rank, size })
+    }
+
+    #[getter]
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    #[getter]
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Run one collective on numpy arrays. `collective` and `op` are indices into
+    /// `COLLECTIVES` and `OPS`; `count` is the collective's element count as
+    /// `CollectiveSpec` takes it. With `in_place`, `send` is the one buffer. Arrays are
+    /// checked here: C-contiguous, native byte order, a supported dtype, the same dtype
+    /// when both are given, writable where written, not overlapping.
+    #[pyo3(signature = (collective, send, recv, count, op=0, root=0, peer=0, counts=None, in_place=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &self,
+        py: Python<'_>,
+        collective: usize,
+        send: Option<Bound<'_, PyUntypedArray>>,
+        recv: Option<Bound<'_, PyUntypedArray>>,
+        count: u64,
+        op: usize,
+        root: usize,
+        peer: usize,
+        counts: Option<Vec<Vec<u64>>>,
+        in_place: bool,
+    ) -> PyResult<()> {
+        let collective = *COLLECTIVES.get(collective).ok_or_else(|| value_error("collective", "unknown code"))?;
+        let op = *OPS.get(op).ok_or_else(|| value_error("op", "unknown code"))?;
+        let send_buf = send.as_ref().map(|a| buffer(a, "send", in_place)).transpose()?;
+        let recv_buf = recv.as_ref().map(|a| buffer(a, "recv", true)).transpose()?;
+        let dtype = match (send_buf, recv_buf) {
+            (Some(s), Some(r)) if s.dtype != r.dtype => {
+                return Err(PyTypeError::new_err(format!(
+                    "recv: dtype {} differs from the input's {}",
+                    r.dtype.as_str(),
+                    s.dtype.as_str()
+                )))
+            }
+            (Some(s), _) => s.dtype,
+            (None, Some(r)) => r.dtype,
+            (None, None) => Dtype::U8,
+        };
+        let send = send_buf.map_or(Raw { addr: 0, bytes: 0 }, |b| b.raw);
+        let recv = recv_buf.map_or(Raw { addr: 0, bytes: 0 }, |b| b.raw);
+        if !in_place && send.overlaps(recv) {
+            return Err(value_error("recv", "overlaps the input; call the in-place form for one buffer"));
+        }
+        if root >= self.size {
+            return Err(value_error("root", format!("{root} is not a rank of {}", self.size)));
+        }
+        let mut spec = CollectiveSpec::new(collective, self.size, count).with_root(root);
+        if collective == Collective::SendRecv {
+            if peer >= self.size || peer == root {
+                return Err(value_error("peer", format!("{peer} is not another rank of {}", self.size)));
+            }
+            spec = spec.with_peer(peer);
+        }
+        if let Some(c) = counts {
+            spec = spec.with_counts(c);
+        }
+        let mut guard = self.inner.lock().map_err(|_| CommError::new_err("the communicator was poisoned"))?;
+        let comm = guard.as_mut().ok_or_else(|| CommError::new_err("the communicator is closed"))?;
+        let result = py.allow_threads(|| {
+            // SAFETY: `send` and `recv` are the data of numpy arrays this call holds
+            // references to (the GIL is released, the references are not), checked
+            // C-contiguous with the byte length of their elements, `recv` (and `send` in
+            // place) writable; out of place they do not overlap (checked above). Python
+            // code running meanwhile could write to them as it could to any buffer handed
+            // to C; it cannot free them while referenced. Zero-length buffers are never
+            // dereferenced.
+            let input: &[u8] = if send.bytes == 0 {
+                &[]
+            } else {
+                unsafe { std::slice::from_raw_parts(send.addr as *const u8, send.bytes) }
+            };
+            if in_place {
+                // SAFETY: as above; in place the one buffer is `send`, checked writable.
+                let buf: &mut [u8] = if send.bytes == 0 {
+                    &mut []
+                } else {
+                    unsafe { std::slice::from_raw_parts_mut(send.addr as *mut u8, send.bytes) }
+                };
+                return comm.run_in_place(&spec, None, buf, dtype, op);
+            }
+            // SAFETY: as above; `recv` is writable and overlaps nothing handed over here.
+            let output: &mut [u8] = if recv.bytes == 0 {
+                &mut []
+            } else {
+                unsafe { std::slice::from_raw_parts_mut(recv.addr as *mut u8, recv.bytes) }
+            };
+            comm.run(&spec, None, input, output, dtype, op)
+        });
+        result.map_err(|e| CommError::new_err(e.to_string()))
+    }
+
+    /// Tear the communicator down (also done when it is garbage-collected).
+    fn close(&self) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.take();
+        }
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(plan_json, m)?)?;
+    m.add_function(wrap_pyfunction!(model_json, m)?)?;
+    m.add_function(wrap_pyfunction!(models, m)?)?;
+    m.add_function(wrap_pyfunction!(topology_json, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes_per_sec, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_secs, m)?)?;
+    m.add_function(wrap_pyfunction!(codes, m)?)?;
+    m.add_class::<Comm>()?;
+    m.add("CommError", m.py().get_type::<CommError>())?;
+    Ok(())
+}

@@ -1,0 +1,457 @@
+"""railyard from Python: plan, model and run collectives on numpy arrays.
+
+Planning and the models return the same data as the CLI's ``--format json``, as plain
+Python objects (dicts whose keys the ``TypedDict`` classes below document)::
+
+    import railyard
+    p = railyard.plan(topo="hgx-h100x2", collective="allreduce", size="192MiB")
+    p["fastest"], p["algorithms"][0]["total_secs"]
+    railyard.model("ecmp", flows=32, uplinks=32)["output"]
+
+The runtime joins from the launcher's environment (``railyard launch``, torchrun,
+Open MPI, Slurm) and runs collectives on C-contiguous numpy arrays (or CPU torch
+tensors, through a zero-copy numpy view), releasing the GIL while it communicates::
+
+    comm = railyard.init()
+    x = np.ones(1024, dtype=np.float32)
+    comm.all_reduce(x)              # in place
+    h = comm.all_reduce_async(x)    # a handle; h.wait() returns the result
+
+Sizes and bandwidths accept the CLI's unit strings ("192MiB", "50GB/s") or numbers.
+Bad arguments raise ``ValueError`` (or ``TypeError``) naming the argument; a failed
+collective raises ``railyard.CommError`` (a ``RuntimeError``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+try:  # Python 3.8+ has TypedDict in typing
+    from typing import TypedDict
+except ImportError:  # pragma: no cover
+    from typing_extensions import TypedDict  # type: ignore
+
+import numpy as np
+
+from . import _native
+from ._native import CommError
+
+__all__ = [
+    "CommError",
+    "Communicator",
+    "Handle",
+    "Plan",
+    "Breakdown",
+    "ModelResult",
+    "init",
+    "model",
+    "models",
+    "plan",
+    "topology",
+]
+
+Size = Union[int, str]
+
+
+class Breakdown(TypedDict, total=False):
+    """One algorithm's cost by the per-round model (seed 001 §7.2.1)."""
+
+    name: str
+    total_secs: float  # the whole collective
+    rounds: int
+    alpha_secs: float  # rounds x start-up
+    transfer_secs: float  # sum over rounds of the slowest resource's bytes / bandwidth
+    bytes_sent_total: float
+    cross_server_bytes: float
+    nics_idle: int
+    bottleneck: Optional[Dict[str, Any]]
+
+
+class Plan(TypedDict, total=False):
+    """What ``railyard plan --format json`` prints."""
+
+    topology: str
+    collective: str
+    bytes: int
+    elem_bytes: int
+    ranks: int
+    round_startup_secs: float
+    routing: str
+    algorithms: List[Breakdown]
+    skipped: List[Dict[str, str]]  # name, reason
+    fastest: Optional[str]
+    choice: Optional[Dict[str, Any]]  # the chosen algorithm, its runner-up and NCCL's rule
+
+
+class ModelResult(TypedDict):
+    """A model's inputs (defaults with the overrides applied) and its output."""
+
+    inputs: Dict[str, Any]
+    output: Dict[str, Any]
+
+
+def _size(value: Size, field: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{field}: expected a size (bytes or a string like '192MiB'), got a bool")
+    if isinstance(value, (int, np.integer)):
+        if value < 0:
+            raise ValueError(f"{field}: a size cannot be negative (got {value})")
+        return int(value)
+    if isinstance(value, str):
+        return _native.parse_bytes(value)
+    raise TypeError(f"{field}: expected a size (bytes or a string like '192MiB'), got {type(value).__name__}")
+
+
+def plan(
+    topo: str = "hgx-h100x2",
+    collective: str = "allreduce",
+    size: Size = "192MiB",
+    dtype: str = "f32",
+    algo: Union[str, Sequence[str]] = "all",
+    root: int = 0,
+    channels: int = 1,
+    ranks: Optional[int] = None,
+) -> Plan:
+    """Compare algorithms for one collective on a topology (``railyard plan``)."""
+    if not isinstance(algo, str):
+        algo = ",".join(algo)
+    for field, v in (("root", root), ("channels", channels)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{field}: expected a non-negative integer (got {v!r})")
+    if ranks is not None and (not isinstance(ranks, int) or ranks <= 0):
+        raise ValueError(f"ranks: expected a positive integer (got {ranks!r})")
+    text = _native.plan_json(str(topo), str(collective), _size(size, "size"), str(dtype), algo, root, channels, ranks)
+    return json.loads(text)
+
+
+def models() -> List[str]:
+    """The models ``model`` runs (``railyard model --help``)."""
+    return list(_native.models())
+
+
+def model(name: str, **inputs: Any) -> ModelResult:
+    """Run a network model on its defaults (the chapter's worked example) with ``inputs``
+    overriding fields, e.g. ``model("concurrency", slot_secs="4us")``."""
+    # The seed's wording for one ECMP case: `flows` over `uplinks`.
+    if name == "ecmp" and ("flows" in inputs or "uplinks" in inputs):
+        if "cases" in inputs or "flows" not in inputs or "uplinks" not in inputs:
+            raise ValueError("ecmp: give flows and uplinks together, or cases=[[flows, uplinks], ...]")
+        inputs = dict(inputs)
+        inputs["cases"] = [[inputs.pop("flows"), inputs.pop("uplinks")]]
+    try:
+        overrides = json.dumps(inputs)
+    except TypeError as e:
+        raise TypeError(f"{name}: inputs must be numbers, strings, lists or dicts ({e})") from None
+    return json.loads(_native.model_json(name, overrides))
+
+
+def topology(spec: str) -> Dict[str, Any]:
+    """A preset (``rail:servers=4``) or topology file, as the topology file format's JSON."""
+    return json.loads(_native.topology_json(str(spec)))
+
+
+_COLLECTIVE_NAMES, _OP_NAMES = _native.codes()
+_CODE = {name: i for i, name in enumerate(_COLLECTIVE_NAMES)}
+assert _CODE["allreduce"] == 0, "the all-reduce fast path passes code 0"
+_OP = {name: i for i, name in enumerate(_OP_NAMES)}
+
+
+def _op(op: str) -> int:
+    try:
+        return _OP[op]
+    except (KeyError, TypeError):
+        raise ValueError(f"op: {op!r} is not one of {', '.join(_OP_NAMES)}") from None
+
+
+def _array(x: Any, field: str, writable: bool) -> np.ndarray:
+    """A numpy view of ``x`` (an array or a CPU torch tensor), checked for the runtime."""
+    if not isinstance(x, np.ndarray):
+        numpy_view = getattr(x, "numpy", None)  # torch.Tensor: a zero-copy view for CPU tensors
+        if numpy_view is None:
+            raise TypeError(f"{field}: expected a numpy array or a CPU torch tensor, got {type(x).__name__}")
+        if getattr(x, "requires_grad", False):
+            x = x.detach()
+        try:
+            x = x.numpy()
+        except (RuntimeError, TypeError) as e:
+            raise TypeError(f"{field}: cannot view it as a numpy array ({e})") from None
+    # dtype, contiguity, byte order and writability are checked by the native call.
+    return x
+
+
+def _chunks(count: int, parts: int) -> List[int]:
+    """The balanced partition: the first count % parts chunks get one more element."""
+    base, extra = divmod(count, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+class Handle:
+    """An asynchronous collective: ``wait()`` blocks and returns its result (or raises)."""
+
+    def __init__(self, future: "Future[Any]", keep: Tuple[Any, ...]):
+        self._future = future
+        self._keep = keep  # the arrays stay alive until the call ends
+
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        return self._future.result(timeout)
+
+    def done(self) -> bool:
+        return self._future.done()
+
+
+class Communicator:
+    """Collectives among the ranks of one job. Calls are in rank order on every rank (the
+    same sequence of collectives with the same sizes), like NCCL and MPI."""
+
+    def __init__(self, native: "_native.Comm"):
+        self._native = native
+        # One worker runs the async calls, one after another, in issue order; a blocking
+        # call first waits for them, so every rank issues collectives in one order.
+        self._worker: Optional[ThreadPoolExecutor] = None
+        self._last: "Optional[Future[Any]]" = None
+        self._worker_thread: Optional[threading.Thread] = None
+
+    @property
+    def rank(self) -> int:
+        return self._native.rank
+
+    @property
+    def size(self) -> int:
+        return self._native.size
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
+        self._native.close()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _run(self, collective, send, recv, count, op=0, root=0, peer=0, counts=None, in_place=False):
+        last = self._last
+        if last is not None and threading.current_thread() is not self._worker_thread:
+            self._last = None
+            last.result()  # raises the async call's error here if it failed
+        self._native.call(_CODE[collective], send, recv, count, op, root, peer, counts, in_place)
+
+    def _root(self, root: int) -> int:
+        if not isinstance(root, (int, np.integer)) or isinstance(root, bool) or not 0 <= root < self.size:
+            raise ValueError(f"root: {root!r} is not a rank of {self.size}")
+        return int(root)
+
+    @staticmethod
+    def _same_dtype(a: np.ndarray, b: np.ndarray) -> None:
+        if a.dtype != b.dtype:
+            raise TypeError(f"recv: dtype {b.dtype} differs from the input's {a.dtype}")
+
+    def _async(self, fn, *args, **kwargs) -> Handle:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="railyard")
+
+            def remember() -> None:
+                self._worker_thread = threading.current_thread()
+
+            self._worker.submit(remember).result()
+        keep = tuple(a for a in list(args) + list(kwargs.values()) if a is not None)
+        future = self._worker.submit(fn, *args, **kwargs)
+        self._last = future
+        return Handle(future, keep)
+
+    # -- collectives ----------------------------------------------------------------
+
+    def all_reduce(self, send: Any, recv: Any = None, op: str = "sum") -> np.ndarray:
+        """Every rank gets the reduction (sum, prod, min, max, avg). In place without ``recv``."""
+        code = _OP.get(op) if type(op) is str else None
+        if code is None:
+            code = _op(op)
+        # The common call (a numpy array, in place, nothing pending) goes straight to the
+        # native call: this is the per-call cost bench/python_overhead.py measures.
+        if recv is None and type(send) is np.ndarray and self._last is None:
+            self._native.call(0, send, None, send.size, code, 0, 0, None, True)
+            return send
+        s = send if type(send) is np.ndarray else _array(send, "send", writable=recv is None)
+        if recv is None:
+            self._run("allreduce", s, None, s.size, code, in_place=True)
+            return s
+        r = recv if type(recv) is np.ndarray else _array(recv, "recv", writable=True)
+        if r.size != s.size:
+            raise ValueError(f"recv: {r.size} elements, the input has {s.size}")
+        self._run("allreduce", s, r, s.size, code)
+        return r
+
+    def reduce_scatter(self, send: Any, recv: Any = None, op: str = "sum") -> np.ndarray:
+        """Rank r gets chunk r of the reduction. In place without ``recv``: the result is
+        the rank's chunk of ``send`` (returned as a view)."""
+        s = _array(send, "send", writable=recv is None)
+        mine = _chunks(s.size, self.size)
+        start = sum(mine[: self.rank])
+        if recv is None:
+            self._run("reducescatter", s, None, s.size, _op(op), in_place=True)
+            return s.reshape(-1)[start : start + mine[self.rank]]
+        r = _array(recv, "recv", writable=True)
+        self._same_dtype(s, r)
+        if r.size != mine[self.rank]:
+            raise ValueError(f"recv: {r.size} elements, rank {self.rank}'s chunk of {s.size} has {mine[self.rank]}")
+        self._run("reducescatter", s, r, s.size, _op(op))
+        return r
+
+    def all_gather(self, send: Any, recv: Any = None) -> np.ndarray:
+        """Every rank gets every rank's chunk. With ``recv=None``, ``send`` is the whole
+        buffer and this rank's chunk of it is the input (in place)."""
+        if recv is None:
+            b = _array(send, "send", writable=True)
+            self._run("allgather", b, None, b.size, in_place=True)
+            return b
+        s = _array(send, "send", writable=False)
+        r = _array(recv, "recv", writable=True)
+        self._same_dtype(s, r)
+        mine = _chunks(r.size, self.size)[self.rank]
+        if s.size != mine:
+            raise ValueError(f"send: {s.size} elements, rank {self.rank}'s chunk of {r.size} has {mine}")
+        self._run("allgather", s, r, r.size)
+        return r
+
+    def broadcast(self, buf: Any, root: int = 0) -> np.ndarray:
+        """Every rank gets the root's ``buf`` (in place)."""
+        b = _array(buf, "buf", writable=True)
+        self._run("broadcast", b, None, b.size, root=self._root(root), in_place=True)
+        return b
+
+    def reduce(self, send: Any, recv: Any = None, op: str = "sum", root: int = 0) -> Optional[np.ndarray]:
+        """The root gets the reduction (in ``recv``, allocated when not given); others get None."""
+        root = self._root(root)
+        s = _array(send, "send", writable=False)
+        r = None
+        if self.rank == root:
+            r = np.empty_like(s) if recv is None else _array(recv, "recv", writable=True)
+            self._same_dtype(s, r)
+            if r.size != s.size:
+                raise ValueError(f"recv: {r.size} elements, the input has {s.size}")
+        self._run("reduce", s, r, s.size, _op(op), root=root)
+        return r
+
+    def gather(self, send: Any, recv: Any = None, root: int = 0) -> Optional[np.ndarray]:
+        """The root gets every rank's ``send`` (all the same size) in rank order, in
+        ``recv`` (allocated when not given); other ranks get None."""
+        root = self._root(root)
+        s = _array(send, "send", writable=False)
+        total = self.size * s.size
+        r = None
+        if self.rank == root:
+            r = np.empty(total, dtype=s.dtype) if recv is None else _array(recv, "recv", writable=True)
+            self._same_dtype(s, r)
+            if r.size != total:
+                raise ValueError(f"recv: {r.size} elements, {self.size} ranks x {s.size} make {total}")
+        self._run("gather", s, r, total, root=root)
+        return r
+
+    def scatter(self, send: Any, recv: Any, root: int = 0) -> np.ndarray:
+        """Rank r gets chunk r of the root's ``send`` (ignored on other ranks) in ``recv``."""
+        root = self._root(root)
+        r = _array(recv, "recv", writable=True)
+        total = self._total_from_chunk(r.size, "recv")
+        s = None
+        if self.rank == root:
+            s = _array(send, "send", writable=False)
+            self._same_dtype(s, r)
+            if s.size != total:
+                raise ValueError(f"send: {s.size} elements, the chunks of the ranks add up to {total}")
+        self._run("scatter", s, r, total, root=root)
+        return r
+
+    def _total_from_chunk(self, mine: int, field: str) -> int:
+        # Every rank's chunk is the same size (each rank knows only its own).
+        return mine * self.size
+
+    def all_to_all(self, send: Any, recv: Any = None) -> np.ndarray:
+        """Rank i's chunk j (balanced partition of ``send``) goes to rank j, which gets
+        ``size`` chunks of its own chunk's size, in rank order (allocated when not given)."""
+        s = _array(send, "send", writable=False)
+        want = self.size * _chunks(s.size, self.size)[self.rank]
+        if recv is None:
+            recv = np.empty(want, dtype=s.dtype)
+        r = _array(recv, "recv", writable=True)
+        self._same_dtype(s, r)
+        if r.size != want:
+            raise ValueError(f"recv: {r.size} elements, {self.size} chunks of rank {self.rank}'s chunk make {want}")
+        if np.shares_memory(s, r):
+            s = s.copy()  # no in-place form: run on a copy of the input
+        self._run("alltoall", s, r, s.size)
+        return r
+
+    def all_to_allv(self, send: Any, recv: Any, counts: Sequence[Sequence[int]]) -> np.ndarray:
+        """``counts[i][j]`` elements from rank i to rank j; every rank passes the same matrix."""
+        s = _array(send, "send", writable=False)
+        r = _array(recv, "recv", writable=True)
+        self._same_dtype(s, r)
+        try:
+            matrix = [[int(c) for c in row] for row in counts]
+        except (TypeError, ValueError):
+            raise ValueError("counts: expected a size x size matrix of integers") from None
+        if len(matrix) != self.size or any(len(row) != self.size for row in matrix):
+            raise ValueError(f"counts: expected a {self.size} x {self.size} matrix")
+        if any(c < 0 for row in matrix for c in row):
+            raise ValueError("counts: negative count")
+        if s.size != sum(matrix[self.rank]):
+            raise ValueError(f"send: {s.size} elements, row {self.rank} of counts sums to {sum(matrix[self.rank])}")
+        incoming = sum(row[self.rank] for row in matrix)
+        if r.size != incoming:
+            raise ValueError(f"recv: {r.size} elements, column {self.rank} of counts sums to {incoming}")
+        self._run("alltoallv", s, r, 0, counts=matrix)
+        return r
+
+    def send(self, buf: Any, peer: int) -> None:
+        """Point to point: ``peer`` must call ``recv`` with the same size."""
+        b = _array(buf, "buf", writable=False)
+        peer = self._root(peer)
+        if peer == self.rank:
+            raise ValueError(f"peer: {peer} is this rank")
+        self._run("sendrecv", b, None, b.size, root=self.rank, peer=peer)
+
+    def recv(self, buf: Any, peer: int) -> np.ndarray:
+        b = _array(buf, "buf", writable=True)
+        peer = self._root(peer)
+        if peer == self.rank:
+            raise ValueError(f"peer: {peer} is this rank")
+        self._run("sendrecv", None, b, b.size, root=peer, peer=self.rank)
+        return b
+
+    def barrier(self) -> None:
+        marker = np.array([self.rank % 256], dtype=np.uint8)
+        out = np.empty(self.size, dtype=np.uint8)
+        self._run("barrier", marker, out, 0)
+
+    # -- async variants: the same calls on the communicator's worker thread ----------
+
+    def all_reduce_async(self, send: Any, recv: Any = None, op: str = "sum") -> Handle:
+        return self._async(self.all_reduce, send, recv, op)
+
+    def reduce_scatter_async(self, send: Any, recv: Any = None, op: str = "sum") -> Handle:
+        return self._async(self.reduce_scatter, send, recv, op)
+
+    def all_gather_async(self, send: Any, recv: Any = None) -> Handle:
+        return self._async(self.all_gather, send, recv)
+
+    def broadcast_async(self, buf: Any, root: int = 0) -> Handle:
+        return self._async(self.broadcast, buf, root)
+
+    def reduce_async(self, send: Any, recv: Any = None, op: str = "sum", root: int = 0) -> Handle:
+        return self._async(self.reduce, send, recv, op, root)
+
+    def all_to_all_async(self, send: Any, recv: Any = None) -> Handle:
+        return self._async(self.all_to_all, send, recv)
+
+
+def init() -> Communicator:
+    """Join the job from the launcher's environment (``railyard launch``, torchrun,
+    Open MPI, Slurm), like the Rust runtime's ``from_env``."""
+    return Communicator(_native.Comm.from_env())

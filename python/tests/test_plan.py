@@ -1,0 +1,93 @@
+"""Planning and the models from Python equal the CLI's JSON; bad arguments raise."""
+
+import json
+import subprocess
+
+import pytest
+
+import railyard
+
+
+def cli_json(bin_path, *args):
+    out = subprocess.run([bin_path, *args, "--format", "json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize(
+    "kwargs, args",
+    [
+        ({}, []),
+        (
+            {"topo": "a100-pcie-control", "algo": "ring,hierarchical", "size": "8MiB"},
+            ["--topo", "a100-pcie-control", "--algo", "ring,hierarchical", "--size", "8MiB"],
+        ),
+        (
+            {"collective": "allgather", "size": 1 << 20, "dtype": "bf16", "algo": ["ring", "direct"]},
+            ["--collective", "allgather", "--size", "1MiB", "--dtype", "bf16", "--algo", "ring,direct"],
+        ),
+        ({"collective": "broadcast", "root": 3, "size": "64KiB"}, ["--collective", "broadcast", "--root", "3", "--size", "64KiB"]),
+    ],
+)
+def test_plan_equals_the_cli(railyard_bin, kwargs, args):
+    assert railyard.plan(**kwargs) == cli_json(railyard_bin, "plan", *args)
+
+
+def test_the_seeds_numbers_come_through():
+    p = railyard.plan(algo="ring,hierarchical")
+    times = {a["name"]: a["total_secs"] for a in p["algorithms"]}
+    # seed 001 §7.2.1: about 7.6 ms and 1.3 ms.
+    assert abs(times["ring"] - 7.575e-3) < 1e-6
+    assert abs(times["hierarchical"] - 1.2996e-3) < 1e-6
+    assert p["fastest"] == "hierarchical"
+
+
+@pytest.mark.parametrize("name", railyard.models())
+def test_every_model_equals_the_cli(railyard_bin, name):
+    got = railyard.model(name)["output"]
+    assert got == cli_json(railyard_bin, "model", name)
+
+
+def test_model_inputs_take_units_and_the_seeds_words():
+    # seed 001 §7.3.4: 128 x 256 B per 2 us; 4 us slots halve the slot bound.
+    base = railyard.model("concurrency", slots=[128])["output"]["cases"][0]
+    slow = railyard.model("concurrency", slots=[128], slot_secs="4us")["output"]["cases"][0]
+    assert abs(base["slot_bound_bytes_per_sec"] - 16.384e9) < 1
+    assert abs(slow["slot_bound_bytes_per_sec"] - 8.192e9) < 1
+    e = railyard.model("ecmp", flows=32, uplinks=32)
+    assert e["inputs"]["cases"] == [[32, 32]]
+
+
+def test_topology_is_the_file_format(railyard_bin):
+    out = subprocess.run([railyard_bin, "topo", "show", "hgx-h100x2", "--format", "json"], capture_output=True, text=True, check=True)
+    assert railyard.topology("hgx-h100x2") == json.loads(out.stdout)
+    assert railyard.topology("rail:servers=4")["gpus"] == 32
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: railyard.plan(size="12 parsecs"), "size"),
+        (lambda: railyard.plan(size=-1), "size"),
+        (lambda: railyard.plan(topo="nonesuch"), "topo"),
+        (lambda: railyard.plan(collective="allsorts"), "collective"),
+        (lambda: railyard.plan(algo="nonesuch"), "algo"),
+        (lambda: railyard.plan(dtype="f128"), "dtype"),
+        (lambda: railyard.plan(channels=0), "channels"),
+        (lambda: railyard.plan(ranks=0), "ranks"),
+        (lambda: railyard.model("nonesuch"), "nonesuch"),
+        (lambda: railyard.model("concurrency", slot_secs="x"), "slot_secs"),
+        (lambda: railyard.model("concurrency", nonesuch=1), "nonesuch"),
+        (lambda: railyard.model("ecmp", flows=3), "ecmp"),
+        (lambda: railyard.topology("rail:servers=0"), "topo"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_the_field(call, field):
+    with pytest.raises(ValueError, match=field):
+        call()
+
+
+def test_wrong_types_raise_type_error():
+    with pytest.raises(TypeError, match="size"):
+        railyard.plan(size=1.5)
+    with pytest.raises(TypeError):
+        railyard.model("concurrency", slots=object())

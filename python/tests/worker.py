@@ -1,0 +1,131 @@
+"""One rank of the multi-rank tests, started by `railyard launch`: every collective x
+dtype on numpy arrays, each result compared with what numpy computes from every rank's
+input (every rank can compute every rank's input: it is a function of rank and index)."""
+
+import sys
+
+import numpy as np
+
+import railyard
+
+DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8]
+
+
+def data(rank, n, dtype):
+    # Small integers: exact in every dtype, sums of a few ranks stay in uint8 and float16.
+    return ((np.arange(n) * 7 + rank * 3) % 11 + 1).astype(dtype)
+
+
+def check(name, got, want):
+    if got.dtype != want.dtype or got.shape != want.shape or not np.array_equal(got, want):
+        raise AssertionError(f"{name}: got {got[:8]}... ({got.dtype}) want {want[:8]}... ({want.dtype})")
+
+
+def chunks(count, parts):
+    base, extra = divmod(count, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def main():
+    comm = railyard.init()
+    r, p = comm.rank, comm.size
+    n = 37  # not a multiple of the rank count: uneven chunks
+    ran = 0
+    for dt in DTYPES:
+        inputs = [data(q, n, dt) for q in range(p)]
+        total = np.sum(np.stack(inputs).astype(np.int64), axis=0).astype(dt)
+        # all-reduce, out of place and in place; min and max
+        check(f"allreduce {dt}", comm.all_reduce(data(r, n, dt), np.empty(n, dt)), total)
+        x = data(r, n, dt)
+        comm.all_reduce(x)
+        check(f"allreduce in place {dt}", x, total)
+        check(f"allreduce max {dt}", comm.all_reduce(data(r, n, dt), np.empty(n, dt), op="max"), np.max(np.stack(inputs), axis=0))
+        check(f"allreduce min {dt}", comm.all_reduce(data(r, n, dt), np.empty(n, dt), op="min"), np.min(np.stack(inputs), axis=0))
+        # reduce-scatter
+        sizes = chunks(n, p)
+        start = sum(sizes[:r])
+        mine = total[start : start + sizes[r]]
+        check(f"reducescatter {dt}", comm.reduce_scatter(data(r, n, dt), np.empty(sizes[r], dt)), mine)
+        check(f"reducescatter in place {dt}", comm.reduce_scatter(data(r, n, dt)), mine)
+        # all-gather: rank q contributes chunk q of the whole
+        whole = data(0, n, dt)
+        offs = np.cumsum([0] + sizes)
+        got = comm.all_gather(whole[offs[r] : offs[r + 1]].copy(), np.empty(n, dt))
+        check(f"allgather {dt}", got, whole)
+        buf = np.zeros(n, dt)
+        buf[offs[r] : offs[r + 1]] = whole[offs[r] : offs[r + 1]]
+        check(f"allgather in place {dt}", comm.all_gather(buf), whole)
+        # broadcast from the last rank
+        b = data(r, n, dt)
+        check(f"broadcast {dt}", comm.broadcast(b, root=p - 1), inputs[p - 1])
+        # reduce to rank 1 % p
+        root = 1 % p
+        got = comm.reduce(data(r, n, dt), root=root)
+        if r == root:
+            check(f"reduce {dt}", got, total)
+        elif got is not None:
+            raise AssertionError("reduce: a non-root rank got a result")
+        # gather / scatter with equal chunks of m
+        m = 5
+        got = comm.gather(data(r, m, dt), root=0)
+        if r == 0:
+            check(f"gather {dt}", got, np.concatenate([data(q, m, dt) for q in range(p)]))
+        full = data(0, m * p, dt)
+        got = comm.scatter(full if r == 0 else None, np.empty(m, dt), root=0)
+        check(f"scatter {dt}", got, full[r * m : (r + 1) * m])
+        # all-to-all: chunk j of rank i goes to rank j
+        k = 3 * p + 1
+        send = data(r, k, dt)
+        ks = chunks(k, p)
+        ko = np.cumsum([0] + ks)
+        want = np.concatenate([data(q, k, dt)[ko[r] : ko[r + 1]] for q in range(p)])
+        check(f"alltoall {dt}", comm.all_to_all(send), want)
+        # all-to-allv: rank i sends i + j + 1 elements to rank j
+        counts = [[i + j + 1 for j in range(p)] for i in range(p)]
+        send = data(r, sum(counts[r]), dt)
+        recv = np.empty(sum(counts[i][r] for i in range(p)), dt)
+        pieces = []
+        for i in range(p):
+            s = data(i, sum(counts[i]), dt)
+            off = sum(counts[i][:r])
+            pieces.append(s[off : off + counts[i][r]])
+        check(f"alltoallv {dt}", comm.all_to_allv(send, recv, counts), np.concatenate(pieces))
+        # send / recv around a ring
+        nxt, prv = (r + 1) % p, (r - 1) % p
+        if p > 1:
+            if r % 2 == 0:
+                comm.send(data(r, n, dt), nxt)
+                got = comm.recv(np.empty(n, dt), prv)
+            else:
+                got = comm.recv(np.empty(n, dt), prv)
+                comm.send(data(r, n, dt), nxt)
+            check(f"sendrecv {dt}", got, inputs[prv])
+        ran += 1
+    # async: a handle per call, results in issue order
+    xs = [data(r, 1000, np.float32) for _ in range(3)]
+    handles = [comm.all_reduce_async(x) for x in xs]
+    total = np.sum(np.stack([data(q, 1000, np.float32) for q in range(p)]), axis=0)
+    for h in handles:
+        check("allreduce async", h.wait(), total)
+    comm.barrier()
+    # errors from bad arguments are ValueError/TypeError before anything is sent
+    for bad, kind in [
+        (lambda: comm.all_reduce(np.ones((4, 4), np.float32)[:, ::2]), ValueError),
+        (lambda: comm.all_reduce(np.ones(4, np.complex64)), TypeError),
+        (lambda: comm.broadcast(np.ones(4, np.float32), root=p), ValueError),
+        (lambda: comm.all_reduce(np.ones(4, np.float32), np.ones(5, np.float32)), ValueError),
+        (lambda: comm.all_reduce([1, 2, 3]), TypeError),
+    ]:
+        try:
+            bad()
+        except kind:
+            pass
+        else:
+            raise AssertionError(f"no {kind.__name__}")
+    comm.barrier()
+    comm.close()
+    print(f"rank {r}: {ran} dtypes ok", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
