@@ -31,7 +31,7 @@ LARGE = [16 << 20, 64 << 20]
 
 
 def iters_for(size, small_iters):
-    return small_iters if size <= 8192 else max(5, (256 << 20) // (size * 4))
+    return small_iters if size <= 8192 else max(20, (256 << 20) // (size * 4))
 
 
 def timed(fn, barrier, iters, warmup):
@@ -151,7 +151,7 @@ def rust_perf(sizes, n):
     for size in sizes:
         iters = iters_for(size, 0)
         cmd = [railyard_bin(), "perf", "all_reduce", "--np", str(n), "-b", str(size), "-e", str(size),
-               "-n", str(iters), "-w", "5", "-c", "0", "--format", "json"]
+               "-n", str(iters), "-w", "50", "-c", "0", "--format", "json"]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
         if out.returncode != 0:
             print(f"railyard perf failed:\n{out.stderr}", file=sys.stderr)
@@ -179,11 +179,13 @@ def main():
     n = int(os.environ.get("NPROCS", "2"))
     sizes = SMALL + LARGE
     runs = {"railyard": [], "mpi4py": [], "gloo": []}
+    perf_runs = []
     for r in range(rounds):
         for kind in runs:
             got = run_peer(kind, sizes, small_iters, n)
             if got is not None:
                 runs[kind].append(got)
+        perf_runs.append(rust_perf(LARGE, n))  # the Rust runtime, in the same round
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     med = {k: {s: statistics.median(run[s] for run in v) for s in sizes} for k, v in runs.items() if v}
     print(f"## all-reduce called from Python, {n} ranks, float32 (median of {rounds} interleaved rounds)\n")
@@ -197,7 +199,6 @@ def main():
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"
         size = f"{s} B" if s < 1024 else (f"{s >> 10} KiB" if s < 1 << 20 else f"{s >> 20} MiB")
         print(f"| {size} | {cell(ry)} | {cell(mp)} | {cell(gl)} | {ratio(ry, mp)} | {ratio(ry, gl)} |")
-    perf_runs = [rust_perf(LARGE, n) for _ in range(rounds)]
     perf = {s: statistics.median(p[s] for p in perf_runs if s in p) for s in LARGE if any(s in p for p in perf_runs)}
     if perf and "railyard" in med:
         print("\n## Large sizes: the Python package against the Rust runtime it wraps (`railyard perf`)\n")

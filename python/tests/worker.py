@@ -108,6 +108,40 @@ def main():
     for h in handles:
         check("allreduce async", h.wait(), total)
     comm.barrier()
+    # The GIL is released while a collective waits: a Python thread keeps counting while
+    # rank 0 waits in a barrier for a rank that sleeps first.
+    import threading
+    import time
+
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    if r == 0:
+        t = threading.Thread(target=count)
+        t.start()
+        comm.barrier()
+        stop.set()
+        t.join()
+        if ticks[0] < 1000:
+            raise AssertionError(f"the GIL was held during the barrier: {ticks[0]} ticks")
+    else:
+        time.sleep(0.3)
+        comm.barrier()
+    # CPU torch tensors go through a zero-copy numpy view, where torch is installed.
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tt = torch.full((16,), float(r + 1), dtype=torch.float32)
+        comm.all_reduce(tt)
+        if not torch.equal(tt, torch.full((16,), float(sum(range(1, p + 1))))):
+            raise AssertionError(f"torch all_reduce: {tt}")
+    comm.barrier()
     # errors from bad arguments are ValueError/TypeError before anything is sent
     for bad, kind in [
         (lambda: comm.all_reduce(np.ones((4, 4), np.float32)[:, ::2]), ValueError),

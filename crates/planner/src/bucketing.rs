@@ -208,18 +208,23 @@ pub fn evaluate(input: &BucketingInput, coster: &Coster) -> Result<BucketingRepo
     Ok(BucketingReport { source, plans, best_bucket_cap_bytes: best })
 }
 
-/// The cap with the least exposed communication among caps of the first 1, 2, … layers'
-/// gradients (every cap between two of these makes the same first bucket).
+/// The cap with the least exposed communication among the caps given and the caps of
+/// the first 1, 2, … layers' gradients (with alike layers every cap falls between two of
+/// these and makes the same buckets as the lower one; with uneven layers it is a search
+/// over these candidates, not every cap).
 pub fn best_cap(input: &BucketingInput, coster: &Coster) -> Result<BucketPlan, PlannerError> {
     let (backward, grads) = layers(input)?;
     let mut costs = Costs { comm: &input.comm, coster, known: Vec::new() };
     let mut best: Option<BucketPlan> = None;
-    let mut cap = 0.0;
+    let mut candidates: Vec<f64> = input.bucket_bytes.iter().copied().filter(|&c| c > 0.0).collect();
+    let mut sum = 0.0;
     for &g in &grads {
-        cap += g;
-        if g == 0.0 {
-            continue;
+        sum += g;
+        if g > 0.0 {
+            candidates.push(sum);
         }
+    }
+    for cap in candidates {
         let p = plan_cap(cap, &backward, &grads, &mut costs)?;
         if best.as_ref().is_none_or(|b| p.exposed_comm_secs < b.exposed_comm_secs) {
             best = Some(p);

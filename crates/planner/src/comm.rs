@@ -88,9 +88,13 @@ pub struct CommTime {
 /// The largest message a planner communication may carry (1 PiB).
 pub const MAX_COMM_BYTES: f64 = (1u64 << 50) as f64;
 
-/// The most ranks × schedule costings one scenario may ask for (a cached costing is
-/// free): e.g. 64 costings of 16,384 ranks, or 1,024 of 1,024 — about 20 s of costing.
-pub const MAX_COSTED_RANKS: u64 = 1 << 20;
+/// The work one scenario may ask of the engines, counted before each costing as ranks²
+/// (a ring whose size does not split evenly is costed round by round: about ranks² transfers;
+/// a cached costing is free; the simulator counts 16 per unit): 2^25 is 2 costings of 4,096
+/// ranks, 32 of 1,024 or 2,048 of 128 — about 20 s at worst here.
+pub const MAX_COSTED_WORK: u64 = 1 << 25;
+/// The most ranks one costing may have in a scenario (`railyard plan` takes more).
+pub const MAX_COSTED_RANKS: usize = 4096;
 /// The most ranks a schedule run through the simulator may have here.
 pub const MAX_SIM_RANKS: usize = 512;
 /// The longest time any planner input may give (about 31 years), so sums stay finite.
@@ -101,14 +105,14 @@ pub const MAX_SECS: f64 = 1e9;
 pub struct Coster {
     pub engine: Engine,
     known: RefCell<Vec<(String, CommTime)>>,
-    costed_ranks: Cell<u64>,
+    costed_work: Cell<u64>,
     /// The last topology loaded by name (loading a large one costs time and memory).
     last: RefCell<Option<(String, Rc<Topology>)>>,
 }
 
 impl Coster {
     pub fn new(engine: Engine) -> Self {
-        Coster { engine, known: RefCell::new(Vec::new()), costed_ranks: Cell::new(0), last: RefCell::new(None) }
+        Coster { engine, known: RefCell::new(Vec::new()), costed_work: Cell::new(0), last: RefCell::new(None) }
     }
 
     /// The time of `comm`.
@@ -247,20 +251,35 @@ impl Coster {
         }
         let topology = capped.as_ref().unwrap_or(topology);
         let placement = Placement::new(topology, &PlacementPolicy::Contiguous, None).map_err(topo_err)?;
-        let ranks = placement.len() as u64;
-        let spent = self.costed_ranks.get().saturating_add(ranks);
-        if spent > MAX_COSTED_RANKS {
+        let ranks = placement.len();
+        if ranks > MAX_COSTED_RANKS {
+            return Err(PlannerError::bad(
+                format!("{field}.topo"),
+                format!("{ranks} ranks: a scenario costs schedules of at most {MAX_COSTED_RANKS} ranks (use `railyard plan` for one larger costing)"),
+            ));
+        }
+        if self.engine == Engine::Sim && ranks > MAX_SIM_RANKS {
+            return Err(PlannerError::bad(
+                format!("{field}.topo"),
+                format!("{ranks} ranks: --engine sim runs schedules of at most {MAX_SIM_RANKS} ranks here (use --engine model, or `railyard sim`)"),
+            ));
+        }
+        let work = (ranks as u64 * ranks as u64).saturating_mul(if self.engine == Engine::Sim { 16 } else { 1 });
+        let spent = self.costed_work.get().saturating_add(work);
+        if spent > MAX_COSTED_WORK {
             return Err(PlannerError::bad(
                 field,
                 format!(
-                    "costing this {ranks}-rank schedule would take the scenario past its budget of {MAX_COSTED_RANKS} \
-                     ranks x costings (already {}); use smaller topologies or fewer sizes, what-ifs and timelines",
-                    self.costed_ranks.get()
+                    "costing this {ranks}-rank schedule would take the scenario past its work budget of {MAX_COSTED_WORK} \
+                     (ranks² per costing{}; already {}); use smaller topologies or fewer sizes, what-ifs, buckets and timelines",
+                    if self.engine == Engine::Sim { ", x16 simulated" } else { "" },
+                    self.costed_work.get()
                 ),
             ));
         }
-        self.costed_ranks.set(spent);
+        self.costed_work.set(spent);
         let model_err = |cause| PlannerError::Model { field: field.to_string(), cause };
+        // The model's advice names `railyard plan`'s options; say what they are here.
         let mut request = PlanRequest::new(collective, bytes, elem_bytes, vec![algorithm]);
         request.strict = true;
         let planned = plan(topology, &placement, &request).map_err(model_err)?;
@@ -281,15 +300,6 @@ impl Coster {
                 source: format!("{what} (per-round model)"),
             }),
             Engine::Sim => {
-                if placement.len() > MAX_SIM_RANKS {
-                    return Err(PlannerError::bad(
-                        format!("{field}.topo"),
-                        format!(
-                            "{} ranks: --engine sim runs schedules of at most {MAX_SIM_RANKS} ranks here (use --engine model, or `railyard sim`)",
-                            placement.len()
-                        ),
-                    ));
-                }
                 let spec = CollectiveSpec::new(collective, placement.len(), bytes / elem_bytes);
                 let options = GenOptions {
                     groups: placement.ranks_by_server(topology),
@@ -493,8 +503,8 @@ mod tests {
         for _ in 0..10 {
             coster.time(&c, "c").unwrap();
         }
-        assert_eq!(coster.costed_ranks.get(), 16);
-        coster.costed_ranks.set(MAX_COSTED_RANKS - 8);
+        assert_eq!(coster.costed_work.get(), 256);
+        coster.costed_work.set(MAX_COSTED_WORK - 8);
         let e = coster.time(&c.with_size(1024.0), "step.comm").unwrap_err().to_string();
         assert!(e.contains("step.comm") && e.contains("budget"), "{e}");
     }

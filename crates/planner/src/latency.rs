@@ -45,8 +45,8 @@ pub struct LatencyVariant {
     pub startup_secs: f64,
     /// Seconds of payload per byte (the slope of T(M)).
     pub secs_per_byte: f64,
-    /// The size where payload equals start-up.
-    pub crossover_bytes: f64,
+    /// The size where payload equals start-up (`None` without a payload term).
+    pub crossover_bytes: Option<f64>,
     /// Per size, the collective's time.
     pub secs: Vec<f64>,
     /// `repeats` collectives of the smallest size.
@@ -115,6 +115,9 @@ pub fn evaluate(input: &LatencyInput, coster: &Coster) -> Result<LatencyReport, 
     }
     let base = railyard_topology::load(&topo)
         .map_err(|cause| PlannerError::Topology { field: "latency.comm.topo".into(), cause })?;
+    if base.default_ranks.len() < 2 {
+        return Err(PlannerError::bad("latency.comm.topo", "has one rank: a collective needs two"));
+    }
     let own_model;
     let model = match coster.engine {
         Engine::Model => coster,
@@ -161,7 +164,7 @@ pub fn evaluate(input: &LatencyInput, coster: &Coster) -> Result<LatencyReport, 
             name,
             startup_secs: startup,
             secs_per_byte: per_byte,
-            crossover_bytes: if per_byte > 0.0 { startup / per_byte } else { f64::INFINITY },
+            crossover_bytes: (per_byte > 0.0).then(|| startup / per_byte),
             repeated_secs: secs[at_smallest] * input.repeats as f64,
             secs,
         });

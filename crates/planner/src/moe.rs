@@ -90,7 +90,8 @@ pub struct MoeReport {
 }
 
 /// Tokens per expert: T·k copies shared by `load`, no expert above T (a token picks k
-/// distinct experts), whole by largest remainders so they sum to T·k.
+/// distinct experts), whole numbers that sum to T·k. The caller has checked that the
+/// experts with load can take them (k <= experts with load > 0).
 fn expert_tokens(total: u64, tokens: u64, load: &[f64]) -> Vec<u64> {
     // Water-filling: experts whose share would pass T take T; the rest share what is left.
     let mut exact = vec![0.0; load.len()];
@@ -113,16 +114,25 @@ fn expert_tokens(total: u64, tokens: u64, load: &[f64]) -> Vec<u64> {
             break;
         }
     }
-    let mut counts: Vec<u64> = exact.iter().map(|x| x.floor() as u64).collect();
-    let mut left = total.saturating_sub(counts.iter().sum());
-    let mut order: Vec<usize> = (0..load.len()).collect();
+    let mut counts: Vec<u64> = exact.iter().map(|x| (x.floor() as u64).min(tokens)).collect();
+    // Largest remainders first, to experts with load that are below T, round after round.
+    let mut order: Vec<usize> = (0..load.len()).filter(|&i| load[i] > 0.0).collect();
     order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())).then(a.cmp(&b)));
-    for &i in order.iter().cycle().take(load.len() * 2) {
-        if left == 0 {
-            break;
+    let mut left = total.saturating_sub(counts.iter().sum());
+    while left > 0 {
+        let before = left;
+        for &i in &order {
+            if left == 0 {
+                break;
+            }
+            if counts[i] < tokens {
+                counts[i] += 1;
+                left -= 1;
+            }
         }
-        counts[i] += 1;
-        left -= 1;
+        if left == before {
+            break; // unreachable when k <= experts with load (checked by the caller)
+        }
     }
     counts
 }
@@ -182,6 +192,13 @@ pub fn evaluate(input: &MoeInput, coster: &Coster) -> Result<MoeReport, PlannerE
         }
         input.expert_load.clone()
     };
+    let loaded = load.iter().filter(|&&w| w > 0.0).count() as u64;
+    if input.top_k > loaded {
+        return Err(PlannerError::bad(
+            "moe.expert_load",
+            format!("only {loaded} experts have load, fewer than top_k = {} distinct experts per token", input.top_k),
+        ));
+    }
     let copies = input.tokens * input.top_k;
     let per_expert = expert_tokens(copies, input.tokens, &load);
     // seed 000 §8.7.3: C = CF · T · k / E.
@@ -257,6 +274,15 @@ pub fn evaluate(input: &MoeInput, coster: &Coster) -> Result<MoeReport, PlannerE
         let topology = railyard_topology::load(comm.topo.as_deref().unwrap_or_default())
             .map_err(|cause| PlannerError::Topology { field: "moe.comm.topo".into(), cause })?;
         let gpus = topology.default_ranks.len() as u64;
+        let placement =
+            railyard_topology::Placement::new(&topology, &railyard_topology::PlacementPolicy::Contiguous, None)
+                .map_err(|cause| PlannerError::Topology { field: "moe.comm.topo".into(), cause })?;
+        if let Some(g) = placement.ranks_by_server(&topology).iter().find(|g| g.len() as u64 != input.gpus_per_node) {
+            return Err(PlannerError::bad(
+                "moe.comm.topo",
+                format!("has a server of {} GPUs, the MoE section nodes of {}", g.len(), input.gpus_per_node),
+            ));
+        }
         if gpus != input.gpus {
             return Err(PlannerError::bad(
                 "moe.comm.topo",
@@ -265,12 +291,8 @@ pub fn evaluate(input: &MoeInput, coster: &Coster) -> Result<MoeReport, PlannerE
         }
         let send = tokens_per_gpu * k * h;
         for algo in ["direct", "hierarchical"] {
-            let c = CommInput {
-                collective: Some("alltoall".into()),
-                algo: Some(algo.into()),
-                size_bytes: Some(send.round().max(1.0)),
-                ..comm.clone()
-            };
+            let c = CommInput { collective: Some("alltoall".into()), algo: Some(algo.into()), ..comm.clone() }
+                .with_size(send);
             on_topology.push(DispatchSchedule {
                 algorithm: algo.to_string(),
                 time: coster.time_on(&c, "moe.comm", &topology)?,
@@ -324,6 +346,31 @@ mod tests {
         hot.expert_load[3] = 4.0;
         let r = evaluate(&hot, &Coster::new(crate::Engine::Model)).unwrap();
         assert_eq!((r.busiest_expert, r.busiest_expert_tokens, r.dropped_tokens), (3, 1725, 1085));
+    }
+
+    #[test]
+    fn zero_loads_lose_no_tokens() {
+        // Every token goes to both of two experts: 16,384 each, nothing dropped.
+        let mut two = input();
+        (two.tokens, two.top_k, two.experts, two.gpus, two.gpus_per_node) = (16384, 2, 2, 2, 2);
+        two.capacity_factor = 1.0;
+        two.off_node_fractions = vec![0.0];
+        two.expert_load = vec![1.0, 0.0];
+        // k = 2 distinct experts but one has no load: refused.
+        assert!(evaluate(&two, &Coster::new(crate::Engine::Model)).unwrap_err().to_string().contains("top_k"));
+        two.expert_load = vec![1.0, 1e-9];
+        let r = evaluate(&two, &Coster::new(crate::Engine::Model)).unwrap();
+        assert_eq!((r.busiest_expert_tokens, r.dropped_tokens), (16384, 0));
+        // T = 10, k = 3, load [100, 1, 1, 0]: experts 0-2 take 10 each, none above T.
+        let mut few = input();
+        (few.tokens, few.top_k, few.experts, few.gpus, few.gpus_per_node) = (10, 3, 4, 4, 4);
+        few.capacity_factor = 1.0;
+        few.off_node_fractions = vec![0.0];
+        few.expert_load = vec![100.0, 1.0, 1.0, 0.0];
+        let r = evaluate(&few, &Coster::new(crate::Engine::Model)).unwrap();
+        assert_eq!(r.busiest_expert_tokens, 10);
+        // C = 30/4 = 7: experts 0-2 drop 3 each.
+        assert_eq!(r.dropped_tokens, 9);
     }
 
     #[test]

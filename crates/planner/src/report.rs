@@ -111,7 +111,7 @@ impl Report {
             s += &t.render();
             s += "\n";
             for l in &r.timelines {
-                s += &format!("- {}: {}", l.name, l.comm.source);
+                s += &format!("- {}: {}", cell(&l.name), cell(&l.comm.source));
                 if let Some(b) = l.comm.nic_bytes_per_sec {
                     s += &format!("; NICs at {} (requests in flight)", format_bytes_per_sec(b));
                 }
@@ -152,7 +152,8 @@ impl Report {
                 let mut row = vec![
                     cell(&v.name),
                     format_secs(v.startup_secs),
-                    format!("{} B ({})", trim_float(v.crossover_bytes, 4), format_bytes(v.crossover_bytes)),
+                    v.crossover_bytes
+                        .map_or("none".into(), |c| format!("{} B ({})", trim_float(c, 4), format_bytes(c))),
                 ];
                 row.extend(v.secs.iter().map(|&x| format_secs(x)));
                 row.push(format_secs(v.repeated_secs));
@@ -368,6 +369,9 @@ impl Report {
                 t.row([cell(&a.question), value, a.detail.clone()]);
             }
             s += &t.render();
+            if solved.sensitivity.is_empty() {
+                return s;
+            }
             s += "\n### Sensitivity: the step when each input governs 10% less time\n\n\
                   Times × 0.9, bandwidths and MFU ÷ 0.9; the largest change first, equal ones marked tied.\n\n";
             let mut t = Table::new(["around", "step", "most sensitive to", "then"]);

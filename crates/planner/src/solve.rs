@@ -101,7 +101,11 @@ pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<So
             question: "card multiple where compute equals communication (example 7.1)".into(),
             value: Some(s.crossover_multiple),
             unit: "x",
-            detail: format!("beyond it full overlap stops gaining; communication {}", s.comm.source),
+            detail: if s.crossover_multiple >= 1.0 {
+                format!("beyond it full overlap stops gaining; communication {}", s.comm.source)
+            } else {
+                format!("below 1: communication already exceeds compute today; communication {}", s.comm.source)
+            },
         });
     }
     if let Some(step) = &report.step {
@@ -143,14 +147,17 @@ pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<So
         for v in &l.variants {
             out.answers.push(Answer {
                 question: format!("size where payload equals start-up ({})", v.name),
-                value: v.crossover_bytes.is_finite().then_some(v.crossover_bytes),
+                value: v.crossover_bytes,
                 unit: "bytes",
-                detail: format!(
-                    "start-up {} over {} per byte ({})",
-                    format_secs(v.startup_secs),
-                    format_secs(v.secs_per_byte),
-                    format_bytes_per_sec(1.0 / v.secs_per_byte)
-                ),
+                detail: match v.crossover_bytes {
+                    Some(_) => format!(
+                        "start-up {} over {} per byte ({})",
+                        format_secs(v.startup_secs),
+                        format_secs(v.secs_per_byte),
+                        format_bytes_per_sec(1.0 / v.secs_per_byte)
+                    ),
+                    None => format!("none: start-up {}, no payload term", format_secs(v.startup_secs)),
+                },
             });
         }
     }
@@ -163,13 +170,15 @@ pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<So
             let one = MoeInput { off_node_fractions: vec![f], comm: None, ..moe.clone() };
             crate::moe::evaluate(&one, coster).map_or(f64::NAN, |r| r.cases[0].flat_secs - r.cases[0].hierarchical_secs)
         };
-        let found = crossings(1e-4, 1.0, 200, at);
+        let one_node = moe.gpus == moe.gpus_per_node;
+        let found = if one_node { Vec::new() } else { crossings(1e-4, 1.0, 200, at) };
         out.answers.push(Answer {
             question: "off-node fraction f above which the hierarchical all-to-all beats the flat one (MoE dispatch)"
                 .into(),
             value: found.first().copied(),
             unit: "x",
             detail: match found.first() {
+                _ if one_node => "none: the GPUs are one node, nothing crosses nodes".into(),
                 Some(_) => {
                     "below it the flat all-to-all is faster: too little crosses nodes to repay the NVLink fan-out"
                         .into()
@@ -185,7 +194,7 @@ pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<So
         let best = crate::bucketing::best_cap(b, coster);
         out.answers.push(Answer {
             question:
-                "bucket cap with the least exposed communication (searched over caps of the first 1, 2, … layers)"
+                "bucket cap with the least exposed communication (searched over the caps given and caps of the first 1, 2, … layers)"
                     .into(),
             value: best.as_ref().ok().map(|p| p.bucket_cap_bytes),
             unit: "bytes",

@@ -313,7 +313,9 @@ impl SupernodeInput {
             return Err(PlannerError::bad(size_field, format!("{size} does not divide the {} GPUs", self.gpus)));
         }
         if tp == 0 || !size.is_multiple_of(tp) {
-            return Err(PlannerError::bad(tp_field, format!("TP {tp} does not divide the super-node of {size} GPUs")));
+            // The main table varies S at the section's TP: S is what is wrong there.
+            let field = if tp == self.tp { size_field } else { tp_field };
+            return Err(PlannerError::bad(field, format!("TP {tp} does not divide the super-node of {size} GPUs")));
         }
         let dp = self.gpus / tp;
         let sequences = self.tokens_per_step / self.tokens_per_sequence;
