@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError, wait
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 try:  # Python 3.8+ has TypedDict in typing
@@ -105,6 +105,24 @@ def _size(value: Size, field: str) -> int:
     raise TypeError(f"{field}: expected a size (bytes or a string like '192MiB'), got {type(value).__name__}")
 
 
+def _int(value: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{field}: expected an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{field}: must be {lo}..={hi} (got {value})")
+    return int(value)
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{field}: expected a string, got {type(value).__name__}")
+    return value
+
+
+# numpy dtypes by the runtime's names, for plan(dtype=np.float32).
+_DTYPE_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64", "uint8": "u8"}
+
+
 def plan(
     topo: str = "hgx-h100x2",
     collective: str = "allreduce",
@@ -117,13 +135,23 @@ def plan(
 ) -> Plan:
     """Compare algorithms for one collective on a topology (``railyard plan``)."""
     if not isinstance(algo, str):
-        algo = ",".join(algo)
-    for field, v in (("root", root), ("channels", channels)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{field}: expected a non-negative integer (got {v!r})")
-    if ranks is not None and (not isinstance(ranks, int) or ranks <= 0):
-        raise ValueError(f"ranks: expected a positive integer (got {ranks!r})")
-    text = _native.plan_json(str(topo), str(collective), _size(size, "size"), str(dtype), algo, root, channels, ranks)
+        if isinstance(algo, (bytes, bytearray)) or not isinstance(algo, (list, tuple)):
+            raise TypeError(f"algo: expected a string or a list of strings, got {type(algo).__name__}")
+        algo = ",".join(_text(a, "algo") for a in algo)
+    if not algo or any(not part.strip() for part in algo.split(",")):
+        raise ValueError(f"algo: {algo!r} names an empty algorithm")
+    if not isinstance(dtype, str):
+        try:
+            dtype = _DTYPE_NAMES[np.dtype(dtype).name]
+        except (TypeError, KeyError):
+            raise TypeError(f"dtype: {dtype!r} is not one of {', '.join(_DTYPE_NAMES)} (or f32, bf16, ...)") from None
+    root = _int(root, "root", 0, 1 << 31)
+    channels = _int(channels, "channels", 1, 64)
+    ranks = None if ranks is None else _int(ranks, "ranks", 1, 1 << 31)
+    nbytes = _size(size, "size")
+    if nbytes >= 1 << 63:
+        raise ValueError(f"size: {nbytes} B is more than the largest size (2^63 - 1)")
+    text = _native.plan_json(_text(topo, "topo"), _text(collective, "collective"), nbytes, dtype, algo, root, channels, ranks)
     return json.loads(text)
 
 
@@ -141,16 +169,29 @@ def model(name: str, **inputs: Any) -> ModelResult:
             raise ValueError("ecmp: give flows and uplinks together, or cases=[[flows, uplinks], ...]")
         inputs = dict(inputs)
         inputs["cases"] = [[inputs.pop("flows"), inputs.pop("uplinks")]]
+    _text(name, "name")
     try:
-        overrides = json.dumps(inputs)
+        overrides = json.dumps(inputs, allow_nan=False, default=_plain)
     except TypeError as e:
         raise TypeError(f"{name}: inputs must be numbers, strings, lists or dicts ({e})") from None
+    except ValueError:
+        bad = [k for k, v in inputs.items() if isinstance(v, float) and v != v or v in (float("inf"), float("-inf"))]
+        raise ValueError(f"{', '.join(bad) or name}: NaN and infinity are not inputs") from None
     return json.loads(_native.model_json(name, overrides))
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers in model inputs."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not a number, string, list or dict")
 
 
 def topology(spec: str) -> Dict[str, Any]:
     """A preset (``rail:servers=4``) or topology file, as the topology file format's JSON."""
-    return json.loads(_native.topology_json(str(spec)))
+    return json.loads(_native.topology_json(_text(spec, "spec")))
 
 
 _COLLECTIVE_NAMES, _OP_NAMES = _native.codes()
@@ -194,9 +235,18 @@ class Handle:
     def __init__(self, future: "Future[Any]", keep: Tuple[Any, ...]):
         self._future = future
         self._keep = keep  # the arrays stay alive until the call ends
+        self._observed = False
 
     def wait(self, timeout: Optional[float] = None) -> Any:
-        return self._future.result(timeout)
+        try:
+            result = self._future.result(timeout)
+        except TimeoutError:
+            raise TimeoutError(f"the collective did not finish within {timeout} s (it is still running)") from None
+        except BaseException:
+            self._observed = True
+            raise
+        self._observed = True
+        return result
 
     def done(self) -> bool:
         return self._future.done()
@@ -211,7 +261,7 @@ class Communicator:
         # One worker runs the async calls, one after another, in issue order; a blocking
         # call first waits for them, so every rank issues collectives in one order.
         self._worker: Optional[ThreadPoolExecutor] = None
-        self._last: "Optional[Future[Any]]" = None
+        self._pending: Optional[Handle] = None
         self._worker_thread: Optional[threading.Thread] = None
 
     @property
@@ -223,6 +273,9 @@ class Communicator:
         return self._native.size
 
     def close(self) -> None:
+        if self._pending is not None:
+            wait([self._pending._future])
+            self._pending = None
         if self._worker is not None:
             self._worker.shutdown(wait=True)
             self._worker = None
@@ -237,11 +290,23 @@ class Communicator:
     # -- plumbing -------------------------------------------------------------------
 
     def _run(self, collective, send, recv, count, op=0, root=0, peer=0, counts=None, in_place=False):
-        last = self._last
-        if last is not None and threading.current_thread() is not self._worker_thread:
-            self._last = None
-            last.result()  # raises the async call's error here if it failed
+        if self._pending is not None and threading.current_thread() is not self._worker_thread:
+            self._settle()
         self._native.call(_CODE[collective], send, recv, count, op, root, peer, counts, in_place)
+
+    def _settle(self) -> None:
+        """Wait for the async calls issued before this blocking one (so every rank issues
+        collectives in one order); raise an async failure nobody has seen through wait()."""
+        pending = self._pending
+        if pending is None:
+            return
+        wait([pending._future])
+        if self._pending is pending:
+            self._pending = None
+        error = pending._future.exception()
+        if error is not None and not pending._observed:
+            pending._observed = True
+            raise error
 
     def _root(self, root: int) -> int:
         if not isinstance(root, (int, np.integer)) or isinstance(root, bool) or not 0 <= root < self.size:
@@ -262,9 +327,9 @@ class Communicator:
 
             self._worker.submit(remember).result()
         keep = tuple(a for a in list(args) + list(kwargs.values()) if a is not None)
-        future = self._worker.submit(fn, *args, **kwargs)
-        self._last = future
-        return Handle(future, keep)
+        handle = Handle(self._worker.submit(fn, *args, **kwargs), keep)
+        self._pending = handle
+        return handle
 
     # -- collectives ----------------------------------------------------------------
 
@@ -275,7 +340,7 @@ class Communicator:
             code = _op(op)
         # The common call (a numpy array, in place, nothing pending) goes straight to the
         # native call: this is the per-call cost bench/python_overhead.py measures.
-        if recv is None and type(send) is np.ndarray and self._last is None:
+        if recv is None and type(send) is np.ndarray and self._pending is None:
             self._native.call(0, send, None, send.size, code, 0, 0, None, True)
             return send
         s = send if type(send) is np.ndarray else _array(send, "send", writable=recv is None)
@@ -394,8 +459,8 @@ class Communicator:
         r = _array(recv, "recv", writable=True)
         self._same_dtype(s, r)
         try:
-            matrix = [[int(c) for c in row] for row in counts]
-        except (TypeError, ValueError):
+            matrix = [[_int(c, "counts", 0, 1 << 62) for c in row] for row in counts]
+        except TypeError:
             raise ValueError("counts: expected a size x size matrix of integers") from None
         if len(matrix) != self.size or any(len(row) != self.size for row in matrix):
             raise ValueError(f"counts: expected a {self.size} x {self.size} matrix")
@@ -449,6 +514,24 @@ class Communicator:
 
     def all_to_all_async(self, send: Any, recv: Any = None) -> Handle:
         return self._async(self.all_to_all, send, recv)
+
+    def all_to_allv_async(self, send: Any, recv: Any, counts: Sequence[Sequence[int]]) -> Handle:
+        return self._async(self.all_to_allv, send, recv, counts)
+
+    def gather_async(self, send: Any, recv: Any = None, root: int = 0) -> Handle:
+        return self._async(self.gather, send, recv, root)
+
+    def scatter_async(self, send: Any, recv: Any, root: int = 0) -> Handle:
+        return self._async(self.scatter, send, recv, root)
+
+    def send_async(self, buf: Any, peer: int) -> Handle:
+        return self._async(self.send, buf, peer)
+
+    def recv_async(self, buf: Any, peer: int) -> Handle:
+        return self._async(self.recv, buf, peer)
+
+    def barrier_async(self) -> Handle:
+        return self._async(self.barrier)
 
 
 def init() -> Communicator:

@@ -86,8 +86,34 @@ def test_bad_arguments_raise_value_error_naming_the_field(call, field):
         call()
 
 
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: railyard.plan(size=2**70), "size"),
+        (lambda: railyard.plan(root=2**70), "root"),
+        (lambda: railyard.plan(algo=[]), "algo"),
+        (lambda: railyard.plan(algo="ring,"), "algo"),
+        (lambda: railyard.model("concurrency", path_bytes_per_sec=float("nan")), "path_bytes_per_sec"),
+    ],
+)
+def test_out_of_range_values_raise_value_error(call, field):
+    with pytest.raises(ValueError, match=field):
+        call()
+
+
+def test_numpy_dtypes_and_scalars_are_taken():
+    import numpy as np
+
+    assert railyard.plan(dtype=np.float16, size=1024, algo="ring")["elem_bytes"] == 2
+    assert railyard.plan(root=np.int64(0), size=1024, algo="ring")["bytes"] == 1024
+    assert railyard.model("concurrency", slots=[np.int64(128)])["inputs"]["slots"] == [128]
+
+
 def test_wrong_types_raise_type_error():
     with pytest.raises(TypeError, match="size"):
         railyard.plan(size=1.5)
     with pytest.raises(TypeError):
         railyard.model("concurrency", slots=object())
+    for bad in (dict(topo=None), dict(algo=None), dict(algo=b"ring"), dict(dtype=object()), dict(root=True)):
+        with pytest.raises(TypeError):
+            railyard.plan(**bad)

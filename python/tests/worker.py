@@ -131,6 +131,36 @@ def main():
     else:
         time.sleep(0.3)
         comm.barrier()
+    # Two threads calling at once: serialised by the communicator, no deadlock (the lock is
+    # taken with the GIL released). Equal inputs, so either pairing across ranks is right.
+    outs = [None, None]
+
+    def reduce_in(i):
+        outs[i] = comm.all_reduce(np.full(65536, r + 1, np.float32), np.empty(65536, np.float32))
+
+    threads = [threading.Thread(target=reduce_in, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for o in outs:
+        check("two threads", o, np.full(65536, sum(range(1, p + 1)), np.float32))
+    # A NaN wins max and min on every rank, wherever it is.
+    for nan_rank in range(p):
+        v = np.array([np.nan if r == nan_rank else 1.0], np.float32)
+        for op in ("max", "min"):
+            got = comm.all_reduce(v.copy(), op=op)
+            if not np.isnan(got[0]):
+                raise AssertionError(f"{op} with NaN on rank {nan_rank}: {got}")
+    # An async failure seen through wait() is not raised again by the next call.
+    h = comm.all_reduce_async(np.ones(3, np.complex64))
+    try:
+        h.wait()
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("complex all-reduce did not fail")
+    check("after a handled async error", comm.all_reduce(np.ones(3, np.float32)), np.full(3, p, np.float32))
     # CPU torch tensors go through a zero-copy numpy view, where torch is installed.
     try:
         import torch

@@ -190,7 +190,7 @@ impl Report {
         }
         if let Some(r) = &self.supernode {
             s += &format!(
-                "\n## Super-nodes at a fixed card count (seed 001 §7.6.4)\n\nState per card {} GB. Gradient: hierarchical (local reduce-scatter, all-reduce across super-nodes, local all-gather) or the flat DP ring, the faster chosen.\n",
+                "\n## Super-nodes at a fixed card count (seed 001 §7.6.4)\n\nState per card {} GB. Gradient: hierarchical (local reduce-scatter, all-reduce across super-nodes, local all-gather) or the flat DP ring, the faster chosen. These are the closed forms of §7.6.4 (α-β per stage), the same under either --engine.\n",
                 trim_float(r.state_bytes_per_gpu / 1e9, 4)
             );
             for n in &r.networks {

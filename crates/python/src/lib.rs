@@ -280,16 +280,21 @@ impl Comm {
         if let Some(c) = counts {
             spec = spec.with_counts(c);
         }
-        let mut guard = self.inner.lock().map_err(|_| CommError::new_err("the communicator was poisoned"))?;
-        let comm = guard.as_mut().ok_or_else(|| CommError::new_err("the communicator is closed"))?;
+        let inner = &self.inner;
+        // The lock is taken with the GIL released: a thread holding the GIL while it
+        // waits for the lock would keep the collective's thread from ever returning.
         let result = py.allow_threads(|| {
+            let mut guard = inner.lock().map_err(|_| "the communicator was poisoned".to_string())?;
+            let comm = guard.as_mut().ok_or_else(|| "the communicator is closed".to_string())?;
             // SAFETY: `send` and `recv` are the data of numpy arrays this call holds
             // references to (the GIL is released, the references are not), checked
             // C-contiguous with the byte length of their elements, `recv` (and `send` in
-            // place) writable; out of place they do not overlap (checked above). Python
-            // code running meanwhile could write to them as it could to any buffer handed
-            // to C; it cannot free them while referenced. Zero-length buffers are never
-            // dereferenced.
+            // place) writable; out of place they do not overlap (checked above). The
+            // contract, as for every extension that releases the GIL around a buffer
+            // (and as for NCCL and MPI with theirs): no other thread touches the arrays
+            // until the call returns — writing to them, or freeing them with numpy's
+            // `resize(..., refcheck=False)`, is undefined behaviour (the README says so).
+            // Zero-length buffers are never dereferenced.
             let input: &[u8] = if send.bytes == 0 {
                 &[]
             } else {
@@ -302,7 +307,7 @@ impl Comm {
                 } else {
                     unsafe { std::slice::from_raw_parts_mut(send.addr as *mut u8, send.bytes) }
                 };
-                return comm.run_in_place(&spec, None, buf, dtype, op);
+                return comm.run_in_place(&spec, None, buf, dtype, op).map_err(|e| e.to_string());
             }
             // SAFETY: as above; `recv` is writable and overlaps nothing handed over here.
             let output: &mut [u8] = if recv.bytes == 0 {
@@ -310,16 +315,17 @@ impl Comm {
             } else {
                 unsafe { std::slice::from_raw_parts_mut(recv.addr as *mut u8, recv.bytes) }
             };
-            comm.run(&spec, None, input, output, dtype, op)
+            comm.run(&spec, None, input, output, dtype, op).map_err(|e| e.to_string())
         });
-        result.map_err(|e| CommError::new_err(e.to_string()))
+        result.map_err(CommError::new_err)
     }
 
     /// Tear the communicator down (also done when it is garbage-collected).
-    fn close(&self) {
-        if let Ok(mut g) = self.inner.lock() {
-            g.take();
-        }
+    fn close(&self, py: Python<'_>) {
+        // Waits (GIL released) for a collective another thread is running.
+        let inner = &self.inner;
+        let comm = py.allow_threads(|| inner.lock().ok().and_then(|mut g| g.take()));
+        drop(comm);
     }
 }
 

@@ -54,15 +54,19 @@ macro_rules! combine {
             let r: $t = match $op {
                 RedOp::Sum | RedOp::Avg => a + b,
                 RedOp::Prod => a * b,
+                // A NaN on either side wins, whatever the order ranks combine in
+                // (as numpy's minimum/maximum): every rank gets the same answer.
+                #[allow(clippy::eq_op)]
                 RedOp::Min => {
-                    if b < a {
+                    if b < a || b != b {
                         b
                     } else {
                         a
                     }
                 }
+                #[allow(clippy::eq_op)]
                 RedOp::Max => {
-                    if b > a {
+                    if b > a || b != b {
                         b
                     } else {
                         a
@@ -118,8 +122,12 @@ fn typed_op<T: Copy + PartialOrd>(
     match op {
         RedOp::Sum | RedOp::Avg => typed(dst, src, add),
         RedOp::Prod => typed(dst, src, mul),
-        RedOp::Min => typed::<T>(dst, src, |a, b| if b < a { b } else { a }),
-        RedOp::Max => typed::<T>(dst, src, |a, b| if b > a { b } else { a }),
+        // `b != b` is a NaN (floats only): it wins whichever side it is on, so the result
+        // does not depend on the order ranks combine in.
+        #[allow(clippy::eq_op)]
+        RedOp::Min => typed::<T>(dst, src, |a, b| if b < a || b != b { b } else { a }),
+        #[allow(clippy::eq_op)]
+        RedOp::Max => typed::<T>(dst, src, |a, b| if b > a || b != b { b } else { a }),
     }
 }
 
@@ -175,6 +183,20 @@ mod tests {
 
     fn f32s(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn a_nan_wins_min_and_max_from_either_side() {
+        for op in [RedOp::Min, RedOp::Max] {
+            for (a, b) in [(f32::NAN, 1.0), (1.0, f32::NAN)] {
+                let mut d = f32s(&[a]);
+                reduce_into(Dtype::F32, op, &mut d, &f32s(&[b]));
+                assert!(f32::from_ne_bytes(d[..4].try_into().unwrap()).is_nan(), "{op:?} {a} {b}");
+                let mut d = f16::from_f32(a).to_ne_bytes().to_vec();
+                reduce_into(Dtype::F16, op, &mut d, &f16::from_f32(b).to_ne_bytes());
+                assert!(f16::from_ne_bytes(d[..2].try_into().unwrap()).is_nan(), "f16 {op:?} {a} {b}");
+            }
+        }
     }
 
     #[test]
