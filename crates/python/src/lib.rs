@@ -110,23 +110,10 @@ struct Comm {
     size: usize,
 }
 
-/// The collectives `Comm.call` runs, by index (python/railyard keeps the same table).
-const COLLECTIVES: [Collective; 11] = [
-    Collective::AllReduce,
-    Collective::ReduceScatter,
-    Collective::AllGather,
-    Collective::Broadcast,
-    Collective::Reduce,
-    Collective::Gather,
-    Collective::Scatter,
-    Collective::AllToAll,
-    Collective::AllToAllv,
-    Collective::SendRecv,
-    Collective::Barrier,
-];
-
-/// Reduction operators by index.
-const OPS: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg];
+/// The collectives `Comm.call` runs, by index into `Collective::ALL`, and the reduction
+/// operators by index into `RedOp::ALL` (python/railyard builds its codes from `codes()`).
+const COLLECTIVES: [Collective; 11] = Collective::ALL;
+const OPS: [RedOp; 5] = RedOp::ALL;
 
 /// The names of both tables, for the Python side to build its codes from.
 #[pyfunction]

@@ -30,20 +30,4 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 pub const MIB: f64 = 1024.0 * 1024.0;
 
 /// Every scenario model of `railyard model`.
-pub const MODELS: [&str; 15] = [
-    "message",
-    "ep-dispatch",
-    "nic-relay",
-    "concurrency",
-    "remote-read",
-    "connection-state",
-    "dag",
-    "slots",
-    "queue",
-    "feedback",
-    "incast",
-    "multipath",
-    "ecmp",
-    "spray",
-    "deadlock",
-];
+pub const MODELS: [&str; 15] = railyard_netmodels::registry::MODELS;
