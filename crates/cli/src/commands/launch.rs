@@ -1,8 +1,16 @@
 //! `railyard launch -n N -- PROG ARGS`: start N local ranks with the variables launchers
-//! set (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and railyard's own
-//! (RAILYARD_ID with a fresh secret, RAILYARD_RANK, RAILYARD_WORLD_SIZE).
+//! set (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
+//! railyard's own (RAILYARD_ID with a fresh secret, RAILYARD_RANK, RAILYARD_WORLD_SIZE),
+//! and manage the job as torchrun does: the first rank to fail (non-zero exit or a
+//! signal) stops the others (SIGTERM, then SIGKILL after a second) and its exit code is
+//! the launcher's; SIGINT/SIGTERM to the launcher go to every rank; ranks die with the
+//! launcher (PR_SET_PDEATHSIG); every stderr line comes out whole, prefixed `[rank N]`.
 
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -13,25 +21,101 @@ pub struct LaunchArgs {
     /// Ranks to start
     #[arg(short = 'n', long = "np")]
     pub np: usize,
+    /// Stop the job (exit code 124) if it runs longer than this many seconds
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
     /// The program and its arguments (after --)
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 
-pub fn run(args: &LaunchArgs) -> Result<String> {
-    if args.np == 0 || args.np > 256 {
-        bail!("-n must be 1..=256");
+/// The most ranks one launcher starts.
+pub const MAX_RANKS: usize = 256;
+/// A stderr line longer than this is passed on in pieces of this size, each prefixed.
+pub const MAX_LINE_BYTES: u64 = 64 * 1024;
+/// How long ranks get between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(1);
+const POLL: Duration = Duration::from_millis(5);
+
+/// The signal the launcher received (0: none).
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    SIGNALLED.store(sig, Ordering::SeqCst);
+}
+
+fn forward_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `on_signal` is an `extern "C"` function that only stores to an atomic,
+        // which is async-signal-safe; installing it replaces the default handler only.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
     }
+}
+
+/// Signal the whole job: every rank is in the process group `pgid`.
+fn signal_group(pgid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals a process group; `pgid` is the group
+    // this launcher created for its ranks (the first rank's pid), never 0 or 1.
+    unsafe {
+        libc::kill(-(pgid as libc::pid_t), sig);
+    }
+}
+
+/// Pass a rank's stderr on, line by line, each line whole and prefixed.
+fn relay(rank: usize, stderr: impl Read) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.by_ref().take(MAX_LINE_BYTES).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let mut out = format!("[rank {rank}] ").into_bytes();
+        out.extend_from_slice(&line);
+        if !line.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+        // One write under the lock: lines of different ranks never interleave.
+        let _ = std::io::stderr().lock().write_all(&out);
+    }
+}
+
+fn describe(status: ExitStatus) -> (String, i32) {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (format!("exited with code {code}"), code),
+        (None, Some(sig)) => (format!("was killed by signal {sig}"), 128 + sig),
+        _ => ("ended".to_string(), 1),
+    }
+}
+
+pub fn run(args: &LaunchArgs) -> Result<String> {
+    if args.np == 0 || args.np > MAX_RANKS {
+        bail!("-n must be 1..={MAX_RANKS}");
+    }
+    let timeout = match args.timeout {
+        Some(t) if !(t > 0.0 && t <= 1e7) => bail!("--timeout must be 0..=1e7 seconds (got {t})"),
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
     let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let id = UniqueId::new(addr)?;
     let (program, rest) = args.command.split_first().context("nothing to launch")?;
-    let mut children = Vec::new();
+    forward_signals();
+    let parent = std::process::id();
+    let mut children: Vec<Child> = Vec::new();
+    let mut relays = Vec::new();
+    let mut pgid: Option<u32> = None;
     for rank in 0..args.np {
-        let child = Command::new(program)
-            .args(rest)
+        let mut cmd = Command::new(program);
+        cmd.args(rest)
             .env("RANK", rank.to_string())
             .env("WORLD_SIZE", args.np.to_string())
             .env("LOCAL_RANK", rank.to_string())
+            .env("LOCAL_WORLD_SIZE", args.np.to_string())
             .env("MASTER_ADDR", addr.ip().to_string())
             .env("MASTER_PORT", addr.port().saturating_sub(1).to_string())
             .env("RAILYARD_ID", id.to_string())
@@ -39,19 +123,97 @@ pub fn run(args: &LaunchArgs) -> Result<String> {
             .env("RAILYARD_WORLD_SIZE", args.np.to_string())
             .env("RAILYARD_LOCAL_RANK", rank.to_string())
             .stdin(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {program} as rank {rank}"))?;
+            .stderr(Stdio::piped())
+            // One process group for the job: the first rank's.
+            .process_group(pgid.map_or(0, |p| p as i32));
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // prctl(2), getppid(2) and _exit(2), which are async-signal-safe; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The launcher may have died before prctl took effect.
+                if libc::getppid() as u32 != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(p) = pgid {
+                    signal_group(p, libc::SIGKILL);
+                }
+                for c in &mut children {
+                    let _ = c.wait();
+                }
+                return Err(e).with_context(|| format!("cannot start {program} as rank {rank}"));
+            }
+        };
+        pgid.get_or_insert(child.id());
+        if let Some(stderr) = child.stderr.take() {
+            relays.push(std::thread::spawn(move || relay(rank, stderr)));
+        }
         children.push(child);
     }
-    let mut failed = Vec::new();
-    for (rank, mut c) in children.into_iter().enumerate() {
-        if !c.wait()?.success() {
-            failed.push(rank);
+    let pgid = pgid.context("no rank started")?;
+    let started = Instant::now();
+    let mut status: Vec<Option<ExitStatus>> = vec![None; children.len()];
+    let mut first_failure: Option<(usize, ExitStatus)> = None;
+    let mut stop_reason: Option<String> = None;
+    let mut code = 0;
+    let mut term_sent: Option<Instant> = None;
+    loop {
+        for (rank, child) in children.iter_mut().enumerate() {
+            if status[rank].is_none() {
+                if let Some(s) = child.try_wait()? {
+                    status[rank] = Some(s);
+                    if !s.success() && first_failure.is_none() && stop_reason.is_none() {
+                        first_failure = Some((rank, s));
+                    }
+                }
+            }
         }
+        if status.iter().all(Option::is_some) {
+            break;
+        }
+        if term_sent.is_none() {
+            let sig = SIGNALLED.load(Ordering::SeqCst);
+            if let Some((rank, s)) = first_failure {
+                let (words, c) = describe(s);
+                stop_reason = Some(format!("rank {rank} {words}; stopped the other ranks"));
+                code = c;
+            } else if sig != 0 {
+                stop_reason = Some(format!("received signal {sig}; passed it to every rank"));
+                code = 128 + sig;
+            } else if timeout.is_some_and(|t| started.elapsed() >= t) {
+                stop_reason = Some(format!("ran past --timeout {} s; stopped every rank", args.timeout.unwrap_or(0.0)));
+                code = 124;
+            }
+            if stop_reason.is_some() {
+                signal_group(pgid, if sig != 0 && first_failure.is_none() { sig } else { libc::SIGTERM });
+                term_sent = Some(Instant::now());
+            }
+        } else if term_sent.is_some_and(|t| t.elapsed() >= GRACE) {
+            signal_group(pgid, libc::SIGKILL);
+        }
+        std::thread::sleep(POLL);
     }
-    if failed.is_empty() {
-        Ok(String::new())
-    } else {
-        bail!("ranks {failed:?} exited with an error")
+    for r in relays {
+        let _ = r.join();
     }
+    // A failure in the last rank still running ends the loop before the check above.
+    if let (None, Some((rank, s))) = (&stop_reason, first_failure) {
+        let (words, c) = describe(s);
+        stop_reason = Some(format!("rank {rank} {words}"));
+        code = c;
+    }
+    if let Some(reason) = stop_reason {
+        let _ = std::io::stdout().flush();
+        eprintln!("error: {reason}");
+        std::process::exit(code);
+    }
+    Ok(String::new())
 }

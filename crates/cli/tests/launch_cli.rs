@@ -1,0 +1,109 @@
+//! `railyard launch` manages the job: the first failure stops the others and its exit
+//! code is the launcher's; signals reach every rank; ranks die with the launcher; stderr
+//! lines come out whole with their rank; LOCAL_WORLD_SIZE is set; --timeout stops the job.
+//! (Bounds on elapsed time here are "did it stop at all", against ranks that sleep 60 s.)
+
+mod common;
+use common::railyard;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn alive(pid: i32) -> bool {
+    // A zombie (exited, not yet reaped by whoever adopted it) is not alive.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn pids(dir: &std::path::Path, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got: Vec<i32> = (0..n)
+            .filter_map(|r| std::fs::read_to_string(dir.join(format!("pid.{r}"))).ok())
+            .filter_map(|t| t.trim().parse().ok())
+            .collect();
+        if got.len() == n || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("railyard-launch-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn the_first_failure_stops_the_job_with_its_exit_code() {
+    let start = Instant::now();
+    let out = railyard(&[
+        "launch",
+        "-n",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        "if [ $RANK = 1 ]; then echo broken >&2; exit 3; fi; exec sleep 60",
+    ]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(start.elapsed() < Duration::from_secs(30), "the sleeping ranks were not stopped");
+    assert!(out.stderr.contains("[rank 1] broken"), "{}", out.stderr);
+    assert!(out.stderr.contains("rank 1 exited with code 3"), "{}", out.stderr);
+    let killed =
+        railyard(&["launch", "-n", "2", "--", "sh", "-c", "if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 60"]);
+    assert_eq!(killed.code, 128 + 9, "{}", killed.stderr);
+}
+
+#[test]
+fn stderr_lines_carry_their_rank_and_the_variables_are_set() {
+    let script = "for i in 1 2 3 4 5 6 7 8; do echo line-$RANK-$i-of-$LOCAL_WORLD_SIZE >&2; done";
+    let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", script]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for r in 0..2 {
+        for i in 1..=8 {
+            let want = format!("[rank {r}] line-{r}-{i}-of-2");
+            assert!(out.stderr.lines().any(|l| l == want), "no {want:?} in {}", out.stderr);
+        }
+    }
+    assert!(out.stderr.lines().all(|l| l.starts_with("[rank ")), "{}", out.stderr);
+}
+
+#[test]
+fn timeout_stops_the_job() {
+    let start = Instant::now();
+    let out = railyard(&["launch", "-n", "2", "--timeout", "1", "--", "sleep", "60"]);
+    assert_eq!(out.code, 124, "{}", out.stderr);
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert!(out.stderr.contains("--timeout"), "{}", out.stderr);
+    assert_ne!(railyard(&["launch", "-n", "2", "--timeout", "-1", "--", "true"]).code, 0);
+}
+
+#[test]
+fn sigterm_reaches_every_rank_and_a_killed_launcher_takes_its_ranks() {
+    for (name, sig, want) in [("term", libc::SIGTERM, Some(128 + libc::SIGTERM)), ("kill", libc::SIGKILL, None)] {
+        let dir = scratch(name);
+        let script = format!("echo $$ > {}/pid.$RANK; exec sleep 60", dir.display());
+        let mut launcher = Command::new(env!("CARGO_BIN_EXE_railyard"))
+            .args(["launch", "-n", "2", "--", "sh", "-c", &script])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ranks = pids(&dir, 2);
+        assert_eq!(ranks.len(), 2, "the ranks did not start");
+        // SAFETY: signalling the launcher child this test started.
+        unsafe { libc::kill(launcher.id() as i32, sig) };
+        let status = launcher.wait().unwrap();
+        if let Some(code) = want {
+            assert_eq!(status.code(), Some(code));
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ranks.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(ranks.iter().all(|&p| !alive(p)), "{name}: ranks outlived the launcher");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
