@@ -107,3 +107,29 @@ fn sigterm_reaches_every_rank_and_a_killed_launcher_takes_its_ranks() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn killing_perf_takes_its_ranks() {
+    let mut perf = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args(["perf", "all_reduce", "--np", "2", "-b", "1M", "-e", "1M", "-n", "1000000", "-c", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = perf.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ranks: Vec<i32> = Vec::new();
+    while ranks.len() < 2 && Instant::now() < deadline {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        ranks = text.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ranks.len(), 2, "perf did not start its ranks");
+    perf.kill().unwrap();
+    perf.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ranks.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ranks.iter().all(|&p| !alive(p)), "perf's ranks outlived it");
+}

@@ -92,37 +92,61 @@ fn describe(status: ExitStatus) -> (String, i32) {
     }
 }
 
-pub fn run(args: &LaunchArgs) -> Result<String> {
-    if args.np == 0 || args.np > MAX_RANKS {
-        bail!("-n must be 1..={MAX_RANKS}");
-    }
-    let timeout = match args.timeout {
-        Some(t) if !(t > 0.0 && t <= 1e7) => bail!("--timeout must be 0..=1e7 seconds (got {t})"),
-        Some(t) => Some(Duration::from_secs_f64(t)),
-        None => None,
-    };
+/// One job of local ranks: what `railyard launch` and `perf --np` start.
+pub struct Job<'a> {
+    pub np: usize,
+    pub program: &'a std::ffi::OsStr,
+    pub args: &'a [String],
+    /// Variables every rank gets besides the launcher's own.
+    pub env: Vec<(String, String)>,
+    /// Keep rank 0's standard output (the others' is dropped) instead of passing it on.
+    pub capture_rank0_stdout: bool,
+    pub timeout: Option<Duration>,
+}
+
+/// How a job ended.
+pub struct Outcome {
+    /// Rank 0's standard output, when captured.
+    pub rank0_stdout: String,
+    /// Why the job was stopped or failed, and the exit code that says so.
+    pub failure: Option<(String, i32)>,
+}
+
+/// The most rank-0 output kept (perf prints a few KiB).
+const MAX_CAPTURED_BYTES: u64 = 16 << 20;
+
+/// Start the ranks, manage them until all have ended, and say how it went.
+pub fn run_job(job: &Job) -> Result<Outcome> {
+    let np = job.np;
     let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let id = UniqueId::new(addr)?;
-    let (program, rest) = args.command.split_first().context("nothing to launch")?;
     forward_signals();
     let parent = std::process::id();
+    let program = job.program;
     let mut children: Vec<Child> = Vec::new();
     let mut relays = Vec::new();
+    let mut captured = None;
     let mut pgid: Option<u32> = None;
-    for rank in 0..args.np {
+    for rank in 0..np {
         let mut cmd = Command::new(program);
-        cmd.args(rest)
+        cmd.args(job.args)
             .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", args.np.to_string())
+            .env("WORLD_SIZE", np.to_string())
             .env("LOCAL_RANK", rank.to_string())
-            .env("LOCAL_WORLD_SIZE", args.np.to_string())
+            .env("LOCAL_WORLD_SIZE", np.to_string())
             .env("MASTER_ADDR", addr.ip().to_string())
             .env("MASTER_PORT", addr.port().saturating_sub(1).to_string())
             .env("RAILYARD_ID", id.to_string())
             .env("RAILYARD_RANK", rank.to_string())
-            .env("RAILYARD_WORLD_SIZE", args.np.to_string())
+            .env("RAILYARD_WORLD_SIZE", np.to_string())
             .env("RAILYARD_LOCAL_RANK", rank.to_string())
+            .envs(job.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
+            .stdout(match (job.capture_rank0_stdout, rank) {
+                (false, _) => Stdio::inherit(),
+                (true, 0) => Stdio::piped(),
+                (true, _) => Stdio::null(),
+            })
             .stderr(Stdio::piped())
             // One process group for the job: the first rank's.
             .process_group(pgid.map_or(0, |p| p as i32));
@@ -149,12 +173,19 @@ pub fn run(args: &LaunchArgs) -> Result<String> {
                 for c in &mut children {
                     let _ = c.wait();
                 }
-                return Err(e).with_context(|| format!("cannot start {program} as rank {rank}"));
+                return Err(e).with_context(|| format!("cannot start {} as rank {rank}", program.to_string_lossy()));
             }
         };
         pgid.get_or_insert(child.id());
         if let Some(stderr) = child.stderr.take() {
             relays.push(std::thread::spawn(move || relay(rank, stderr)));
+        }
+        if let Some(stdout) = child.stdout.take() {
+            captured = Some(std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = stdout.take(MAX_CAPTURED_BYTES).read_to_string(&mut text);
+                text
+            }));
         }
         children.push(child);
     }
@@ -188,8 +219,8 @@ pub fn run(args: &LaunchArgs) -> Result<String> {
             } else if sig != 0 {
                 stop_reason = Some(format!("received signal {sig}; passed it to every rank"));
                 code = 128 + sig;
-            } else if timeout.is_some_and(|t| started.elapsed() >= t) {
-                stop_reason = Some(format!("ran past --timeout {} s; stopped every rank", args.timeout.unwrap_or(0.0)));
+            } else if let Some(t) = job.timeout.filter(|&t| started.elapsed() >= t) {
+                stop_reason = Some(format!("ran past --timeout {} s; stopped every rank", t.as_secs_f64()));
                 code = 124;
             }
             if stop_reason.is_some() {
@@ -204,16 +235,43 @@ pub fn run(args: &LaunchArgs) -> Result<String> {
     for r in relays {
         let _ = r.join();
     }
+    let rank0_stdout = captured.and_then(|c| c.join().ok()).unwrap_or_default();
     // A failure in the last rank still running ends the loop before the check above.
     if let (None, Some((rank, s))) = (&stop_reason, first_failure) {
         let (words, c) = describe(s);
         stop_reason = Some(format!("rank {rank} {words}"));
         code = c;
     }
-    if let Some(reason) = stop_reason {
-        let _ = std::io::stdout().flush();
-        eprintln!("error: {reason}");
-        std::process::exit(code);
+    Ok(Outcome { rank0_stdout, failure: stop_reason.map(|r| (r, code)) })
+}
+
+/// Say why the job stopped and exit with its code (the CLI's edge: the code is the rank's).
+pub fn exit_with(reason: &str, code: i32) -> ! {
+    let _ = std::io::stdout().flush();
+    eprintln!("error: {reason}");
+    std::process::exit(code)
+}
+
+pub fn run(args: &LaunchArgs) -> Result<String> {
+    if args.np == 0 || args.np > MAX_RANKS {
+        bail!("-n must be 1..={MAX_RANKS}");
     }
-    Ok(String::new())
+    let timeout = match args.timeout {
+        Some(t) if !(t > 0.0 && t <= 1e7) => bail!("--timeout must be 0..=1e7 seconds (got {t})"),
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
+    let (program, rest) = args.command.split_first().context("nothing to launch")?;
+    let job = Job {
+        np: args.np,
+        program: std::ffi::OsStr::new(program),
+        args: rest,
+        env: Vec::new(),
+        capture_rank0_stdout: false,
+        timeout,
+    };
+    match run_job(&job)?.failure {
+        Some((reason, code)) => exit_with(&reason, code),
+        None => Ok(String::new()),
+    }
 }

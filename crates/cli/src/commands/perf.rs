@@ -4,7 +4,6 @@
 //! processes; under a launcher (torchrun, mpirun, srun, `railyard launch`) each process
 //! is one rank. Rank 0 prints.
 
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -498,41 +497,25 @@ pub fn strip_np(args: Vec<String>) -> Vec<String> {
     out
 }
 
-/// Start `np` copies of this program as ranks of one job; rank 0's output is ours.
+/// Start `np` copies of this program as ranks of one job; rank 0's output is ours. The
+/// job is managed as `railyard launch` manages one: the first rank to fail stops the
+/// others and its exit code is ours; signals reach every rank; ranks die with us.
 pub fn spawn_ranks(np: usize, args: &[String]) -> Result<String> {
     let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let id = UniqueId::new(port)?;
-    let mut children = Vec::new();
-    for rank in 0..np {
-        let child = Command::new(&exe)
-            .args(args)
-            .env("RAILYARD_ID", id.to_string())
-            .env("RAILYARD_RANK", rank.to_string())
-            .env("RAILYARD_WORLD_SIZE", np.to_string())
-            .env("RAILYARD_LOCAL_RANK", rank.to_string())
-            // Ranks that fit the cores are pinned, as Open MPI binds them (unless the caller chose).
-            .env("RAILYARD_PIN", std::env::var("RAILYARD_PIN").unwrap_or_else(|_| "1".into()))
-            .stdin(Stdio::null())
-            .stdout(if rank == 0 { Stdio::piped() } else { Stdio::null() })
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("cannot start rank {rank}"))?;
-        children.push(child);
+    // Ranks that fit the cores are pinned, as Open MPI binds them (unless the caller chose).
+    let pin = std::env::var("RAILYARD_PIN").unwrap_or_else(|_| "1".into());
+    let job = crate::commands::launch::Job {
+        np,
+        program: exe.as_os_str(),
+        args,
+        env: vec![("RAILYARD_PIN".into(), pin)],
+        capture_rank0_stdout: true,
+        timeout: None,
+    };
+    let outcome = crate::commands::launch::run_job(&job)?;
+    if let Some((reason, code)) = outcome.failure {
+        print!("{}", outcome.rank0_stdout);
+        crate::commands::launch::exit_with(&reason, code);
     }
-    let mut out = String::new();
-    let mut failed = Vec::new();
-    for (rank, child) in children.into_iter().enumerate() {
-        let o = child.wait_with_output()?;
-        if rank == 0 {
-            out = String::from_utf8_lossy(&o.stdout).into_owned();
-        }
-        if !o.status.success() {
-            failed.push(rank);
-        }
-    }
-    if !failed.is_empty() {
-        bail!("{out}ranks {failed:?} failed");
-    }
-    Ok(out)
+    Ok(outcome.rank0_stdout)
 }
