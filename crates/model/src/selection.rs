@@ -70,6 +70,15 @@ pub struct Choice {
 /// The fastest of the plan's algorithms, the first of equals in the plan's order: what
 /// `railyard plan` chooses and what the runtime's tuner runs (the same function, on the
 /// same model — host costs included where the topology counts them).
+/// Whether NCCL's rule may reach for CollNet (in-network reduction) in `request`: only
+/// where it could run — an all-reduce, switches that reduce, and in-network among the
+/// algorithms asked for.
+pub fn in_network_available(topology: &railyard_topology::Topology, request: &crate::plan::PlanRequest) -> bool {
+    topology.devices.iter().any(|d| d.in_network_reduction)
+        && request.collective == railyard_schedule::Collective::AllReduce
+        && request.algorithms.contains(&railyard_schedule::Algorithm::InNetwork)
+}
+
 /// What `railyard plan --format json` prints: the plan and the choice beside it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanWithChoice<'a> {

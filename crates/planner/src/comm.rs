@@ -177,7 +177,9 @@ impl Coster {
         self.known.borrow().iter().find(|(k, _)| k == key).map(|(_, t)| t.clone())
     }
 
-    fn load(&self, topo: &str, field: &str) -> Result<Rc<Topology>, PlannerError> {
+    /// The topology `topo` names (a preset or a file), loaded once for the sections that
+    /// use it one after another; errors name `{field}.topo`.
+    pub(crate) fn load(&self, topo: &str, field: &str) -> Result<Rc<Topology>, PlannerError> {
         if let Some((name, t)) = self.last.borrow().as_ref() {
             if name == topo {
                 return Ok(t.clone());

@@ -113,8 +113,7 @@ pub fn evaluate(input: &LatencyInput, coster: &Coster) -> Result<LatencyReport, 
         within(&format!("latency.startup_secs[{i}]"), a, 0.0, 1.0)?;
         what_ifs.push(WhatIf::Startup(a));
     }
-    let base = railyard_topology::load(&topo)
-        .map_err(|cause| PlannerError::Topology { field: "latency.comm.topo".into(), cause })?;
+    let base = coster.load(&topo, "latency.comm")?;
     if base.default_ranks.len() < 2 {
         return Err(PlannerError::bad("latency.comm.topo", "has one rank: a collective needs two"));
     }

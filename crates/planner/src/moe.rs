@@ -271,8 +271,7 @@ pub fn evaluate(input: &MoeInput, coster: &Coster) -> Result<MoeReport, PlannerE
                 "give topo (and elem_bytes); the collective, size and algorithms are the dispatch's",
             ));
         }
-        let topology = railyard_topology::load(comm.topo.as_deref().unwrap_or_default())
-            .map_err(|cause| PlannerError::Topology { field: "moe.comm.topo".into(), cause })?;
+        let topology = coster.load(comm.topo.as_deref().unwrap_or_default(), "moe.comm")?;
         let gpus = topology.default_ranks.len() as u64;
         let placement =
             railyard_topology::Placement::new(&topology, &railyard_topology::PlacementPolicy::Contiguous, None)

@@ -66,13 +66,12 @@ pub fn evaluate(input: &ReadinessInput, coster: &Coster) -> Result<ReadinessRepo
         secs(&format!("readiness.ready_secs[{i}]"), r)?;
     }
     if let Some(topo) = &input.comm.topo {
-        if let Ok(t) = railyard_topology::load(topo) {
-            if t.default_ranks.len() != input.ready_secs.len() {
-                return Err(PlannerError::bad(
-                    "readiness.ready_secs",
-                    format!("lists {} ranks, {topo} has {}", input.ready_secs.len(), t.default_ranks.len()),
-                ));
-            }
+        let t = coster.load(topo, "readiness.comm")?;
+        if t.default_ranks.len() != input.ready_secs.len() {
+            return Err(PlannerError::bad(
+                "readiness.ready_secs",
+                format!("lists {} ranks, {topo} has {}", input.ready_secs.len(), t.default_ranks.len()),
+            ));
         }
     }
     let comm = coster.time(&input.comm, "readiness.comm")?;

@@ -11,7 +11,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use railyard_model::selection::{choose, fastest, PlanWithChoice};
+use railyard_model::selection::{choose, fastest, in_network_available, PlanWithChoice};
 use railyard_model::{plan, PlanRequest};
 use railyard_runtime::{from_env, Communicator, Config, RedOp};
 use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype};
@@ -50,9 +50,7 @@ fn plan_json(
     request.root = root;
     request.channels = channels;
     request.strict = strict;
-    let in_network = topology.devices.iter().any(|d| d.in_network_reduction)
-        && collective == Collective::AllReduce
-        && request.algorithms.contains(&Algorithm::InNetwork);
+    let in_network = in_network_available(&topology, &request);
     let mut result = plan(&topology, &placement, &request).map_err(|e| value_error("plan", e))?;
     result.fastest = fastest(&result).map(|b| b.name.clone());
     if result.algorithms.is_empty() {

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use railyard_model::selection::{choose, sweep, sweep_sizes, Choice, PlanWithChoice, Sweep};
+use railyard_model::selection::{choose, in_network_available, sweep, sweep_sizes, Choice, PlanWithChoice, Sweep};
 use railyard_model::{plan, Breakdown, Plan, PlanRequest, RoundCost};
 use railyard_schedule::{Algorithm, Collective, Dtype};
 use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -107,11 +107,7 @@ pub fn run(args: &PlanArgs) -> Result<String> {
         pipeline_chunks: args.pipeline_chunks,
         strict,
     };
-    // NCCL's rule reaches for CollNet only where it could run: an all-reduce, switches
-    // that reduce, and in-network among the algorithms asked for.
-    let in_network = topology.devices.iter().any(|d| d.in_network_reduction)
-        && args.collective == Collective::AllReduce
-        && request.algorithms.contains(&Algorithm::InNetwork);
+    let in_network = in_network_available(&topology, &request);
     if args.sweep.is_some() && !files.is_empty() {
         bail!("--sweep compares the built-in algorithms; cost an MSCCL file at one --size");
     }
