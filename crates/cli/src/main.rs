@@ -63,6 +63,13 @@ enum Command {
     Launch(commands::launch::LaunchArgs),
     /// Measure each transport's α and bandwidth and write a topology file of this cluster
     Calibrate(commands::calibrate::CalibrateArgs),
+    /// Read every rank's flight-recorder dump (RAILYARD_DUMP_DIR) and say which rank is
+    /// behind, the first call where ranks disagree, and the step the job waits on
+    ///
+    /// Ranks write `railyard-trace-rankN.json` to RAILYARD_DUMP_DIR on their first error,
+    /// on SIGUSR1 (seen at the next call, or while a call waits) and when the program asks.
+    /// RAILYARD_TRACE_BUFFER sets how many calls each keeps (default 64).
+    Triage(commands::triage::TriageArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +86,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),
+        Command::Triage(args) => commands::triage::run(&args),
     };
     match result {
         Ok(mut text) => {

@@ -33,6 +33,20 @@ impl UniqueId {
     }
 }
 
+impl UniqueId {
+    /// The job's tag: names its shared-memory files (`shm.rs`), so only this job's ranks
+    /// find them and its launcher can sweep them.
+    pub fn tag(&self) -> u64 {
+        crate::link::fnv(&[self.secret as u64, (self.secret >> 64) as u64, self.addr.port() as u64])
+    }
+
+    /// Remove whatever shared-memory files this job's ranks left (ranks killed during
+    /// setup); the files removed. Launchers call it when the job has ended.
+    pub fn remove_shm_files(&self) -> usize {
+        crate::shm::remove_job_files(std::path::Path::new("/dev/shm"), self.tag())
+    }
+}
+
 impl std::fmt::Display for UniqueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}#{:032x}", self.addr, self.secret)

@@ -17,8 +17,10 @@ use crate::bootstrap::{rendezvous, UniqueId};
 use crate::config::Config;
 use crate::element::Element;
 use crate::error::CommError;
-use crate::link::{establish, fnv, hostname, Link, Transport, Whereabouts};
+use crate::frame::CallSig;
+use crate::link::{establish, hostname, Link, Transport, Whereabouts};
 use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle};
+use crate::recorder::{PeerBytes, Recorder};
 use crate::reduce::{divide, reduce_into, RedOp};
 
 /// The algorithm a call uses when none is forced: a ring where a ring exists, else the
@@ -59,6 +61,8 @@ pub struct Communicator {
     scratch: Vec<u8>,
     /// A copy of the input for in-place calls whose schedule cannot alias (kept between calls).
     staging: Vec<u8>,
+    /// The last calls, for the flight recorder (`recorder.rs`).
+    recorder: Recorder,
 }
 
 type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
@@ -73,6 +77,8 @@ struct Prepared {
     aliasable: bool,
     /// The peers this rank exchanges data with: a call advances their call numbers.
     peers: Vec<usize>,
+    /// Bytes sent to and received from each of them (for the flight recorder).
+    peer_bytes: Arc<[PeerBytes]>,
     /// Round 0's sends read nothing the prologue writes, so round 0 starts before it and
     /// the peers receive (or pull) while this rank copies. (In place, the input is only
     /// read in round 0 where the prologue copies it onto itself, which is skipped.)
@@ -98,6 +104,7 @@ impl Prepared {
             _ => Ok(()),
         };
         let mut talks = vec![false; schedule.spec.ranks];
+        let mut bytes: HashMap<usize, (u64, u64)> = HashMap::new();
         for round in &schedule.rounds {
             if !round.in_network.is_empty() {
                 return Err(CommError::BadArgs {
@@ -108,11 +115,13 @@ impl Prepared {
                 if t.from == me {
                     lens.check(&t.read, elem)?;
                     talks[t.to] = true;
+                    bytes.entry(t.to).or_default().0 += t.read.len * elem as u64;
                 }
                 if t.to == me {
                     lens.check(&t.write, elem)?;
                     writable(&t.write)?;
                     talks[t.from] = true;
+                    bytes.entry(t.from).or_default().1 += t.write.len * elem as u64;
                 }
             }
         }
@@ -142,7 +151,13 @@ impl Prepared {
             by_rounds || locals[i + 1..].iter().any(|l| reads(l))
         };
         let local_streams = locals.iter().enumerate().map(|(i, l)| !read_later(i, &l.write)).collect();
+        let mut peer_bytes: Vec<PeerBytes> = bytes
+            .into_iter()
+            .map(|(rank, (sent_bytes, received_bytes))| PeerBytes { rank, sent_bytes, received_bytes })
+            .collect();
+        peer_bytes.sort_by_key(|p| p.rank);
         Ok(Prepared {
+            peer_bytes: peer_bytes.into(),
             local_streams,
             aliasable: in_place_hazard(&schedule, me).is_none(),
             peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
@@ -186,7 +201,7 @@ impl Communicator {
             None => None,
         };
         let sockets = rendezvous(id, rank, size, config.sockets_per_peer, listen_ip, config.timeout)?;
-        let tag = fnv(&[id.secret as u64, (id.secret >> 64) as u64, id.addr.port() as u64]);
+        let tag = id.tag();
         let here = Whereabouts::here();
         let mut whereabouts = vec![here; size];
         let mut links = Vec::with_capacity(size);
@@ -197,7 +212,7 @@ impl Communicator {
                 transports.push("self");
                 continue;
             }
-            let (peer_at, link) = establish(lanes, rank, peer, tag, here, &config)?;
+            let (peer_at, link) = establish(lanes, rank, peer, tag, here, &config, size)?;
             whereabouts[peer] = peer_at;
             transports.push(link.transport.as_str());
             links.push(Some(link));
@@ -239,6 +254,10 @@ impl Communicator {
                 config.channels
             );
         }
+        if config.dump_dir.is_some() {
+            crate::recorder::install_sigusr1();
+        }
+        let config_trace = config.trace_buffer;
         Ok(Communicator {
             rank,
             size,
@@ -254,6 +273,7 @@ impl Communicator {
             schedules: HashMap::new(),
             scratch: Vec::new(),
             staging: Vec::new(),
+            recorder: Recorder::new(config_trace),
         })
     }
 
@@ -336,12 +356,63 @@ impl Communicator {
                 CommError::Timeout { peer, .. } => {
                     CommError::Timeout { peer: *peer, secs: self.config.timeout.as_secs() }
                 }
+                // A peer that gave up first said why: one diagnosis for the whole job.
+                CommError::Stalled { peer, secs, waiting } => match crate::progress::any_abort(&mut self.links) {
+                    Some(abort) => abort,
+                    None => self.diagnose(*peer, *secs, waiting),
+                },
                 other => other.clone(),
             };
+            self.recorder.end(Some(&e.to_string()));
+            // The first error reaches every peer (one diagnosis, not one timeout per
+            // rank); a peer's own abort needs no echo.
+            if !matches!(e, CommError::Aborted { .. }) {
+                // Peers read it as theirs: "this rank" must say which.
+                let text = e.to_string().replace("this rank", &format!("rank {}", self.rank));
+                crate::progress::abort_all(&mut self.links, &text);
+            }
             self.broken = Some(e.clone());
+            if self.config.dump_dir.is_some() {
+                let _ = self.dump_trace(&e.to_string());
+            }
             return Err(e);
         }
+        self.recorder.end(None);
         result
+    }
+
+    /// A stall on `peer`, traced to the rank that does not move (`stuck.rs`), with this
+    /// rank's call and step.
+    fn diagnose(&self, peer: usize, secs: u64, waiting: &str) -> CommError {
+        let (rank, why) = crate::stuck::find_stuck(&self.links, self.rank, peer);
+        let here = match self.recorder.last() {
+            Some(c) => format!(
+                "rank {} waited {secs} s in call #{} ({}) at round {} of {}, for rank {peer}: {waiting}",
+                self.rank,
+                c.seq,
+                c.describe(),
+                c.round_reached,
+                c.rounds
+            ),
+            None => format!("rank {} waited {secs} s for rank {peer}: {waiting}", self.rank),
+        };
+        CommError::Stuck { rank, message: format!("{why}; {here}") }
+    }
+
+    /// Write the flight recorder's calls to RAILYARD_DUMP_DIR (`recorder.rs`), saying
+    /// why; the file written.
+    pub fn dump_trace(&self, reason: &str) -> Result<std::path::PathBuf, CommError> {
+        let dir = self
+            .config
+            .dump_dir
+            .as_ref()
+            .ok_or_else(|| CommError::BadArgs { message: "no dump directory: set RAILYARD_DUMP_DIR".into() })?;
+        let dump = self.recorder.dump(self.rank, self.size, reason);
+        crate::recorder::write_dump(dir, &dump).map_err(|e| CommError::Io {
+            peer: self.rank,
+            what: "writing the flight recorder",
+            message: format!("{}: {e}", dir.display()),
+        })
     }
 
     fn run_inner(
@@ -462,15 +533,11 @@ impl Communicator {
                 }
             );
         }
-        let signature = fnv(&[
-            spec.collective as u64,
-            spec.count,
-            spec.root as u64,
-            spec.peer as u64,
-            dtype as u64,
-            op.code() as u64,
-            Algorithm::ALL.iter().position(|a| *a == algorithm).unwrap_or(99) as u64,
-        ]);
+        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm);
+        if self.config.dump_dir.is_some() && crate::recorder::take_dump_request() {
+            let _ = self.dump_trace("SIGUSR1");
+        }
+        self.recorder.begin(self.calls, sig, prepared.schedule.rounds.len(), &prepared.peer_bytes);
         // The call's buffers as raw views: in place, input and output alias.
         let mut staging = std::mem::take(&mut self.staging);
         let views = match buffers {
@@ -482,21 +549,35 @@ impl Communicator {
             },
             Buffers::InPlace(buf) => {
                 let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
+                if in_at + want_in > buf.len() || out_at + want_out > buf.len() {
+                    return Err(CommError::BadArgs {
+                        message: format!("{} in place: the layout does not fit the buffer", spec.collective.as_str()),
+                    });
+                }
                 // Not aliasable includes collectives without an in-place form.
-                let input = if aliasable {
-                    buf[in_at..in_at + want_in].as_ptr()
-                } else {
+                if !aliasable {
                     if staging.capacity() < want_in {
                         staging = crate::memory::zeroed(want_in);
                     }
                     staging.clear();
                     staging.extend_from_slice(&buf[in_at..in_at + want_in]);
-                    staging.as_ptr()
-                };
-                Views { input, input_len: want_in, output: buf[out_at..].as_mut_ptr(), output_len: want_out }
+                }
+                // Both views come from one pointer: two reborrows of `buf` (one shared, one
+                // mutable) would invalidate each other under Rust's aliasing rules.
+                let base = buf.as_mut_ptr();
+                // SAFETY: `in_at + want_in` and `out_at + want_out` are within `buf` (checked above).
+                let (input, output) = unsafe { (base.add(in_at) as *const u8, base.add(out_at)) };
+                let input = if aliasable { input } else { staging.as_ptr() };
+                Views { input, input_len: want_in, output, output_len: want_out }
             }
         };
-        let result = self.execute(&prepared, signature, views, dtype, op);
+        let result = self.execute(&prepared, sig, views, dtype, op);
+        // Whatever way the call ended, no frame may stay queued: the queues hold raw
+        // pointers into this call's buffers (see `Lane`'s Send).
+        if result.is_err() {
+            crate::progress::clear_all(&mut self.links);
+        }
+        debug_assert!(crate::progress::all_idle(&self.links), "queues empty after a call");
         self.staging = staging;
         result?;
         if op == RedOp::Avg && spec.collective.reduces() {
@@ -509,7 +590,7 @@ impl Communicator {
     fn execute(
         &mut self,
         prepared: &Prepared,
-        signature: u64,
+        sig: CallSig,
         views: Views,
         dtype: Dtype,
         op: RedOp,
@@ -569,7 +650,7 @@ impl Communicator {
         let early = prepared.early;
         let mut owned: Vec<Vec<u8>> = Vec::new();
         if let (true, Some(first)) = (early, s.rounds.first()) {
-            self.queue_round(first, bases, signature, elem, &mut owned)?;
+            self.queue_round(first, bases, sig, elem, &mut owned)?;
             kick(&mut self.links)?;
         }
         let mut streams = prepared.local_streams.iter().copied();
@@ -578,9 +659,12 @@ impl Communicator {
         }
         for (i, round) in s.rounds.iter().enumerate() {
             if !(early && i == 0) {
-                self.queue_round(round, bases, signature, elem, &mut owned)?;
+                self.queue_round(round, bases, sig, elem, &mut owned)?;
             }
-            drive(&mut self.links, Drive { dtype, op, idle: self.idle, timeout: self.config.timeout })?;
+            self.recorder.reached(i);
+            let how =
+                Drive { dtype, op, idle: self.idle, timeout: self.config.timeout, call: self.calls, round: i as u32 };
+            drive(&mut self.links, how)?;
             owned.clear();
             // The round's local steps, once what it received has landed.
             for l in round.local.iter().filter(|l| l.rank == me) {
@@ -604,7 +688,7 @@ impl Communicator {
         &mut self,
         round: &railyard_schedule::Round,
         bases: Bases,
-        signature: u64,
+        sig: CallSig,
         elem: usize,
         owned: &mut Vec<Vec<u8>>,
     ) -> Result<(), CommError> {
@@ -625,7 +709,7 @@ impl Communicator {
             } else {
                 data
             };
-            let call = Call { number: self.calls_with[t.to], signature };
+            let call = Call { number: self.calls_with[t.to], sig };
             let link = self.links[t.to]
                 .as_mut()
                 .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {}", t.to) })?;
@@ -639,7 +723,7 @@ impl Communicator {
             // into the input); no send of this round reads it (checked above) and receives
             // of one round write disjoint ranges.
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.get(t.write.buffer).add(r.start), r.len()) };
-            let call = Call { number: self.calls_with[t.from], signature };
+            let call = Call { number: self.calls_with[t.from], sig };
             let link = self.links[t.from]
                 .as_mut()
                 .ok_or_else(|| CommError::BadArgs { message: format!("no link to rank {}", t.from) })?;

@@ -50,6 +50,11 @@ pub struct Config {
     pub socket_ifname: Option<String>,
     /// Single-copy large messages between processes of one host (RAILYARD_CMA=0 turns it off).
     pub cma: bool,
+    /// Calls the flight recorder keeps (RAILYARD_TRACE_BUFFER, 0 turns it off).
+    pub trace_buffer: usize,
+    /// Where the flight recorder writes on the first error, on SIGUSR1 and on request
+    /// (RAILYARD_DUMP_DIR); unset: nothing is written.
+    pub dump_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -68,6 +73,8 @@ impl Default for Config {
             sockets_per_peer: 1,
             socket_ifname: None,
             cma: true,
+            trace_buffer: 64,
+            dump_dir: None,
         }
     }
 }
@@ -140,6 +147,14 @@ impl Config {
             c.pin = switch(&v).ok_or_else(|| bad("RAILYARD_PIN (1 or 0)", &v))?;
         }
         c.topology_file = var("RAILYARD_TOPO");
+        if let Some(v) = var("RAILYARD_TRACE_BUFFER") {
+            c.trace_buffer = v
+                .parse()
+                .ok()
+                .filter(|&n: &usize| n <= crate::recorder::MAX_TRACE_CALLS)
+                .ok_or_else(|| bad("RAILYARD_TRACE_BUFFER (0..=65536 calls)", &v))?;
+        }
+        c.dump_dir = var("RAILYARD_DUMP_DIR").filter(|d| !d.is_empty()).map(std::path::PathBuf::from);
         c.debug =
             var("RAILYARD_DEBUG").is_some_and(|v| v.eq_ignore_ascii_case("INFO") || v.eq_ignore_ascii_case("TRACE"));
         Ok(c)
@@ -167,8 +182,11 @@ mod tests {
             ("RAILYARD_CMA", "off"),
             ("RAILYARD_SOCKETS_PER_PEER", "4"),
             ("RAILYARD_SOCKET_IFNAME", "^docker,lo"),
+            ("RAILYARD_TRACE_BUFFER", "5"),
+            ("RAILYARD_DUMP_DIR", "/tmp/dumps"),
         ]))
         .unwrap();
+        assert_eq!((c.trace_buffer, c.dump_dir.as_deref()), (5, Some(std::path::Path::new("/tmp/dumps"))));
         assert!(c.pin && !c.cma);
         assert_eq!((c.sockets_per_peer, c.socket_ifname.as_deref()), (4, Some("^docker,lo")));
         assert_eq!(c.timeout, Duration::from_millis(2500));
@@ -191,6 +209,7 @@ mod tests {
             ("RAILYARD_SHM", "maybe"),
             ("RAILYARD_SOCKETS_PER_PEER", "17"),
             ("RAILYARD_SOCKETS_PER_PEER", "0"),
+            ("RAILYARD_TRACE_BUFFER", "1000000"),
         ] {
             assert!(Config::from_vars(&vars(&[(k, v)])).is_err(), "{k}={v}");
         }

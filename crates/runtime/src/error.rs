@@ -8,6 +8,18 @@ pub enum CommError {
     Io { peer: usize, what: &'static str, message: String },
     #[error("rank {peer}: no answer within {secs} s")]
     Timeout { peer: usize, secs: u64 },
+    /// A round made no progress for the timeout while waiting on `peer`; `waiting` says
+    /// for what. The communicator turns it into `Stuck` with its diagnosis.
+    #[error("rank {peer}: no progress within {secs} s ({waiting})")]
+    Stalled { peer: usize, secs: u64, waiting: String },
+    /// The diagnosis of a stall: `rank` is the one that does not move (followed through
+    /// the ranks that wait on others), `message` says how it was told and where this
+    /// rank waits (call, collective, size, algorithm, round).
+    #[error("rank {rank} is stuck: {message}")]
+    Stuck { rank: usize, message: String },
+    /// A peer's first error, which it sent to every rank before giving up.
+    #[error("rank {peer} aborted the communicator: {message}")]
+    Aborted { peer: usize, message: String },
     #[error("mismatched collective: {message}")]
     Mismatch { peer: usize, message: String },
     #[error("rank {peer} sent a bad frame: {message}")]

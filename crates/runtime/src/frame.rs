@@ -1,16 +1,22 @@
-//! The wire format: every message is a 40-byte header then the payload. The header
-//! carries a magic, the call number and the call's signature (so a rank that runs a
-//! different collective, size, dtype or op is detected, not silently combined), the
-//! piece number, the payload's kind (the bytes themselves, or a single-copy descriptor
-//! of them, `cma.rs`) and the payload length, bounded by `MAX_FRAME_BYTES` so a garbage or
-//! hostile header never makes us allocate its claimed size.
+//! The wire format: every message is a 56-byte header then the payload. The header
+//! carries a magic, the call number with this peer, the call itself (collective, element
+//! count, dtype, op, root, peer, algorithm: so a rank that runs a different call is
+//! detected, not silently combined, and the error names the field that differs and both
+//! values), the piece number, the payload's kind (the bytes themselves, a single-copy
+//! descriptor of them, `cma.rs`, or an abort notice) and the payload length, bounded by
+//! `MAX_FRAME_BYTES` so a garbage or hostile header never makes us allocate its claimed size.
+
+use railyard_schedule::{Algorithm, Collective, Dtype};
 
 use crate::error::CommError;
+use crate::reduce::RedOp;
 
-pub const MAGIC: u32 = 0x5259_4431; // "RYD1"
-pub const HEADER_BYTES: usize = 40;
+pub const MAGIC: u32 = 0x5259_4432; // "RYD2"
+pub const HEADER_BYTES: usize = 56;
 /// The largest payload of one frame; longer transfers are cut into pieces.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
+/// An abort notice's text is at most this long.
+pub const MAX_ABORT_BYTES: usize = crate::shm::ABORT_TEXT_BYTES;
 
 /// What follows a header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,13 +25,77 @@ pub enum Kind {
     Data = 0,
     /// A 16-byte descriptor of `len` bytes in the sender's memory, to pull (`cma.rs`).
     Descriptor = 1,
+    /// `len` bytes of text: the sender's first error, which ends the communicator.
+    Abort = 2,
+}
+
+/// A call as every frame describes it: indices into `Collective::ALL`, `Dtype::ALL`,
+/// `RedOp::ALL` and `Algorithm::ALL`, the roots and the element count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallSig {
+    pub collective: u8,
+    pub dtype: u8,
+    pub op: u8,
+    pub algorithm: u8,
+    pub root: u32,
+    pub peer: u32,
+    pub count: u64,
+}
+
+fn index_of<T: PartialEq>(all: &[T], x: &T) -> u8 {
+    all.iter().position(|a| a == x).map_or(u8::MAX, |i| i as u8)
+}
+
+fn name<T: Copy>(all: &[T], i: u8, f: impl Fn(T) -> &'static str) -> String {
+    all.get(i as usize).map_or_else(|| format!("#{i}"), |&x| f(x).to_string())
+}
+
+impl CallSig {
+    pub fn new(
+        collective: Collective,
+        count: u64,
+        root: usize,
+        peer: usize,
+        dtype: Dtype,
+        op: RedOp,
+        algorithm: Algorithm,
+    ) -> CallSig {
+        CallSig {
+            collective: index_of(&Collective::ALL, &collective),
+            dtype: index_of(&Dtype::ALL, &dtype),
+            op: index_of(&RedOp::ALL, &op),
+            algorithm: index_of(&Algorithm::ALL, &algorithm),
+            root: root.min(u32::MAX as usize) as u32,
+            peer: peer.min(u32::MAX as usize) as u32,
+            count,
+        }
+    }
+
+    /// The call's fields by name, as text, in the order a mismatch is reported.
+    pub fn fields(&self) -> [(&'static str, String); 7] {
+        [
+            ("collective", name(&Collective::ALL, self.collective, Collective::as_str)),
+            ("size", format!("{} elements", self.count)),
+            ("dtype", name(&Dtype::ALL, self.dtype, Dtype::as_str)),
+            ("op", name(&RedOp::ALL, self.op, RedOp::as_str)),
+            ("root", self.root.to_string()),
+            ("peer", self.peer.to_string()),
+            ("algorithm", name(&Algorithm::ALL, self.algorithm, Algorithm::as_str)),
+        ]
+    }
+
+    /// One line: "all-reduce of 1024 elements, f32, sum, root 0, ring".
+    pub fn describe(&self) -> String {
+        let f = self.fields();
+        format!("{} of {}, {}, {}, root {}, {}", f[0].1, f[1].1, f[2].1, f[3].1, f[4].1, f[6].1)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub kind: Kind,
     pub call: u64,
-    pub signature: u64,
+    pub sig: CallSig,
     pub piece: u64,
     pub len: u64,
 }
@@ -34,55 +104,83 @@ impl Header {
     pub fn encode(&self) -> [u8; HEADER_BYTES] {
         let mut b = [0u8; HEADER_BYTES];
         b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..8].copy_from_slice(&(self.kind as u32).to_le_bytes());
-        b[8..16].copy_from_slice(&self.call.to_le_bytes());
-        b[16..24].copy_from_slice(&self.signature.to_le_bytes());
-        b[24..32].copy_from_slice(&self.piece.to_le_bytes());
-        b[32..40].copy_from_slice(&self.len.to_le_bytes());
+        b[4] = self.kind as u8;
+        b[5] = self.sig.collective;
+        b[6] = self.sig.dtype;
+        b[7] = self.sig.op;
+        b[8] = self.sig.algorithm;
+        b[12..16].copy_from_slice(&self.sig.root.to_le_bytes());
+        b[16..20].copy_from_slice(&self.sig.peer.to_le_bytes());
+        b[24..32].copy_from_slice(&self.call.to_le_bytes());
+        b[32..40].copy_from_slice(&self.sig.count.to_le_bytes());
+        b[40..48].copy_from_slice(&self.piece.to_le_bytes());
+        b[48..56].copy_from_slice(&self.len.to_le_bytes());
         b
     }
 
     pub fn decode(b: &[u8; HEADER_BYTES], peer: usize) -> Result<Header, CommError> {
         let word = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap_or([0; 8]));
-        let magic = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let half = |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap_or([0; 4]));
+        let magic = half(0..4);
         if magic != MAGIC {
             return Err(CommError::BadFrame { peer, message: format!("bad magic 0x{magic:08x}") });
         }
-        let kind = match u32::from_le_bytes([b[4], b[5], b[6], b[7]]) {
+        let kind = match b[4] {
             0 => Kind::Data,
             1 => Kind::Descriptor,
+            2 => Kind::Abort,
             k => return Err(CommError::BadFrame { peer, message: format!("unknown frame kind {k}") }),
         };
-        let h = Header { kind, call: word(8..16), signature: word(16..24), piece: word(24..32), len: word(32..40) };
-        if h.len > MAX_FRAME_BYTES as u64 {
+        let sig = CallSig {
+            collective: b[5],
+            dtype: b[6],
+            op: b[7],
+            algorithm: b[8],
+            root: half(12..16),
+            peer: half(16..20),
+            count: word(32..40),
+        };
+        let h = Header { kind, call: word(24..32), sig, piece: word(40..48), len: word(48..56) };
+        let limit = if kind == Kind::Abort { MAX_ABORT_BYTES } else { MAX_FRAME_BYTES };
+        if h.len > limit as u64 {
             return Err(CommError::BadFrame {
                 peer,
-                message: format!("frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit", h.len),
+                message: format!("frame of {} bytes exceeds the {limit}-byte limit", h.len),
             });
         }
         Ok(h)
     }
 }
 
-/// Check a received header against the one this rank expects next on that stream.
+/// Check a received header against the one this rank expects next on that stream; a
+/// mismatch names the first field that differs, with both values, and both calls.
 pub fn check(h: &Header, expect: &Header, peer: usize) -> Result<(), CommError> {
-    if h.signature != expect.signature || h.call != expect.call {
-        return Err(CommError::Mismatch {
-            peer,
-            message: format!(
-                "rank {peer} is in call {} with signature {:016x}, this rank in call {} with {:016x} (different collective, size, dtype, op, root or algorithm)",
-                h.call, h.signature, expect.call, expect.signature
-            ),
-        });
+    let mismatch = |message: String| Err(CommError::Mismatch { peer, message });
+    if h.call != expect.call {
+        return mismatch(format!(
+            "call order: rank {peer} is in its call #{} with this rank ({}), this rank in call #{} ({}): one of them made a call the other did not",
+            h.call,
+            h.sig.describe(),
+            expect.call,
+            expect.sig.describe()
+        ));
+    }
+    if h.sig != expect.sig {
+        let (theirs, ours) = (h.sig.fields(), expect.sig.fields());
+        if let Some(((field, t), (_, o))) = theirs.iter().zip(&ours).find(|(t, o)| t.1 != o.1) {
+            return mismatch(format!(
+                "{field} differs in call #{}: rank {peer} has {t}, this rank {o} (rank {peer}: {}; this rank: {})",
+                h.call,
+                h.sig.describe(),
+                expect.sig.describe()
+            ));
+        }
     }
     if h.piece != expect.piece || h.len != expect.len {
-        return Err(CommError::Mismatch {
-            peer,
-            message: format!(
-                "rank {peer} sent piece {} of {} bytes, expected piece {} of {}",
-                h.piece, h.len, expect.piece, expect.len
-            ),
-        });
+        return mismatch(format!(
+            "rank {peer} sent piece {} of {} bytes in call #{}, this rank expected piece {} of {}",
+            h.piece, h.len, h.call, expect.piece, expect.len
+        ));
     }
     Ok(())
 }
@@ -91,21 +189,48 @@ pub fn check(h: &Header, expect: &Header, peer: usize) -> Result<(), CommError> 
 mod tests {
     use super::*;
 
+    fn sig() -> CallSig {
+        CallSig::new(Collective::AllReduce, 1024, 0, 0, Dtype::F32, RedOp::Sum, Algorithm::Ring)
+    }
+
     #[test]
     fn round_trip_and_rejections() {
-        let h = Header { kind: Kind::Descriptor, call: 7, signature: 42, piece: 1, len: 3 };
+        let h = Header { kind: Kind::Descriptor, call: 7, sig: sig(), piece: 1, len: 3 };
         let back = Header::decode(&h.encode(), 1).unwrap();
         assert_eq!(back, h);
         check(&back, &h, 1).unwrap();
-        // A 4 GiB length is refused before any allocation.
+        // A 4 GiB length is refused before any allocation; an abort notice is short.
         let huge = Header { len: 4 << 30, ..h }.encode();
         assert!(matches!(Header::decode(&huge, 1), Err(CommError::BadFrame { .. })));
+        let long_abort = Header { kind: Kind::Abort, len: MAX_ABORT_BYTES as u64 + 1, ..h }.encode();
+        assert!(matches!(Header::decode(&long_abort, 1), Err(CommError::BadFrame { .. })));
         assert!(matches!(Header::decode(&[0xffu8; HEADER_BYTES], 1), Err(CommError::BadFrame { .. })));
         let mut odd = h.encode();
         odd[4] = 9;
         assert!(matches!(Header::decode(&odd, 1), Err(CommError::BadFrame { .. })));
-        assert!(matches!(check(&back, &Header { signature: 43, ..h }, 1), Err(CommError::Mismatch { .. })));
         assert!(matches!(check(&back, &Header { piece: 2, ..h }, 1), Err(CommError::Mismatch { .. })));
         assert!(matches!(check(&back, &Header { len: 4, ..h }, 1), Err(CommError::Mismatch { .. })));
+    }
+
+    /// Each field of the call, changed alone, is named with both values.
+    #[test]
+    fn a_mismatch_names_the_field_and_both_values() {
+        let ours = Header { kind: Kind::Data, call: 3, sig: sig(), piece: 0, len: 4096 };
+        let cases: [(CallSig, &str, &str, &str); 7] = [
+            (CallSig { count: 2048, ..sig() }, "size", "2048 elements", "1024 elements"),
+            (CallSig { dtype: 1, ..sig() }, "dtype", "f64", "f32"),
+            (CallSig { op: 3, ..sig() }, "op", "max", "sum"),
+            (CallSig { root: 2, ..sig() }, "root", "2", "0"),
+            (CallSig { peer: 1, ..sig() }, "peer", "1", "0"),
+            (CallSig { collective: 2, ..sig() }, "collective", Collective::ALL[2].as_str(), "allreduce"),
+            (CallSig { algorithm: 2, ..sig() }, "algorithm", Algorithm::ALL[2].as_str(), "ring"),
+        ];
+        for (theirs, field, t, o) in cases {
+            let got = Header::decode(&Header { sig: theirs, ..ours }.encode(), 2).unwrap();
+            let err = check(&got, &ours, 2).unwrap_err().to_string();
+            assert!(err.contains(&format!("{field} differs in call #3: rank 2 has {t}, this rank {o}")), "{err}");
+        }
+        let err = check(&Header { call: 4, ..ours }, &ours, 2).unwrap_err().to_string();
+        assert!(err.contains("call order") && err.contains("#4") && err.contains("#3"), "{err}");
     }
 }

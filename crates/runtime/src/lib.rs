@@ -23,8 +23,11 @@ pub mod interface;
 pub mod link;
 pub mod memory;
 pub mod progress;
+pub mod recorder;
 pub mod reduce;
+pub mod share;
 pub mod shm;
+pub mod stuck;
 pub mod tuner;
 
 pub use bootstrap::UniqueId;

@@ -7,6 +7,7 @@
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
 
 use crate::config::Config;
 use crate::error::CommError;
@@ -43,7 +44,7 @@ impl LaneIo {
             LaneIo::Shm { tx, .. } => {
                 let mut total = 0;
                 for p in parts {
-                    let n = tx.try_write(p);
+                    let n = tx.try_write(p)?;
                     total += n;
                     if n < p.len() {
                         break;
@@ -72,7 +73,7 @@ impl LaneIo {
             return Ok(0);
         }
         match self {
-            LaneIo::Shm { rx, .. } => Ok(rx.try_read(buf)),
+            LaneIo::Shm { rx, .. } => rx.try_read(buf),
             LaneIo::Tcp { rx, .. } => match rx.read(buf) {
                 Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the connection")),
                 Ok(n) => Ok(n),
@@ -137,6 +138,7 @@ pub fn establish(
     tag: u64,
     here: Whereabouts,
     config: &Config,
+    ranks: usize,
 ) -> Result<(Whereabouts, Link), CommError> {
     let io = |e| CommError::io(peer, "transport setup", e);
     let first = sockets.first_mut().ok_or_else(|| CommError::BadArgs { message: format!("no socket to {peer}") })?;
@@ -152,7 +154,7 @@ pub fn establish(
     let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
     let peer_at = Whereabouts { host: word(&theirs[..8]), machine: word(&theirs[9..]) };
     if theirs[..8] == hello[..8] && theirs[8] == 1 && config.shm {
-        if let Some(link) = shared_memory(first, me, peer, tag, config)? {
+        if let Some(link) = shared_memory(first, me, peer, tag, config, ranks)? {
             return Ok((peer_at, link));
         }
     }
@@ -186,30 +188,44 @@ impl Whereabouts {
     }
 }
 
+/// Removes ring names when dropped: on every way out of the setup, including errors.
+struct Unlink<'a>(&'a [&'a Path]);
+
+impl Drop for Unlink<'_> {
+    fn drop(&mut self) {
+        for p in self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 fn shared_memory(
     s: &mut TcpStream,
     me: usize,
     peer: usize,
     tag: u64,
     config: &Config,
+    ranks: usize,
 ) -> Result<Option<Link>, CommError> {
     let io = |e| CommError::io(peer, "transport setup", e);
-    let dir = std::path::Path::new("/dev/shm");
+    let dir = Path::new("/dev/shm");
     let (lo, hi) = (me.min(peer), me.max(peer));
     let (lo_hi, hi_lo) = crate::shm::pair_paths(dir, tag, lo, hi);
     let (to_peer, from_peer) = if me == lo { (&lo_hi, &hi_lo) } else { (&hi_lo, &lo_hi) };
-    let cap = config.shm_ring_bytes;
+    let cap = crate::shm::ring_bytes_for(config.shm_ring_bytes, ranks);
     let open = || -> io::Result<(ShmReader, ShmWriter)> {
         Ok((crate::shm::reader(from_peer, cap)?, crate::shm::writer(to_peer, cap)?))
     };
     let mut flag = [0u8; 1];
+    let names = [lo_hi.as_path(), hi_lo.as_path()];
     let rings = if me == lo {
+        // Both names go when this block is left, however (the peer has opened them by then,
+        // or will not).
+        let _names = Unlink(&names);
         let created = crate::shm::create(&lo_hi, cap).and_then(|_| crate::shm::create(&hi_lo, cap)).is_ok();
         let mine = if created { open().ok() } else { None };
         s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
         s.read_exact(&mut flag).map_err(io)?;
-        let _ = std::fs::remove_file(&lo_hi);
-        let _ = std::fs::remove_file(&hi_lo);
         if flag[0] == 1 {
             mine
         } else {
@@ -217,11 +233,21 @@ fn shared_memory(
         }
     } else {
         s.read_exact(&mut flag).map_err(io)?;
+        // The creator has mapped both ends before saying 1: once opened here, the names
+        // can go (removed by whichever side gets there first).
+        let _names = Unlink(&names);
         let mine = if flag[0] == 1 { open().ok() } else { None };
         s.write_all(&[u8::from(mine.is_some())]).map_err(io)?;
         mine
     };
-    let Some((rx, tx)) = rings else { return Ok(None) };
+    let Some((mut rx, mut tx)) = rings else { return Ok(None) };
+    let settled = crate::shm::settle(&mut rx, &mut tx);
+    // Both must agree on falling back, so both say whether they settled.
+    s.write_all(&[u8::from(settled)]).map_err(io)?;
+    s.read_exact(&mut flag).map_err(io)?;
+    if !settled || flag[0] != 1 {
+        return Ok(None);
+    }
     let cma = probe_cma(s, peer, tag, config.cma)?;
     Ok(Some(Link { transport: Transport::Shm, cma, lanes: vec![crate::progress::Lane::new(LaneIo::Shm { rx, tx })] }))
 }

@@ -9,16 +9,21 @@ pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
 /// Ask for huge pages on `buf` when it is large; harmless (ignored) where unsupported.
 pub fn advise_huge_pages(buf: &mut [u8]) {
-    if buf.len() < HUGE_PAGE_MIN_BYTES {
+    advise_range(buf.as_mut_ptr(), buf.len());
+}
+
+/// The same for `len` bytes at `at` (initialised or not: only addresses are used).
+fn advise_range(at: *mut u8, len: usize) {
+    if len < HUGE_PAGE_MIN_BYTES || cfg!(miri) {
         return;
     }
     // madvise needs a page-aligned start: advise the whole pages inside the buffer.
     let page = 4096usize;
-    let start = (buf.as_ptr() as usize).div_ceil(page) * page;
-    let end = (buf.as_ptr() as usize + buf.len()) / page * page;
+    let start = (at as usize).div_ceil(page) * page;
+    let end = (at as usize + len) / page * page;
     if end > start {
-        // SAFETY: [start, end) lies inside `buf`, which we own; MADV_HUGEPAGE changes how
-        // the kernel backs the range, never its contents.
+        // SAFETY: [start, end) lies inside the caller's allocation; MADV_HUGEPAGE changes
+        // how the kernel backs the range, never its contents.
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
@@ -28,9 +33,11 @@ pub fn advise_huge_pages(buf: &mut [u8]) {
 /// A zeroed buffer of `len` bytes, advised before its pages are first touched.
 pub fn zeroed(len: usize) -> Vec<u8> {
     let mut v: Vec<u8> = Vec::with_capacity(len);
-    // SAFETY: the spare capacity is `len` bytes we own; it is advised, then zeroed.
+    // Advised through the raw pointer: no reference to the uninitialised bytes is made.
+    advise_range(v.as_mut_ptr(), len);
+    // SAFETY: the capacity is at least `len` bytes we own; all of them are zeroed before
+    // the length covers them.
     unsafe {
-        advise_huge_pages(std::slice::from_raw_parts_mut(v.as_mut_ptr(), len));
         std::ptr::write_bytes(v.as_mut_ptr(), 0, len);
         v.set_len(len);
     }

@@ -15,10 +15,10 @@ use railyard_schedule::{Dtype, Op};
 
 use crate::cma::{self, DESCRIPTOR_BYTES};
 use crate::error::CommError;
-use crate::frame::{check, Header, Kind, HEADER_BYTES, MAX_FRAME_BYTES};
+use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, MAX_FRAME_BYTES};
 use crate::link::{LaneIo, Link};
 use crate::reduce::{reduce_into, RedOp};
-use crate::shm::{Share, SHARE_PIECE_BYTES};
+use crate::shm::{Share, WaitStatus, SHARE_PIECE_BYTES};
 
 /// Received data is reduced into place in slices of this many bytes (a multiple of every
 /// element size), while the slice is in cache.
@@ -91,10 +91,16 @@ pub struct Lane {
     /// Pieces queued this round each way (numbers on the wire, from 0 per round).
     out_pieces: u64,
     in_pieces: u64,
+    /// A frame was cut off mid-way when the queues were cleared: the stream is no longer
+    /// framed, so an abort notice cannot follow it (the socket is shut instead).
+    torn: bool,
 }
 
-// SAFETY: the raw pointers in the queues are only set during one `Communicator::execute`
-// call, which borrows the buffers they point into, and the queues are empty between calls.
+// SAFETY: the raw pointers in the queues are only set during one `Communicator` call,
+// which borrows the buffers they point into; every way out of a call leaves the queues
+// empty (a finished round drains them; on any error `Communicator::run_inner` calls
+// `clear_all`, and asserts `all_idle` in debug builds), so a Lane moved to another thread
+// between calls holds no pointer.
 unsafe impl Send for Lane {}
 
 impl Lane {
@@ -106,6 +112,7 @@ impl Lane {
             reduce_buf: Vec::new(),
             out_pieces: 0,
             in_pieces: 0,
+            torn: false,
         }
     }
 
@@ -121,6 +128,7 @@ impl Lane {
         if let (Some(share), LaneIo::Shm { rx, .. }) = (self.incoming.front().and_then(|f| f.share), &self.io) {
             rx.share_revoke(share, SHARE_REVOKE_WAIT);
         }
+        self.torn |= self.out.front().is_some_and(|f| f.sent > 0);
         self.out.clear();
         self.incoming.clear();
     }
@@ -164,6 +172,9 @@ impl Lane {
                     break;
                 }
                 let h = Header::decode(&f.header, peer)?;
+                if h.kind == Kind::Abort {
+                    return Err(read_abort(io, h.len as usize, peer));
+                }
                 check(&h, &f.expect, peer)?;
                 f.kind = Some(h.kind);
             }
@@ -257,6 +268,146 @@ impl Lane {
     }
 }
 
+/// The text of an abort notice whose header was just read (`len` bytes, arriving now:
+/// the sender writes header and text together), as the peer's error.
+fn read_abort(io: &mut LaneIo, len: usize, peer: usize) -> CommError {
+    let mut text = vec![0u8; len.min(MAX_ABORT_BYTES)];
+    let mut got = 0;
+    let start = Instant::now();
+    while got < text.len() && start.elapsed() < ABORT_READ_WAIT {
+        match io.try_read(&mut text[got..]) {
+            Ok(0) => std::thread::yield_now(),
+            Ok(n) => got += n,
+            Err(_) => break,
+        }
+    }
+    CommError::Aborted { peer, message: String::from_utf8_lossy(&text[..got]).into_owned() }
+}
+
+/// How long the rest of an abort notice may take to arrive after its header.
+const ABORT_READ_WAIT: Duration = Duration::from_millis(200);
+
+/// The first abort notice any peer left (checked before blaming a stall on anyone).
+pub(crate) fn any_abort(links: &mut [Option<Link>]) -> Option<CommError> {
+    for (peer, link) in links.iter_mut().enumerate() {
+        for lane in link.iter_mut().flat_map(|l| l.lanes.iter_mut()) {
+            if let Some(e) = pending_abort(lane, peer) {
+                return Some(e);
+            }
+        }
+    }
+    None
+}
+
+/// A peer's abort notice waiting on an idle lane (nothing expected from it): shared
+/// memory leaves it in the ring header; over TCP, an abort frame at the head of the
+/// stream (looked at without taking it, unless it is an abort).
+fn pending_abort(lane: &mut Lane, peer: usize) -> Option<CommError> {
+    match &mut lane.io {
+        LaneIo::Shm { rx, .. } => rx.peer_abort().map(|message| CommError::Aborted { peer, message }),
+        LaneIo::Tcp { rx, .. } => {
+            if !lane.incoming.is_empty() {
+                // The engine reads this lane; an abort there is found in `pull_in`.
+                return None;
+            }
+            let mut head = [0u8; HEADER_BYTES];
+            let buffered = rx.buffer();
+            let seen = if buffered.is_empty() {
+                rx.get_ref().peek(&mut head).unwrap_or(0)
+            } else {
+                let n = buffered.len().min(HEADER_BYTES);
+                head[..n].copy_from_slice(&buffered[..n]);
+                n
+            };
+            if seen < HEADER_BYTES {
+                return None;
+            }
+            let h = Header::decode(&head, peer).ok().filter(|h| h.kind == Kind::Abort)?;
+            let mut skip = [0u8; HEADER_BYTES];
+            let mut got = 0;
+            while got < HEADER_BYTES {
+                match lane.io.try_read(&mut skip[got..]) {
+                    Ok(n) => got += n,
+                    Err(_) => return Some(CommError::Aborted { peer, message: String::new() }),
+                }
+            }
+            Some(read_abort(&mut lane.io, h.len as usize, peer))
+        }
+    }
+}
+
+/// Tell every peer this communicator's first error, `text` (best effort, without
+/// waiting long): shared-memory peers find it in the ring header; TCP peers get an abort
+/// frame, or, where a frame was cut off mid-way, a closed connection.
+pub fn abort_all(links: &mut [Option<Link>], text: &str) {
+    let cut = text.len().min(MAX_ABORT_BYTES);
+    let mut end = cut;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let body = &text.as_bytes()[..end];
+    for link in links.iter_mut().flatten() {
+        for lane in &mut link.lanes {
+            match &mut lane.io {
+                LaneIo::Shm { tx, .. } => tx.publish_abort(text),
+                LaneIo::Tcp { tx, .. } if lane.torn => {
+                    let _ = tx.shutdown(std::net::Shutdown::Both);
+                }
+                LaneIo::Tcp { .. } => {
+                    let header = Header {
+                        kind: Kind::Abort,
+                        call: 0,
+                        sig: CallSig::default(),
+                        piece: 0,
+                        len: body.len() as u64,
+                    }
+                    .encode();
+                    let mut frame = header.to_vec();
+                    frame.extend_from_slice(body);
+                    let (mut sent, start) = (0, Instant::now());
+                    while sent < frame.len() && start.elapsed() < ABORT_READ_WAIT {
+                        match lane.io.try_write(&[&frame[sent..]]) {
+                            Ok(0) => std::thread::yield_now(),
+                            Ok(n) => sent += n,
+                            Err(_) => break,
+                        }
+                    }
+                    if sent < frame.len() {
+                        if let LaneIo::Tcp { tx, .. } = &lane.io {
+                            let _ = tx.shutdown(std::net::Shutdown::Both);
+                        }
+                    }
+                }
+            }
+            lane.torn = true;
+        }
+    }
+}
+
+/// What this rank still waits for on `peer`'s lanes: "a receive of 8 B (piece 0)" or "a
+/// send of 8 B the peer has not taken".
+fn waiting_for(link: &Link) -> String {
+    let mut what = Vec::new();
+    for lane in &link.lanes {
+        if let Some(f) = lane.incoming.front() {
+            let got =
+                if f.header_got < HEADER_BYTES { "nothing of it yet".to_string() } else { format!("{} B in", f.done) };
+            what.push(format!("a receive of {} B (piece {}; {got})", f.expect.len, f.expect.piece));
+        }
+        if let Some(f) = lane.out.front() {
+            what.push(format!("a send of {} B ({} B taken)", f.len, f.sent.saturating_sub(HEADER_BYTES)));
+        }
+        if what.is_empty() {
+            if let LaneIo::Shm { tx, .. } = &lane.io {
+                if !tx.all_acked() {
+                    what.push("the acknowledgement of a single-copy send".to_string());
+                }
+            }
+        }
+    }
+    what.join(" and ")
+}
+
 /// Read into `buf[*got..]` what has arrived (counting it in `moved`); whether `buf` is full.
 fn fill(io: &mut LaneIo, buf: &mut [u8], got: &mut usize, moved: &mut usize) -> std::io::Result<bool> {
     let n = io.try_read(&mut buf[*got..])?;
@@ -276,7 +427,7 @@ fn ensure_len(buf: &mut Vec<u8>, len: usize) {
 pub struct Call {
     /// The call number with this peer.
     pub number: u64,
-    pub signature: u64,
+    pub sig: CallSig,
 }
 
 /// Start a round on a link: piece numbers restart from 0.
@@ -295,8 +446,7 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize) {
         let single_copy = link.cma && bytes.len() >= CMA_MIN_BYTES;
         let l = &mut link.lanes[lane];
         let kind = if single_copy { Kind::Descriptor } else { Kind::Data };
-        let header =
-            Header { kind, call: call.number, signature: call.signature, piece: l.out_pieces, len: bytes.len() as u64 };
+        let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
         l.out_pieces += 1;
         let descriptor = single_copy.then(|| cma::encode(bytes.as_ptr() as u64, bytes.len() as u64));
         if let (true, LaneIo::Shm { tx, .. }) = (single_copy, &mut l.io) {
@@ -317,13 +467,8 @@ pub fn queue_receive(link: &mut Link, call: Call, dst: &mut [u8], op: Op, elem: 
     let lanes = link.lanes.len();
     for (lane, range) in frames(dst.len(), elem, lanes) {
         let l = &mut link.lanes[lane];
-        let expect = Header {
-            kind: Kind::Data,
-            call: call.number,
-            signature: call.signature,
-            piece: l.in_pieces,
-            len: range.len() as u64,
-        };
+        let expect =
+            Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: l.in_pieces, len: range.len() as u64 };
         l.in_pieces += 1;
         l.incoming.push_back(In {
             expect,
@@ -381,8 +526,9 @@ pub fn kick(links: &mut [Option<Link>]) -> Result<(), CommError> {
 }
 
 /// After a failed call, how long a revoked shared receive waits for the sender's
-/// pushes in flight (one piece each, well under a millisecond).
-const SHARE_REVOKE_WAIT: Duration = Duration::from_secs(1);
+/// pushes in flight (one piece each, well under a millisecond) before the process aborts
+/// rather than return a buffer a stopped sender could still write (`shm::share_revoke`).
+const SHARE_REVOKE_WAIT: Duration = Duration::from_secs(10);
 
 /// Shared-memory peers are checked for death every this many sleeps.
 const LIVENESS_EVERY_SLEEPS: u32 = 64;
@@ -397,11 +543,21 @@ pub struct Drive {
     pub op: RedOp,
     pub idle: Idle,
     pub timeout: Duration,
+    /// The call's sequence number and the schedule round, published to shared-memory
+    /// peers once a wait goes on (`shm::WaitStatus`), so a stall can be traced to the
+    /// rank that does not move.
+    pub call: u64,
+    pub round: u32,
+}
+
+/// Whether no frame is queued on any link.
+pub(crate) fn all_idle(links: &[Option<Link>]) -> bool {
+    links.iter().flatten().flat_map(|l| &l.lanes).all(|l| l.out.is_empty() && l.incoming.is_empty())
 }
 
 /// Empty every queue (after an error: the communicator is broken and nothing queued may
 /// be touched again).
-fn clear_all(links: &mut [Option<Link>]) {
+pub(crate) fn clear_all(links: &mut [Option<Link>]) {
     for link in links.iter_mut().flatten() {
         link.lanes.iter_mut().for_each(Lane::clear);
     }
@@ -410,15 +566,34 @@ fn clear_all(links: &mut [Option<Link>]) {
 /// Drive every queued frame of every link to completion (including single-copy
 /// acknowledgements). On error the queues are emptied and the error returned.
 pub fn drive(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
-    let result = drive_until_done(links, how);
+    let mut published = false;
+    let result = drive_until_done(links, how, &mut published);
+    // A failed wait stays published: peers diagnosing their own stall follow it here.
+    if published && result.is_ok() {
+        publish_wait(links, None);
+    }
     if result.is_err() {
         clear_all(links);
     }
     result
 }
 
-fn drive_until_done(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
-    let Drive { dtype, op, idle, timeout } = how;
+/// Publish this rank's wait (or its end) to every shared-memory peer.
+fn publish_wait(links: &[Option<Link>], status: Option<WaitStatus>) {
+    for lane in links.iter().flatten().flat_map(|l| &l.lanes) {
+        if let LaneIo::Shm { tx, .. } = &lane.io {
+            tx.publish_status(status);
+        }
+    }
+}
+
+/// The first peer with work pending (the one a wait is on).
+fn first_busy(links: &[Option<Link>]) -> Option<usize> {
+    links.iter().enumerate().find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(Lane::busy)).map(|_| peer))
+}
+
+fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool) -> Result<(), CommError> {
+    let Drive { dtype, op, idle, timeout, call, round } = how;
     let mut waits = 0u32;
     let mut sleeps = 0u32;
     let mut since: Option<Instant> = None;
@@ -459,13 +634,16 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive) -> Result<(), CommEr
             continue;
         }
         let waited = since.get_or_insert_with(Instant::now).elapsed();
+        if !*published {
+            // Past the spins: say whom this rank waits for (off the fast path).
+            let on = first_busy(links).unwrap_or(0);
+            publish_wait(links, Some(WaitStatus { call, round, on }));
+            *published = true;
+        }
         if waited >= timeout {
-            let peer = links
-                .iter()
-                .enumerate()
-                .find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(Lane::busy)).map(|_| peer))
-                .unwrap_or(0);
-            return Err(CommError::Timeout { peer, secs: timeout.as_secs() });
+            let peer = first_busy(links).unwrap_or(0);
+            let waiting = links.get(peer).and_then(|l| l.as_ref()).map(waiting_for).unwrap_or_default();
+            return Err(CommError::Stalled { peer, secs: timeout.as_secs(), waiting });
         }
         let yielding = waits - idle.spins <= idle.yields && waited < idle.yield_for;
         if !yielding {
@@ -479,6 +657,9 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive) -> Result<(), CommEr
             sleeps.is_multiple_of(LIVENESS_EVERY_SLEEPS)
         };
         if check {
+            if let Some(e) = any_abort(links) {
+                return Err(e);
+            }
             for (peer, link) in links.iter().enumerate() {
                 if let Some(l) = link {
                     if l.lanes.iter().any(|lane| lane.busy() && lane.io.peer_gone()) {

@@ -2,29 +2,39 @@
 //! byte ring per direction, in a file under /dev/shm mapped by both processes.
 //!
 //! Layout: the consumer's read position at byte 0, the producer's write position at
-//! byte 64 (separate cache lines), the data from byte 128, `capacity` bytes (a power of
+//! byte 64 (separate cache lines), the data from byte `DATA`, `capacity` bytes (a power of
 //! two). The producer copies bytes in, then publishes the new write position with
 //! Release; the consumer reads it with Acquire before copying out, then publishes its read
 //! position with Release, which the producer reads with Acquire before reusing space.
-//! Both ends only try (`try_write`, `try_read`) and never wait: waiting, deadlines and
-//! noticing a dead peer (each side's pid is in the header) belong to the progress engine.
-//! Byte 16 counts the single-copy descriptors the consumer has pulled (`cma.rs`).
+//! Each end keeps its own position privately and only reads the other's from the mapping,
+//! and a position the peer wrote is checked before use (`tail - head` must lie in
+//! `0..=capacity`): a corrupt or hostile peer makes a call fail, never copy outside the
+//! mapping. Both ends only try (`try_write`, `try_read`) and never wait: waiting, deadlines
+//! and noticing a dead peer (each side's pid is in the header, read once at setup) belong
+//! to the progress engine. Byte 16 counts the single-copy descriptors the consumer has
+//! pulled (`cma.rs`).
 //!
-//! Bytes 128–168 are a board for sharing one large single-copy transfer: the consumer
-//! (receiver) publishes where the bytes are and where they go, in pieces; then it pulls
-//! pieces and the producer (sender), if it is only waiting for the acknowledgement, pushes
-//! pieces (`process_vm_writev`), each side claiming the next piece with an atomic, so two
-//! cores copy and neither waits on the other. The claim word packs the transfer's number
-//! with the next piece index, so a helper that read an old transfer's addresses can never
-//! claim a piece of a newer one: its compare-and-swap fails. The receiver starts a new
-//! transfer only once every piece of the last is done; data then at byte 192.
+//! Bytes 128–168 are the board of a shared single-copy transfer (`share.rs` has the
+//! protocol). Bytes 80–96 are the producer's wait status (which call and round it waits
+//! in, and for whom: `progress.rs` publishes it only once a wait has gone on, so the hot
+//! path never writes it), and bytes 192–1280 its abort notice (the text of its first error),
+//! so one rank's diagnosis reaches every peer on the host.
+//!
+//! Files are created 0600 with O_EXCL (`create_new`) under a name that includes the job's
+//! tag, checked to be ours when opened, and removed as soon as both ends have mapped them;
+//! `remove_job_files` sweeps what a killed setup left (the launchers call it).
 
 use std::fs::OpenOptions;
 use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
+
+use crate::share::{Board, Claimed};
+pub use crate::share::{Share, SHARE_PIECE_BYTES};
 
 const HEAD: usize = 0;
 /// The consumer's process id (so a producer can tell a dead peer from a slow one).
@@ -34,41 +44,98 @@ const ACKED: usize = 16;
 const TAIL: usize = 64;
 /// The producer's process id.
 const WRITER_PID: usize = 72;
-/// The shared transfer's number (high 32 bits) and next unclaimed piece (low 32 bits).
+/// The producer's wait: the call it waits in (its sequence number; 0 when not waiting),
+/// and the round (high 32 bits) and the rank it waits for (low 32 bits).
+const STATUS_CALL: usize = 80;
+const STATUS_WAIT: usize = 88;
+/// The shared transfer's words (`share.rs`).
 const SHARE_NEXT: usize = 128;
-/// Pieces of the shared transfer done (by either side).
 const SHARE_DONE: usize = 136;
-/// Where the bytes are (in the producer) and where they go (in the consumer), and how many.
 const SHARE_SRC: usize = 144;
 const SHARE_DST: usize = 152;
 const SHARE_LEN: usize = 160;
-const DATA: usize = 192;
-/// A shared transfer goes in pieces of this many bytes.
-pub const SHARE_PIECE_BYTES: usize = 1 << 20;
+/// Length of the producer's abort notice (0: none), published after its text.
+const ABORT_LEN: usize = 192;
+const ABORT_TEXT: usize = 256;
+/// An abort notice holds at most this many bytes of text.
+pub const ABORT_TEXT_BYTES: usize = 1024;
+const DATA: usize = ABORT_TEXT + ABORT_TEXT_BYTES;
 /// Ring capacity bounds: at least a page, at most 1 GiB.
 pub const MIN_RING_BYTES: usize = 4096;
 pub const MAX_RING_BYTES: usize = 1 << 30;
+/// All the rings of one host's job together stay within this, whatever the rank count:
+/// each ring is the configured size or the largest power of two that keeps the job's
+/// `ranks × (ranks − 1)` rings within it (`ring_bytes_for`): 64 ranks map 256 KiB rings,
+/// 1 GiB in all, instead of 16 GiB of 4 MiB rings.
+pub const MAX_JOB_RING_BYTES: usize = 1 << 30;
+/// Rings never shrink below this for the job bound (a smaller one only costs more wakeups).
+pub const MIN_BOUNDED_RING_BYTES: usize = 64 << 10;
+
+/// The ring size for a job of `ranks` ranks when `configured` is asked for.
+pub fn ring_bytes_for(configured: usize, ranks: usize) -> usize {
+    let rings = ranks.saturating_mul(ranks.saturating_sub(1)).max(1);
+    let share = MAX_JOB_RING_BYTES / rings;
+    // The largest power of two not above the share.
+    let bounded = if share == 0 { 0 } else { 1usize << (usize::BITS - 1 - share.leading_zeros()) };
+    configured.min(bounded.max(MIN_BOUNDED_RING_BYTES)).max(MIN_RING_BYTES)
+}
 
 struct Ring {
-    map: MmapMut,
+    /// The mapping's first byte: every access goes through this one raw pointer.
+    base: *mut u8,
     capacity: usize,
+    /// Keeps the mapping alive (shared by both ends only in tests, which run them in one
+    /// process).
+    _map: std::sync::Arc<MmapMut>,
 }
 
 // SAFETY: each end owns its own mapping; the shared bytes are only touched through
-// atomics (positions) and through disjoint ranges that the SPSC protocol hands to exactly
-// one side at a time, so moving an end to another thread is sound.
+// atomics (positions, words) and through disjoint ranges that the SPSC protocol hands to
+// exactly one side at a time, so moving an end to another thread is sound.
 unsafe impl Send for Ring {}
+// SAFETY: through `&Ring` only atomics are touched (header words) and bytes whose writer
+// publishes them with Release before they are read (the abort text); writing the data
+// area and the abort text needs `&mut` of the end that owns them.
+unsafe impl Sync for Ring {}
 
 impl Ring {
+    fn new(mut map: MmapMut, capacity: usize) -> Ring {
+        assert_eq!(map.len(), DATA + capacity, "a ring's mapping holds its header and data");
+        Ring { base: map.as_mut_ptr(), capacity, _map: std::sync::Arc::new(map) }
+    }
+
     fn word(&self, at: usize) -> &AtomicU64 {
-        // SAFETY: `at` is one of the header words (below DATA), inside the mapping and
-        // 8-byte aligned (mappings are page aligned).
-        unsafe { &*(self.map.as_ptr().add(at) as *const AtomicU64) }
+        assert!(at.is_multiple_of(8) && at + 8 <= DATA, "header word {at}");
+        // SAFETY: `at` is a header word below DATA (asserted), inside the mapping (which is
+        // DATA + capacity bytes, checked in `map`) and 8-byte aligned (mappings are page
+        // aligned). The peer writes these bytes only through atomics too.
+        unsafe { &*(self.base.add(at) as *const AtomicU64) }
     }
 
     fn data(&self) -> *mut u8 {
         // SAFETY: DATA is inside the mapping; the protocol keeps producer and consumer on disjoint bytes.
-        unsafe { (self.map.as_ptr() as *mut u8).add(DATA) }
+        unsafe { self.base.add(DATA) }
+    }
+
+    fn board(&self) -> Board<'_, AtomicU64> {
+        Board {
+            next: self.word(SHARE_NEXT),
+            done: self.word(SHARE_DONE),
+            src: self.word(SHARE_SRC),
+            dst: self.word(SHARE_DST),
+            len: self.word(SHARE_LEN),
+        }
+    }
+
+    /// The bytes in use given both positions, if the positions are consistent.
+    fn used(&self, head: u64, tail: u64) -> io::Result<usize> {
+        match tail.checked_sub(head) {
+            Some(n) if n <= self.capacity as u64 => Ok(n as usize),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("ring positions are corrupt (read {head}, write {tail}, capacity {})", self.capacity),
+            )),
+        }
     }
 }
 
@@ -77,51 +144,73 @@ fn alive(pid: u64) -> bool {
     if pid == 0 || pid == std::process::id() as u64 {
         return true;
     }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state letter follows the command name in parentheses.
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
-    }
+    process_state(pid).is_some_and(|state| state != 'Z' && state != 'X')
+}
+
+/// The state letter of process `pid` (R, S, D, T for stopped, Z, ...), if it exists.
+pub fn process_state(pid: u64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state letter follows the command name in parentheses.
+    stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
+}
+
+/// A peer's published wait (`ShmReader::peer_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitStatus {
+    /// The peer's call sequence number.
+    pub call: u64,
+    /// The round of that call's schedule it waits in.
+    pub round: u32,
+    /// The rank it waits for.
+    pub on: usize,
 }
 
 /// The producing end of a ring.
 pub struct ShmWriter {
     ring: Ring,
+    /// Our write position (the mapping's copy is only published).
+    tail: u64,
     /// Single-copy descriptors posted through this ring (the consumer acknowledges each).
     posted: u64,
+    /// The consumer's pid, read once the setup handshake is over.
+    peer_pid: u64,
 }
 
 /// The consuming end of a ring.
 pub struct ShmReader {
     ring: Ring,
+    /// Our read position.
+    head: u64,
     /// Shared transfers opened through this ring (numbers them).
     shares: u64,
+    /// The producer's pid, read once the setup handshake is over.
+    peer_pid: u64,
 }
 
 impl ShmWriter {
     /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
-    pub fn try_write(&mut self, buf: &[u8]) -> usize {
+    pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let r = &self.ring;
-        let tail = r.word(TAIL).load(Ordering::Relaxed);
+        let tail = self.tail;
         let head = r.word(HEAD).load(Ordering::Acquire);
-        let free = r.capacity - (tail - head) as usize;
+        let free = r.capacity - r.used(head, tail)?;
         let n = free.min(buf.len());
         if n == 0 {
-            return 0;
+            return Ok(0);
         }
         let at = (tail as usize) & (r.capacity - 1);
         let first = n.min(r.capacity - at);
-        // SAFETY: bytes [at, at+first) and [0, n-first) of the data area are free: the
-        // consumer has read past them (head) and will not touch them until tail moves.
+        // SAFETY: `at < capacity`, `first <= capacity - at` and `n - first <= at` (n is at
+        // most the free space, itself at most capacity), so both ranges lie in the data
+        // area; they are free: the consumer has read past them (head, validated against
+        // our own tail) and will not touch them until tail moves.
         unsafe {
             std::ptr::copy_nonoverlapping(buf.as_ptr(), r.data().add(at), first);
             std::ptr::copy_nonoverlapping(buf.as_ptr().add(first), r.data(), n - first);
         }
-        r.word(TAIL).store(tail + n as u64, Ordering::Release);
-        n
+        self.tail = tail + n as u64;
+        r.word(TAIL).store(self.tail, Ordering::Release);
+        Ok(n)
     }
 
     /// Count one more single-copy descriptor sent through this ring.
@@ -137,7 +226,12 @@ impl ShmWriter {
 
     /// Whether the consuming process still runs.
     pub fn peer_alive(&self) -> bool {
-        alive(self.ring.word(READER_PID).load(Ordering::Relaxed))
+        alive(self.peer_pid)
+    }
+
+    /// The consuming process.
+    pub fn peer_pid(&self) -> u64 {
+        self.peer_pid
     }
 
     /// Push one piece of the consumer's shared transfer, if one is open: the bytes pushed
@@ -145,54 +239,67 @@ impl ShmWriter {
     /// unacknowledged: the transfer is then one of ours. (The addresses come from the
     /// consumer, who can read all of our memory anyway; the kernel checks both.)
     pub fn help(&self) -> io::Result<usize> {
-        let r = &self.ring;
-        let next = r.word(SHARE_NEXT).load(Ordering::Acquire);
-        let len = r.word(SHARE_LEN).load(Ordering::Relaxed) as usize;
-        let piece = (next & 0xffff_ffff) as usize;
-        if piece >= len.div_ceil(SHARE_PIECE_BYTES) {
-            return Ok(0);
-        }
-        let (src, dst) = (r.word(SHARE_SRC).load(Ordering::Relaxed), r.word(SHARE_DST).load(Ordering::Relaxed));
-        // Claimed only if nobody moved the word since it was read: then the transfer the
-        // addresses belong to is still open (it ends only after all its pieces are done).
-        if r.word(SHARE_NEXT).compare_exchange(next, next + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-            return Ok(0);
-        }
-        let at = piece * SHARE_PIECE_BYTES;
-        let n = SHARE_PIECE_BYTES.min(len - at);
-        crate::cma::push(r.word(READER_PID).load(Ordering::Relaxed), src + at as u64, dst + at as u64, n)?;
-        r.word(SHARE_DONE).fetch_add(1, Ordering::Release);
-        Ok(n)
+        let board = self.ring.board();
+        let Some(Claimed { src, dst, len, .. }) = board.help_claim() else { return Ok(0) };
+        let pushed = crate::cma::push(self.peer_pid, src, dst, len);
+        // Done whether it worked: the consumer waits for every claimed piece.
+        board.piece_done();
+        pushed.map(|_| len)
     }
-}
 
-/// A shared transfer the consumer opened (`ShmReader::share`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Share {
-    number: u64,
-    pieces: u64,
+    /// Publish that this rank waits in `status` (None: it no longer waits).
+    pub fn publish_status(&self, status: Option<WaitStatus>) {
+        let r = &self.ring;
+        match status {
+            Some(s) => {
+                r.word(STATUS_WAIT).store(((s.round as u64) << 32) | (s.on as u64 & 0xffff_ffff), Ordering::Relaxed);
+                r.word(STATUS_CALL).store(s.call, Ordering::Release);
+            }
+            None => r.word(STATUS_CALL).store(0, Ordering::Release),
+        }
+    }
+
+    /// Leave an abort notice for the consumer (the first one stays).
+    pub fn publish_abort(&mut self, text: &str) {
+        let r = &self.ring;
+        if r.word(ABORT_LEN).load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let mut end = text.len().min(ABORT_TEXT_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        // SAFETY: ABORT_TEXT..ABORT_TEXT + ABORT_TEXT_BYTES is inside the header, below
+        // DATA, and only the producer writes it (before publishing its length).
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), r.base.add(ABORT_TEXT), end);
+        }
+        r.word(ABORT_LEN).store(end.max(1) as u64, Ordering::Release);
+    }
 }
 
 impl ShmReader {
     /// Copy up to `buf.len()` published bytes out of the ring, without waiting; the bytes read.
-    pub fn try_read(&mut self, buf: &mut [u8]) -> usize {
+    pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = &self.ring;
-        let head = r.word(HEAD).load(Ordering::Relaxed);
+        let head = self.head;
         let tail = r.word(TAIL).load(Ordering::Acquire);
-        let n = ((tail - head) as usize).min(buf.len());
+        let n = r.used(head, tail)?.min(buf.len());
         if n == 0 {
-            return 0;
+            return Ok(0);
         }
         let at = (head as usize) & (r.capacity - 1);
         let first = n.min(r.capacity - at);
-        // SAFETY: bytes [at, at+first) and [0, n-first) were published by the producer
+        // SAFETY: as in `try_write`, both ranges lie in the data area (n is at most the
+        // validated bytes in use, at most capacity); they were published by the producer
         // (tail, Acquire) and it will not overwrite them until head moves past.
         unsafe {
             std::ptr::copy_nonoverlapping(r.data().add(at), buf.as_mut_ptr(), first);
             std::ptr::copy_nonoverlapping(r.data(), buf.as_mut_ptr().add(first), n - first);
         }
-        r.word(HEAD).store(head + n as u64, Ordering::Release);
-        n
+        self.head = head + n as u64;
+        r.word(HEAD).store(self.head, Ordering::Release);
+        Ok(n)
     }
 
     /// Acknowledge one single-copy descriptor: its bytes have been pulled.
@@ -203,59 +310,82 @@ impl ShmReader {
     /// Open a shared transfer of `len` bytes from `src` in the producer to `dst` here.
     /// The previous one must be finished (`share_finished`) or revoked.
     pub fn share(&mut self, src: u64, dst: u64, len: usize) -> Share {
-        let r = &self.ring;
         self.shares = (self.shares + 1) & 0xffff_ffff;
-        r.word(SHARE_DONE).store(0, Ordering::Relaxed);
-        r.word(SHARE_SRC).store(src, Ordering::Relaxed);
-        r.word(SHARE_DST).store(dst, Ordering::Relaxed);
-        r.word(SHARE_LEN).store(len as u64, Ordering::Relaxed);
-        r.word(SHARE_NEXT).store(self.shares << 32, Ordering::Release);
-        Share { number: self.shares, pieces: len.div_ceil(SHARE_PIECE_BYTES) as u64 }
+        self.ring.board().open(self.shares, src, dst, len)
     }
 
     /// Claim the next piece of `share` for this side to pull: its index, or None when all
     /// are claimed. Mark it with `share_piece_done` afterwards, whether the pull worked.
     pub fn share_claim(&self, share: Share) -> Option<usize> {
-        let word = self.ring.word(SHARE_NEXT);
-        if word.load(Ordering::Relaxed) & 0xffff_ffff >= share.pieces {
-            return None;
-        }
-        let next = word.fetch_add(1, Ordering::AcqRel);
-        debug_assert_eq!(next >> 32, share.number, "only the consumer opens transfers");
-        let piece = next & 0xffff_ffff;
-        (piece < share.pieces).then_some(piece as usize)
+        self.ring.board().claim(share)
     }
 
     pub fn share_piece_done(&self) {
-        self.ring.word(SHARE_DONE).fetch_add(1, Ordering::Release);
+        self.ring.board().piece_done();
     }
 
     /// Whether every piece of `share` is in place (the producer's pushes are visible).
     pub fn share_finished(&self, share: Share) -> bool {
-        self.ring.word(SHARE_DONE).load(Ordering::Acquire) >= share.pieces
+        self.ring.board().finished(share)
     }
 
     /// Close `share` early (the call failed): nobody claims another piece, and this waits
-    /// (up to `limit`, or until the producer is gone) for pieces the producer is pushing,
-    /// so none lands in the buffer after the call has returned it to its owner.
-    pub fn share_revoke(&self, share: Share, limit: std::time::Duration) {
-        let r = &self.ring;
-        let next = r.word(SHARE_NEXT).fetch_add(share.pieces, Ordering::AcqRel);
-        let claimed = (next & 0xffff_ffff).min(share.pieces);
-        let start = std::time::Instant::now();
-        while r.word(SHARE_DONE).load(Ordering::Acquire) < claimed && start.elapsed() < limit && self.peer_alive() {
-            std::thread::yield_now();
+    /// for pieces the producer is pushing, so none lands in the buffer after the call has
+    /// returned it to its owner. A producer that dies ends the wait. One alive that has
+    /// not finished its piece within `limit` (stopped between claiming and pushing) could
+    /// write into the buffer at any later time: rather than return memory that may change
+    /// under its owner, the process aborts, saying why.
+    pub fn share_revoke(&self, share: Share, limit: Duration) {
+        let board = self.ring.board();
+        let claimed = board.revoke(share);
+        let start = Instant::now();
+        while board.done_count() < claimed {
+            if !self.peer_alive() {
+                return;
+            }
+            if start.elapsed() >= limit {
+                eprintln!(
+                    "railyard: process {} still holds a claim to copy into a buffer of a failed call after {:?}; \
+                     aborting rather than returning memory that it may still write",
+                    self.peer_pid, limit
+                );
+                std::process::abort();
+            }
+            std::thread::sleep(Duration::from_micros(50));
         }
     }
 
     /// The producing process (whose memory single-copy descriptors point into).
     pub fn peer_pid(&self) -> u64 {
-        self.ring.word(WRITER_PID).load(Ordering::Relaxed)
+        self.peer_pid
     }
 
     /// Whether the producing process still runs.
     pub fn peer_alive(&self) -> bool {
-        alive(self.peer_pid())
+        alive(self.peer_pid)
+    }
+
+    /// The producer's published wait, if it says it waits.
+    pub fn peer_status(&self) -> Option<WaitStatus> {
+        let r = &self.ring;
+        let call = r.word(STATUS_CALL).load(Ordering::Acquire);
+        let wait = r.word(STATUS_WAIT).load(Ordering::Relaxed);
+        (call != 0).then_some(WaitStatus { call, round: (wait >> 32) as u32, on: (wait & 0xffff_ffff) as usize })
+    }
+
+    /// The producer's abort notice, if it left one.
+    pub fn peer_abort(&self) -> Option<String> {
+        let r = &self.ring;
+        let len = r.word(ABORT_LEN).load(Ordering::Acquire);
+        if len == 0 {
+            return None;
+        }
+        let len = (len as usize).min(ABORT_TEXT_BYTES);
+        let mut text = vec![0u8; len];
+        // SAFETY: ABORT_TEXT..+len (len at most ABORT_TEXT_BYTES) is inside the header;
+        // the producer wrote it before publishing the length (Acquire above).
+        unsafe { std::ptr::copy_nonoverlapping(r.base.add(ABORT_TEXT), text.as_mut_ptr(), len) };
+        Some(String::from_utf8_lossy(&text).trim_end_matches('\0').to_string())
     }
 }
 
@@ -266,24 +396,45 @@ fn map(path: &Path, capacity: usize, create: bool) -> io::Result<Ring> {
             "ring capacity must be a power of two between 4 KiB and 1 GiB",
         ));
     }
-    let file = OpenOptions::new().read(true).write(true).create_new(create).open(path)?;
+    // Owner only, and never an existing file (O_EXCL): nobody else can read the rings or
+    // hand us a file of theirs.
+    let file = OpenOptions::new().read(true).write(true).create_new(create).mode(0o600).open(path)?;
     let len = (DATA + capacity) as u64;
+    let meta = file.metadata()?;
     if create {
         file.set_len(len)?;
-    } else if file.metadata()?.len() != len {
+    } else if meta.len() != len {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "ring file has the wrong size"));
     }
-    // SAFETY: the file is ours (created with create_new, or named by our peer under our
-    // secret) and both sides only access it through the ring protocol.
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, "ring file is not ours alone"));
+    }
+    // SAFETY: the file is ours (created with create_new, or checked above to be ours and
+    // private) and both sides only access it through the ring protocol; its length is
+    // DATA + capacity, so every offset the ring uses is inside the mapping.
     // Populated up front: faulting the ring's pages in during the first calls cost more
     // than the copies (a 128 KiB all-reduce took 3x longer until the ring had wrapped once).
     let map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file)? };
-    Ok(Ring { map, capacity })
+    Ok(Ring::new(map, capacity))
 }
 
 /// The two files of a pair: lower rank to higher, and back.
 pub fn pair_paths(dir: &Path, tag: u64, lo: usize, hi: usize) -> (PathBuf, PathBuf) {
     (dir.join(format!("railyard-{tag:016x}-{lo}-{hi}")), dir.join(format!("railyard-{tag:016x}-{hi}-{lo}")))
+}
+
+/// Remove every ring file of the job tagged `tag` left in `dir` (a setup killed between
+/// creating and removing them); the files removed.
+pub fn remove_job_files(dir: &Path, tag: u64) -> usize {
+    let prefix = format!("railyard-{tag:016x}-");
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// Create a ring file (the lower rank of a pair does).
@@ -295,26 +446,73 @@ pub fn create(path: &Path, capacity: usize) -> io::Result<()> {
 pub fn writer(path: &Path, capacity: usize) -> io::Result<ShmWriter> {
     let ring = map(path, capacity, false)?;
     ring.word(WRITER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmWriter { ring, posted: 0 })
+    let tail = ring.word(TAIL).load(Ordering::Relaxed);
+    Ok(ShmWriter { ring, tail, posted: 0, peer_pid: 0 })
 }
 
 /// Open a ring file's consuming end.
 pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
-    Ok(ShmReader { ring, shares: 0 })
+    let head = ring.word(HEAD).load(Ordering::Relaxed);
+    Ok(ShmReader { ring, head, shares: 0, peer_pid: 0 })
+}
+
+/// Once both ends are open (the setup handshake is over), read the peers' pids for good;
+/// false if either is missing (the pair then falls back to TCP).
+pub fn settle(rx: &mut ShmReader, tx: &mut ShmWriter) -> bool {
+    rx.peer_pid = rx.ring.word(WRITER_PID).load(Ordering::Acquire);
+    tx.peer_pid = tx.ring.word(READER_PID).load(Ordering::Acquire);
+    rx.peer_pid != 0 && tx.peer_pid != 0 && rx.peer_pid <= i32::MAX as u64 && tx.peer_pid <= i32::MAX as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Both ends of one ring in one anonymous mapping (no file: these run under Miri).
+    fn anon(capacity: usize) -> (ShmWriter, ShmReader) {
+        let ring = Ring::new(MmapMut::map_anon(DATA + capacity).unwrap(), capacity);
+        let twin = Ring { base: ring.base, capacity, _map: std::sync::Arc::clone(&ring._map) };
+        let me = std::process::id() as u64;
+        (
+            ShmWriter { ring, tail: 0, posted: 0, peer_pid: me },
+            ShmReader { ring: twin, head: 0, shares: 0, peer_pid: me },
+        )
+    }
+
+    /// Ring index arithmetic: every split of the wrap point, and positions checked.
+    #[test]
+    fn ring_arithmetic_wraps_every_way() {
+        let (mut w, mut r) = anon(MIN_RING_BYTES);
+        let mut sent = 0u32;
+        let mut got = 0u32;
+        // Writes and reads of coprime lengths put the wrap at every offset.
+        for step in 0..90usize {
+            let n = 1 + (step * 37) % 600;
+            let chunk: Vec<u8> = (0..n as u32).map(|i| (sent + i) as u8).collect();
+            let wrote = w.try_write(&chunk).unwrap();
+            sent += wrote as u32;
+            let mut buf = vec![0u8; 1 + (step * 53) % 700];
+            let read = r.try_read(&mut buf).unwrap();
+            for (i, b) in buf[..read].iter().enumerate() {
+                assert_eq!(*b, (got + i as u32) as u8, "byte {} after step {step}", got + i as u32);
+            }
+            got += read as u32;
+        }
+        assert!(sent > 4 * MIN_RING_BYTES as u32, "wrapped several times ({sent} bytes)");
+        // A position the peer corrupted is refused.
+        w.ring.word(TAIL).store(u64::MAX, Ordering::Release);
+        assert!(r.try_read(&mut [0u8; 8]).is_err());
+    }
+
     fn ring(name: &str, capacity: usize) -> (ShmWriter, ShmReader) {
         let path = std::env::temp_dir().join(format!("railyard-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
         create(&path, capacity).unwrap();
-        let w = writer(&path, capacity).unwrap();
-        let r = reader(&path, capacity).unwrap();
+        let mut w = writer(&path, capacity).unwrap();
+        let mut r = reader(&path, capacity).unwrap();
+        assert!(settle(&mut r, &mut w));
         std::fs::remove_file(&path).unwrap();
         (w, r)
     }
@@ -327,13 +525,13 @@ mod tests {
         let t = std::thread::spawn(move || {
             let mut at = 0;
             while at < data.len() {
-                at += w.try_write(&data[at..(at + 3000).min(data.len())]);
+                at += w.try_write(&data[at..(at + 3000).min(data.len())]).unwrap();
             }
         });
         let mut got = vec![0u8; expect.len()];
         let mut at = 0;
         while at < got.len() {
-            at += r.try_read(&mut got[at..]);
+            at += r.try_read(&mut got[at..]).unwrap();
         }
         t.join().unwrap();
         assert_eq!(got, expect);
@@ -342,14 +540,14 @@ mod tests {
     #[test]
     fn a_full_ring_takes_nothing_and_an_empty_one_gives_nothing() {
         let (mut w, mut r) = ring("full", 4096);
-        assert_eq!(w.try_write(&[1u8; 5000]), 4096);
-        assert_eq!(w.try_write(&[1u8; 10]), 0);
+        assert_eq!(w.try_write(&[1u8; 5000]).unwrap(), 4096);
+        assert_eq!(w.try_write(&[1u8; 10]).unwrap(), 0);
         let mut b = [0u8; 100];
-        assert_eq!(r.try_read(&mut b), 100);
-        assert_eq!(w.try_write(&[2u8; 300]), 100);
+        assert_eq!(r.try_read(&mut b).unwrap(), 100);
+        assert_eq!(w.try_write(&[2u8; 300]).unwrap(), 100);
         let mut rest = vec![0u8; 8192];
-        assert_eq!(r.try_read(&mut rest), 4096);
-        assert_eq!(r.try_read(&mut rest), 0);
+        assert_eq!(r.try_read(&mut rest).unwrap(), 4096);
+        assert_eq!(r.try_read(&mut rest).unwrap(), 0);
         assert!(rest[..3996].iter().all(|&x| x == 1) && rest[3996..4096].iter().all(|&x| x == 2));
         // Acknowledgements count posted descriptors; both pids are ours, so alive.
         assert!(w.all_acked());
@@ -406,5 +604,71 @@ mod tests {
         assert_eq!(w.help().unwrap(), 0);
         assert_eq!(r.share_claim(share), None);
         assert!(dst.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn positions_a_peer_corrupts_fail_the_call_instead_of_copying_outside() {
+        let (mut w, mut r) = ring("corrupt", 4096);
+        assert_eq!(w.try_write(&[7u8; 100]).unwrap(), 100);
+        // The peer claims 5000 bytes are waiting in a 4096-byte ring.
+        w.ring.word(TAIL).store(5000, Ordering::Release);
+        let err = r.try_read(&mut [0u8; 8192]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        // A read position ahead of the write position.
+        r.ring.word(HEAD).store(1 << 40, Ordering::Release);
+        assert_eq!(w.try_write(&[1u8; 10]).unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn files_are_private_exclusive_and_swept_by_tag() {
+        let dir = std::env::temp_dir().join(format!("railyard-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = pair_paths(&dir, 0xabc, 0, 1);
+        create(&a, 4096).unwrap();
+        assert_eq!(std::fs::metadata(&a).unwrap().mode() & 0o777, 0o600);
+        // O_EXCL: an existing name is never reused.
+        assert_eq!(create(&a, 4096).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        // A file others may read is refused.
+        std::fs::write(&b, vec![0u8; DATA + 4096]).unwrap();
+        std::fs::set_permissions(&b, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        assert_eq!(reader(&b, 4096).err().map(|e| e.kind()), Some(io::ErrorKind::PermissionDenied));
+        let other = pair_paths(&dir, 0xdef, 0, 1).0;
+        create(&other, 4096).unwrap();
+        assert_eq!(remove_job_files(&dir, 0xabc), 2);
+        assert!(!a.exists() && !b.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rings_shrink_so_a_job_stays_within_its_bound() {
+        let four = 4 << 20;
+        assert_eq!(ring_bytes_for(four, 2), four);
+        assert_eq!(ring_bytes_for(four, 16), four);
+        assert_eq!(ring_bytes_for(four, 64), 256 << 10);
+        for ranks in [2usize, 3, 17, 64, 100, 4096] {
+            let ring = ring_bytes_for(four, ranks);
+            assert!(ring.is_power_of_two() && ring >= MIN_RING_BYTES, "{ranks}: {ring}");
+            assert!(ring * ranks * (ranks - 1) <= MAX_JOB_RING_BYTES || ring == MIN_BOUNDED_RING_BYTES, "{ranks}");
+        }
+        assert_eq!(ring_bytes_for(4096, 2), 4096, "a smaller configured ring stays");
+    }
+
+    #[test]
+    fn waits_and_aborts_are_seen_by_the_other_end() {
+        let (mut w, r) = ring("status", 4096);
+        assert_eq!(r.peer_status(), None);
+        w.publish_status(Some(WaitStatus { call: 9, round: 3, on: 2 }));
+        assert_eq!(r.peer_status(), Some(WaitStatus { call: 9, round: 3, on: 2 }));
+        w.publish_status(None);
+        assert_eq!(r.peer_status(), None);
+        assert_eq!(r.peer_abort(), None);
+        let long = "é".repeat(200);
+        w.publish_abort(&long);
+        let got = r.peer_abort().unwrap();
+        assert!(got.len() <= ABORT_TEXT_BYTES && long.starts_with(&got) && !got.is_empty());
+        // The first notice stays.
+        w.publish_abort("second");
+        assert_eq!(r.peer_abort().unwrap(), got);
+        assert!(matches!(process_state(std::process::id() as u64), Some('R' | 'S')));
     }
 }

@@ -210,24 +210,107 @@ fn typed_api_and_in_place() {
     }
 }
 
+/// A mismatched call: what each rank runs, given its rank.
+type Mismatched = fn(&mut Communicator) -> Result<(), CommError>;
+
+fn all_reduce_of(comm: &mut Communicator, n: usize, dtype: Dtype, op: RedOp, algo: Algorithm) -> Result<(), CommError> {
+    let spec = CollectiveSpec::new(Collective::AllReduce, comm.size(), n as u64);
+    let bytes = n * dtype.size_bytes() as usize;
+    comm.run(&spec, Some(algo), &vec![0u8; bytes], &mut vec![0u8; bytes], dtype, op)
+}
+
+/// Each field of a call, mismatched on one rank, fails every rank long before the
+/// timeout (the detecting rank's abort reaches the others; a rank whose own call had
+/// nothing to receive fails in the next call, a barrier here), and every message names
+/// the field with both values. A wrong frame count or a timeout would not name them.
 #[test]
-fn mismatched_sizes_fail_on_every_rank_within_the_timeout() {
-    let config = Config { timeout: Duration::from_secs(3), ..Config::default() };
-    let started = std::time::Instant::now();
-    let results = with_ranks(3, config, |comm| {
-        let mut comm = comm.unwrap();
-        let n = if comm.rank() == 0 { 8 } else { 9 };
-        let send = vec![1.0f32; n];
-        let mut recv = vec![0.0f32; n];
-        let first = comm.all_reduce(&send, &mut recv, RedOp::Sum);
-        // The error is sticky.
-        let second = comm.all_reduce(&send, &mut recv, RedOp::Sum);
-        (first, second)
-    });
-    assert!(started.elapsed() < Duration::from_secs(3 + 5));
-    for (first, second) in results {
-        assert!(first.is_err(), "every rank must see the mismatch");
-        assert!(matches!(second, Err(CommError::Broken(_))));
+fn each_mismatched_field_fails_every_rank_naming_the_field_and_both_values() {
+    let cases: [(&str, usize, Mismatched, [&str; 2]); 7] = [
+        (
+            "size",
+            2,
+            |c| all_reduce_of(c, 8 + 8 * c.rank(), Dtype::F32, RedOp::Sum, Algorithm::Ring),
+            ["8 elements", "16 elements"],
+        ),
+        (
+            "dtype",
+            2,
+            |c| all_reduce_of(c, 8, [Dtype::F32, Dtype::I32][c.rank()], RedOp::Sum, Algorithm::Ring),
+            ["f32", "i32"],
+        ),
+        (
+            "op",
+            2,
+            |c| all_reduce_of(c, 8, Dtype::F32, [RedOp::Sum, RedOp::Max][c.rank()], Algorithm::Ring),
+            ["sum", "max"],
+        ),
+        (
+            "algorithm",
+            2,
+            |c| all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, [Algorithm::Ring, Algorithm::Rhd][c.rank()]),
+            ["ring", "rhd"],
+        ),
+        (
+            "root",
+            3,
+            |c| {
+                let mut buf = vec![1.0f32; 8];
+                c.broadcast(&mut buf, usize::from(c.rank() == 2))
+            },
+            ["0", "1"],
+        ),
+        (
+            "collective",
+            2,
+            |c| {
+                if c.rank() == 0 {
+                    all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, Algorithm::Ring)
+                } else {
+                    let mut out = vec![0.0f32; 16];
+                    c.all_gather(&[1.0f32; 8], &mut out)
+                }
+            },
+            ["allreduce", "allgather"],
+        ),
+        // Calls in a different order: the first call already differs.
+        (
+            "collective",
+            2,
+            |c| {
+                let mut buf = vec![1.0f32; 8];
+                if c.rank() == 0 {
+                    all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, Algorithm::Ring)?;
+                    c.broadcast(&mut buf, 0)
+                } else {
+                    c.broadcast(&mut buf, 0)?;
+                    all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, Algorithm::Ring)
+                }
+            },
+            ["allreduce", "broadcast"],
+        ),
+    ];
+    let timeout = Duration::from_secs(20);
+    for (field, p, call, values) in cases {
+        let config = Config { timeout, ..Config::default() };
+        let results = with_ranks(p, config, move |comm| {
+            let mut comm = comm.unwrap();
+            let start = std::time::Instant::now();
+            let first = call(&mut comm).and_then(|()| comm.barrier());
+            // The error is sticky.
+            let second = comm.barrier();
+            (first.err().map(|e| e.to_string()), matches!(second, Err(CommError::Broken(_))), start.elapsed())
+        });
+        for (rank, (err, sticky, took)) in results.into_iter().enumerate() {
+            let err = err.unwrap_or_else(|| panic!("{field}: rank {rank} saw no error"));
+            eprintln!("{field}, rank {rank}, {took:?}: {err}");
+            assert!(sticky, "{field}: rank {rank}'s error is not sticky");
+            assert!(err.contains(&format!("{field} differs")), "{field}: rank {rank}: {err}");
+            for v in values {
+                assert!(err.contains(v), "{field}: rank {rank} does not name {v}: {err}");
+            }
+            // Found by the frames, not by the 20 s timeout.
+            assert!(took < timeout / 4, "{field}: rank {rank} took {took:?}: {err}");
+        }
     }
 }
 

@@ -225,6 +225,9 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
             }
             if stop_reason.is_some() {
                 signal_group(pgid, if sig != 0 && first_failure.is_none() { sig } else { libc::SIGTERM });
+                // A stopped rank (SIGSTOP, a debugger) keeps the signal pending until it
+                // runs again: let it run, so it ends now rather than at the SIGKILL.
+                signal_group(pgid, libc::SIGCONT);
                 term_sent = Some(Instant::now());
             }
         } else if term_sent.is_some_and(|t| t.elapsed() >= GRACE) {
@@ -235,6 +238,8 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
     for r in relays {
         let _ = r.join();
     }
+    // Ranks killed while setting up their shared-memory links leave ring files behind.
+    id.remove_shm_files();
     let rank0_stdout = captured.and_then(|c| c.join().ok()).unwrap_or_default();
     // A failure in the last rank still running ends the loop before the check above.
     if let (None, Some((rank, s))) = (&stop_reason, first_failure) {

@@ -8,3 +8,4 @@ pub mod plan_training;
 pub mod schedule;
 pub mod sim;
 pub mod topo;
+pub mod triage;

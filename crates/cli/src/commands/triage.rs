@@ -1,0 +1,288 @@
+//! `railyard triage DIR`: read every rank's flight-recorder dump (RAILYARD_DUMP_DIR,
+//! `railyard-trace-rank*.json`) and say which rank is behind, the first call where ranks
+//! disagree (a desync: a different collective, size, dtype, op, root or algorithm at the
+//! same sequence number, or calls in a different order), and the schedule step the
+//! unfinished call waits on. The analysis is a pure function of the dumps (`triage`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use railyard_runtime::recorder::{CallRecord, CallState, Dump};
+use serde::Serialize;
+
+#[derive(Debug, Args)]
+pub struct TriageArgs {
+    /// The directory the ranks dumped to (RAILYARD_DUMP_DIR)
+    pub dir: PathBuf,
+    /// Output format
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+}
+
+/// Dump files read at most, and bytes per file (a bound on what triage loads).
+const MAX_DUMPS: usize = 4096;
+const MAX_DUMP_BYTES: u64 = 256 << 20;
+
+/// What triage found.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Findings {
+    pub ranks: Vec<usize>,
+    /// Ranks of the job (from the dumps) with no dump.
+    pub missing: Vec<usize>,
+    /// Per rank: the last call it started, and its state.
+    pub last_calls: Vec<(usize, u64, String)>,
+    /// The ranks whose last call is the lowest, when not all are equal.
+    pub behind: Option<Behind>,
+    pub desync: Option<Desync>,
+    /// The unfinished calls: who waits where.
+    pub waiting: Vec<Waiting>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Behind {
+    pub ranks: Vec<usize>,
+    pub their_last_call: u64,
+    pub others_reached: u64,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Desync {
+    pub seq: u64,
+    pub field: String,
+    /// (rank, value, the call described) per distinct value.
+    pub values: Vec<(usize, String, String)>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Waiting {
+    pub rank: usize,
+    pub seq: u64,
+    pub call: String,
+    pub round: u32,
+    pub rounds: u32,
+    pub state: String,
+    pub error: Option<String>,
+}
+
+fn state_name(s: CallState) -> &'static str {
+    match s {
+        CallState::Running => "running",
+        CallState::Done => "done",
+        CallState::Failed => "failed",
+    }
+}
+
+/// Analyse dumps (one per rank).
+pub fn triage(dumps: &[Dump]) -> Findings {
+    let mut ranks: Vec<usize> = dumps.iter().map(|d| d.rank).collect();
+    ranks.sort_unstable();
+    let size = dumps.iter().map(|d| d.size).max().unwrap_or(0);
+    let missing = (0..size).filter(|r| !ranks.contains(r)).collect();
+    let last = |d: &Dump| d.calls.last().map_or(0, |c| c.seq);
+    let mut last_calls: Vec<(usize, u64, String)> = dumps
+        .iter()
+        .map(|d| (d.rank, last(d), d.calls.last().map_or("none".to_string(), |c| state_name(c.state).to_string())))
+        .collect();
+    last_calls.sort();
+    let lowest = last_calls.iter().map(|l| l.1).min().unwrap_or(0);
+    let highest = last_calls.iter().map(|l| l.1).max().unwrap_or(0);
+    let behind = (lowest < highest).then(|| Behind {
+        ranks: last_calls.iter().filter(|l| l.1 == lowest).map(|l| l.0).collect(),
+        their_last_call: lowest,
+        others_reached: highest,
+    });
+    // The first sequence number at which two ranks' records differ.
+    let mut by_seq: BTreeMap<u64, Vec<(usize, &CallRecord)>> = BTreeMap::new();
+    for d in dumps {
+        for c in &d.calls {
+            by_seq.entry(c.seq).or_default().push((d.rank, c));
+        }
+    }
+    let mut desync = None;
+    'seqs: for (&seq, calls) in &by_seq {
+        for field in 0..7 {
+            let mut values: Vec<(usize, String, String)> = Vec::new();
+            for (rank, c) in calls {
+                let v = c.fields()[field].1.clone();
+                if !values.iter().any(|x| x.1 == v) {
+                    values.push((*rank, v, c.describe()));
+                }
+            }
+            if values.len() > 1 {
+                desync = Some(Desync { seq, field: calls[0].1.fields()[field].0.to_string(), values });
+                break 'seqs;
+            }
+        }
+    }
+    let mut waiting: Vec<Waiting> = dumps
+        .iter()
+        .filter_map(|d| d.calls.last().filter(|c| c.state != CallState::Done).map(|c| (d.rank, c)))
+        .map(|(rank, c)| Waiting {
+            rank,
+            seq: c.seq,
+            call: c.describe(),
+            round: c.round_reached,
+            rounds: c.rounds,
+            state: state_name(c.state).to_string(),
+            error: c.error.clone(),
+        })
+        .collect();
+    waiting.sort_by_key(|w| w.rank);
+    Findings { ranks, missing, last_calls, behind, desync, waiting }
+}
+
+fn load(dir: &Path) -> Result<Vec<Dump>> {
+    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    let mut dumps = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("railyard-trace-rank") && name.ends_with(".json")) {
+            continue;
+        }
+        if dumps.len() == MAX_DUMPS {
+            bail!("more than {MAX_DUMPS} dumps in {}", dir.display());
+        }
+        let path = e.path();
+        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+        if len > MAX_DUMP_BYTES {
+            bail!("{} is {len} bytes, more than a dump can be ({MAX_DUMP_BYTES})", path.display());
+        }
+        let text = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let dump: Dump =
+            serde_json::from_slice(&text).with_context(|| format!("{} is not a railyard dump", path.display()))?;
+        dumps.push(dump);
+    }
+    if dumps.is_empty() {
+        bail!(
+            "no railyard-trace-rank*.json in {}: run the job with RAILYARD_DUMP_DIR={} (dumps are written on the first error, on SIGUSR1 and on request)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    dumps.sort_by_key(|d| d.rank);
+    if let Some(w) = dumps.windows(2).find(|w| w[0].rank == w[1].rank) {
+        bail!("two dumps claim rank {}", w[0].rank);
+    }
+    Ok(dumps)
+}
+
+fn text(f: &Findings, dumps: &[Dump]) -> String {
+    let mut out = format!("dumps of ranks {:?}", f.ranks);
+    if !f.missing.is_empty() {
+        out += &format!("; no dump from ranks {:?} (killed before writing, or never started)", f.missing);
+    }
+    out += "\n";
+    for d in dumps {
+        out += &format!(
+            "  rank {} (pid {} on {}): {} calls kept; written because: {}\n",
+            d.rank,
+            d.pid,
+            d.host,
+            d.calls.len(),
+            d.reason
+        );
+    }
+    match &f.behind {
+        Some(b) => {
+            out += &format!(
+                "behind: rank{} {:?} last started call #{}; the others reached #{}\n",
+                if b.ranks.len() > 1 { "s" } else { "" },
+                b.ranks,
+                b.their_last_call,
+                b.others_reached
+            )
+        }
+        None => out += "behind: no rank; every rank's last call is the same\n",
+    }
+    match &f.desync {
+        Some(d) => {
+            out += &format!("desync: call #{} is the first where ranks disagree, on {}:\n", d.seq, d.field);
+            for (rank, v, call) in &d.values {
+                out += &format!("  rank {rank}: {v} ({call})\n");
+            }
+        }
+        None => out += "desync: none; every call seen by several ranks matches\n",
+    }
+    if f.waiting.is_empty() {
+        out += "waiting: every rank's last call finished\n";
+    }
+    for w in &f.waiting {
+        out += &format!(
+            "waiting: rank {} in call #{} ({}), {} at round {} of {}{}\n",
+            w.rank,
+            w.seq,
+            w.call,
+            w.state,
+            w.round,
+            w.rounds,
+            w.error.as_ref().map_or(String::new(), |e| format!(": {e}"))
+        );
+    }
+    out
+}
+
+pub fn run(args: &TriageArgs) -> Result<String> {
+    let dumps = load(&args.dir)?;
+    let findings = triage(&dumps);
+    Ok(match args.format.as_str() {
+        "json" => serde_json::to_string_pretty(&findings)?,
+        _ => text(&findings, &dumps),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(seq: u64, collective: &str, count: u64, state: CallState) -> CallRecord {
+        CallRecord {
+            seq,
+            collective: collective.into(),
+            count,
+            dtype: "f32".into(),
+            op: "sum".into(),
+            root: 0,
+            peer: 0,
+            algorithm: "ring".into(),
+            rounds: 2,
+            round_reached: if state == CallState::Done { 2 } else { 1 },
+            peers: vec![],
+            start_secs: seq as f64,
+            end_secs: None,
+            state,
+            error: None,
+        }
+    }
+
+    fn dump(rank: usize, calls: Vec<CallRecord>) -> Dump {
+        Dump { rank, size: 3, host: "h".into(), pid: 1, reason: "test".into(), unix_secs: 0.0, at_secs: 0.0, calls }
+    }
+
+    #[test]
+    fn names_the_rank_behind_the_first_desync_and_the_step() {
+        use CallState::*;
+        let dumps = vec![
+            dump(
+                0,
+                vec![call(1, "allreduce", 8, Done), call(2, "allreduce", 8, Done), call(3, "broadcast", 8, Running)],
+            ),
+            dump(1, vec![call(1, "allreduce", 8, Done), call(2, "allreduce", 16, Running)]),
+        ];
+        let f = triage(&dumps);
+        assert_eq!(f.missing, vec![2]);
+        assert_eq!(f.behind, Some(Behind { ranks: vec![1], their_last_call: 2, others_reached: 3 }));
+        let d = f.desync.expect("a desync");
+        assert_eq!((d.seq, d.field.as_str()), (2, "size"));
+        assert_eq!(
+            d.values.iter().map(|v| (v.0, v.1.as_str())).collect::<Vec<_>>(),
+            vec![(0, "8 elements"), (1, "16 elements")]
+        );
+        assert_eq!(f.waiting.iter().map(|w| (w.rank, w.seq, w.round)).collect::<Vec<_>>(), vec![(0, 3, 1), (1, 2, 1)]);
+        // In step: nothing behind, no desync.
+        let same = vec![dump(0, vec![call(1, "allreduce", 8, Done)]), dump(1, vec![call(1, "allreduce", 8, Done)])];
+        let f = triage(&same);
+        assert!(f.behind.is_none() && f.desync.is_none() && f.waiting.is_empty());
+    }
+}

@@ -1,0 +1,306 @@
+//! The flight recorder: each communicator keeps its last K calls (RAILYARD_TRACE_BUFFER)
+//! — sequence number, the call, the schedule round reached, bytes per peer, times, outcome
+//! — and writes them as JSON (`Dump`) to RAILYARD_DUMP_DIR on its first error, on SIGUSR1
+//! (noticed at the next call or while a call waits) and on request
+//! (`Communicator::dump_trace`). `railyard triage DIR` reads every rank's dump and says
+//! who is behind, where ranks first disagree and which step they wait on. PyTorch's
+//! Flight Recorder does the same for NCCL; here the records know the schedule's rounds.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::frame::CallSig;
+
+/// RAILYARD_TRACE_BUFFER at most (a bound on what a communicator holds).
+pub const MAX_TRACE_CALLS: usize = 1 << 16;
+
+/// Bytes a call moves with one peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerBytes {
+    pub rank: usize,
+    pub sent_bytes: u64,
+    pub received_bytes: u64,
+}
+
+/// Where a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CallState {
+    Running,
+    Done,
+    Failed,
+}
+
+/// One call as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// This rank's call sequence number (1 for the first call).
+    pub seq: u64,
+    pub collective: String,
+    pub count: u64,
+    pub dtype: String,
+    pub op: String,
+    pub root: u32,
+    pub peer: u32,
+    pub algorithm: String,
+    /// Rounds in this rank's schedule, and the round it reached, from 1 (0: none yet;
+    /// `rounds` when done, or in its last round).
+    pub rounds: u32,
+    pub round_reached: u32,
+    pub peers: Vec<PeerBytes>,
+    /// Seconds since the communicator started.
+    pub start_secs: f64,
+    pub end_secs: Option<f64>,
+    pub state: CallState,
+    pub error: Option<String>,
+}
+
+impl CallRecord {
+    /// The fields a desync compares, by name.
+    pub fn fields(&self) -> [(&'static str, String); 7] {
+        [
+            ("collective", self.collective.clone()),
+            ("size", format!("{} elements", self.count)),
+            ("dtype", self.dtype.clone()),
+            ("op", self.op.clone()),
+            ("root", self.root.to_string()),
+            ("peer", self.peer.to_string()),
+            ("algorithm", self.algorithm.clone()),
+        ]
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} elements, {}, {}, root {}, {}",
+            self.collective, self.count, self.dtype, self.op, self.root, self.algorithm
+        )
+    }
+}
+
+/// What a rank writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dump {
+    pub rank: usize,
+    pub size: usize,
+    pub host: String,
+    pub pid: u32,
+    /// Why it was written: the first error, "SIGUSR1" or the caller's reason.
+    pub reason: String,
+    pub unix_secs: f64,
+    /// Seconds since the communicator started, when written.
+    pub at_secs: f64,
+    /// Oldest first.
+    pub calls: Vec<CallRecord>,
+}
+
+/// The file a rank's dump goes to in `dir`.
+pub fn dump_path(dir: &Path, rank: usize) -> PathBuf {
+    dir.join(format!("railyard-trace-rank{rank}.json"))
+}
+
+/// One call as held (compact, nothing allocated per call: names are made at dump time).
+struct Entry {
+    seq: u64,
+    sig: CallSig,
+    rounds: u32,
+    round_reached: u32,
+    peers: Arc<[PeerBytes]>,
+    start: Instant,
+    end: Option<Instant>,
+    state: CallState,
+    error: Option<String>,
+}
+
+impl Entry {
+    fn record(&self, started: Instant) -> CallRecord {
+        let f = self.sig.fields();
+        let secs = |t: Instant| t.saturating_duration_since(started).as_secs_f64();
+        CallRecord {
+            seq: self.seq,
+            collective: f[0].1.clone(),
+            count: self.sig.count,
+            dtype: f[2].1.clone(),
+            op: f[3].1.clone(),
+            root: self.sig.root,
+            peer: self.sig.peer,
+            algorithm: f[6].1.clone(),
+            rounds: self.rounds,
+            round_reached: self.round_reached,
+            peers: self.peers.to_vec(),
+            start_secs: secs(self.start),
+            end_secs: self.end.map(secs),
+            state: self.state,
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// A communicator's last calls.
+pub struct Recorder {
+    capacity: usize,
+    calls: VecDeque<Entry>,
+    started: Instant,
+}
+
+impl Recorder {
+    pub fn new(capacity: usize) -> Recorder {
+        let capacity = capacity.min(MAX_TRACE_CALLS);
+        Recorder { capacity, calls: VecDeque::with_capacity(capacity), started: Instant::now() }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Record a call starting.
+    pub fn begin(&mut self, seq: u64, sig: CallSig, rounds: usize, peers: &Arc<[PeerBytes]>) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.calls.len() == self.capacity {
+            self.calls.pop_front();
+        }
+        self.calls.push_back(Entry {
+            seq,
+            sig,
+            rounds: rounds as u32,
+            round_reached: 0,
+            peers: Arc::clone(peers),
+            start: Instant::now(),
+            end: None,
+            state: CallState::Running,
+            error: None,
+        });
+    }
+
+    /// The current call reached round `index` (from 0).
+    pub fn reached(&mut self, index: usize) {
+        if let Some(c) = self.calls.back_mut() {
+            c.round_reached = index as u32 + 1;
+        }
+    }
+
+    /// The current call ended.
+    pub fn end(&mut self, error: Option<&str>) {
+        if let Some(c) = self.calls.back_mut().filter(|c| c.state == CallState::Running) {
+            c.end = Some(Instant::now());
+            match error {
+                None => {
+                    c.state = CallState::Done;
+                    c.round_reached = c.rounds;
+                }
+                Some(e) => {
+                    c.state = CallState::Failed;
+                    c.error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    pub fn last(&self) -> Option<CallRecord> {
+        self.calls.back().map(|e| e.record(self.started))
+    }
+
+    pub fn dump(&self, rank: usize, size: usize, reason: &str) -> Dump {
+        Dump {
+            rank,
+            size,
+            host: crate::link::hostname(),
+            pid: std::process::id(),
+            reason: reason.to_string(),
+            unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            at_secs: self.started.elapsed().as_secs_f64(),
+            calls: self.calls.iter().map(|e| e.record(self.started)).collect(),
+        }
+    }
+}
+
+/// Write `dump` to its file in `dir` (written whole to a temporary name, then renamed,
+/// so a reader never sees half a dump).
+pub fn write_dump(dir: &Path, dump: &Dump) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dump_path(dir, dump.rank);
+    let tmp = path.with_extension(format!("json.{}", std::process::id()));
+    let text = serde_json::to_vec_pretty(dump).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+static DUMP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigusr1(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    DUMP_REQUESTED.store(true, Ordering::Relaxed);
+}
+
+/// Make SIGUSR1 ask every communicator of this process for a dump (once per process).
+pub fn install_sigusr1() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe); `sigaction`
+        // with a zeroed mask and SA_RESTART installs it for this process.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigusr1 as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+        }
+    });
+}
+
+/// Whether SIGUSR1 arrived since the last call (and clear it).
+pub fn take_dump_request() -> bool {
+    DUMP_REQUESTED.load(Ordering::Relaxed) && DUMP_REQUESTED.swap(false, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_schedule::{Algorithm, Collective, Dtype};
+
+    #[test]
+    fn keeps_the_last_calls_and_writes_them() {
+        let mut r = Recorder::new(2);
+        let sig = CallSig::new(Collective::AllReduce, 8, 0, 0, Dtype::F32, crate::RedOp::Sum, Algorithm::Ring);
+        let peers: Arc<[PeerBytes]> = Arc::from(vec![PeerBytes { rank: 1, sent_bytes: 32, received_bytes: 32 }]);
+        for seq in 1..=3 {
+            r.begin(seq, sig, 2, &peers);
+            r.reached(0);
+            r.end(if seq == 3 { Some("boom") } else { None });
+        }
+        let d = r.dump(0, 2, "test");
+        assert_eq!(d.calls.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!((d.calls[0].state, d.calls[0].round_reached), (CallState::Done, 2));
+        assert_eq!(
+            (d.calls[1].state, d.calls[1].round_reached, d.calls[1].error.as_deref()),
+            (CallState::Failed, 1, Some("boom"))
+        );
+        assert_eq!(d.calls[1].collective, "allreduce");
+        let dir = std::env::temp_dir().join(format!("railyard-rec-{}", std::process::id()));
+        let path = write_dump(&dir, &d).unwrap();
+        let back: Dump = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(back, d);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // A zero-size recorder records nothing.
+        let mut off = Recorder::new(0);
+        off.begin(1, sig, 1, &peers);
+        assert!(off.last().is_none() && !off.enabled());
+    }
+
+    #[test]
+    fn sigusr1_requests_a_dump() {
+        install_sigusr1();
+        assert!(!take_dump_request());
+        // SAFETY: raising a signal whose handler only sets an atomic.
+        unsafe { libc::raise(libc::SIGUSR1) };
+        assert!(take_dump_request());
+        assert!(!take_dump_request(), "taken once");
+    }
+}
