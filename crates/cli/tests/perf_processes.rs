@@ -13,6 +13,9 @@ fn perf_runs_ranks_as_processes_and_checks_every_element() {
         ("all_to_all", "3"),
         ("broadcast", "2"),
         ("reduce", "3"),
+        ("gather", "3"),
+        ("scatter", "3"),
+        ("sendrecv", "3"),
     ] {
         let rows = json(&[
             // Up to 256 KiB: frames of 4 KiB and more take the single-copy path between processes.
@@ -24,6 +27,7 @@ fn perf_runs_ranks_as_processes_and_checks_every_element() {
             assert_eq!(r["out_of_place"]["wrong"], 0, "{collective}: {r}");
             assert_eq!(r["in_place"]["wrong"], 0, "{collective}: {r}");
             assert!(r["out_of_place"]["time_us"].as_f64().unwrap() > 0.0);
+            assert!(r["algo"].as_str().is_some_and(|a| a != "none"), "{collective}: no algorithm: {r}");
         }
     }
 }
@@ -57,6 +61,72 @@ fn perf_prints_the_nccl_tests_columns() {
     assert_eq!(&cols[..5], &["1024", "512", "half", "max", "-1"]);
     assert_eq!(cols[8], "0");
     assert!(out.stdout.contains("# Out of bounds values : 0 OK"));
+    // The algorithm that ran closes the row; the summary is C's %g (6 significant digits).
+    let algo = cols.last().copied().unwrap_or_default();
+    assert!(algo.parse::<railyard_schedule::Algorithm>().is_ok(), "{row}");
+    let avg = out.stdout.lines().find_map(|l| l.strip_prefix("# Avg bus bandwidth    : ")).expect("a summary");
+    let digits = avg.trim().trim_start_matches("0.").trim_start_matches('0').replace('.', "");
+    assert!(digits.len() <= 6 && avg.trim().parse::<f64>().is_ok(), "{avg}");
+}
+
+/// --algo is honoured (the column says so) or refused, never replaced; -a, -m, -N, -C and
+/// -T do what nccl-tests' do; -g and -t have no meaning here and are refused, saying why.
+#[test]
+fn perf_honours_or_refuses_the_nccl_tests_flags() {
+    let rows = json(&[
+        "perf",
+        "all_reduce",
+        "--np",
+        "2",
+        "-b",
+        "64",
+        "-e",
+        "64",
+        "-n",
+        "3",
+        "--algo",
+        "rhd",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(rows[0]["algo"], "rhd");
+    let out = railyard(&[
+        "perf",
+        "all_gather",
+        "--np",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "-n",
+        "2",
+        "-a",
+        "3",
+        "-m",
+        "2",
+        "-N",
+        "2",
+        "-C",
+        "1",
+        "-T",
+        "10",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.matches("# Avg bus bandwidth").count(), 2, "two cycles: {}", out.stdout);
+    assert!(out.stdout.contains(" cputime "), "{}", out.stdout);
+    for (args, says) in [
+        (vec!["perf", "all_reduce", "-g", "2"], "no GPUs"),
+        (vec!["perf", "all_reduce", "-t", "4"], "one rank per process"),
+        (vec!["perf", "broadcast", "--algo", "ring"], "does not implement broadcast"),
+        (vec!["perf", "all_reduce", "-N", "0"], "-N 0"),
+        (vec!["perf", "all_reduce", "-a", "7"], "-a 7"),
+        (vec!["perf", "all_reduce", "-T", "0"], "-T 0"),
+    ] {
+        let out = railyard(&args);
+        assert_ne!(out.code, 0, "{args:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
 }
 
 #[test]
@@ -117,7 +187,7 @@ fn launch_sets_the_launcher_variables() {
 #[test]
 fn perf_rejects_bad_arguments() {
     for args in [
-        vec!["perf", "gather"],
+        vec!["perf", "barrier"],
         vec!["perf", "all_reduce", "-b", "1M", "-e", "1K"],
         vec!["perf", "all_reduce", "-d", "complex"],
         vec!["perf", "all_reduce", "-o", "xor"],

@@ -63,6 +63,8 @@ pub struct Communicator {
     staging: Vec<u8>,
     /// The last calls, for the flight recorder (`recorder.rs`).
     recorder: Recorder,
+    /// The algorithm the last call ran.
+    last_algorithm: Option<Algorithm>,
 }
 
 type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
@@ -274,6 +276,7 @@ impl Communicator {
             scratch: Vec::new(),
             staging: Vec::new(),
             recorder: Recorder::new(config_trace),
+            last_algorithm: None,
         })
     }
 
@@ -307,6 +310,11 @@ impl Communicator {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The algorithm the last call ran (chosen, forced or the default).
+    pub fn last_algorithm(&self) -> Option<Algorithm> {
+        self.last_algorithm
     }
 
     /// The first error, if any call failed.
@@ -459,6 +467,13 @@ impl Communicator {
             _ => {}
         }
         // Forced (argument, then RAILYARD_ALGO), else chosen by the model, else the default.
+        // An algorithm asked for by the call is honoured or refused, never replaced;
+        // RAILYARD_ALGO (one for all calls) applies where it implements the collective.
+        if let Some(a) = algorithm.filter(|a| !a.supports(spec.collective) || *a == Algorithm::InNetwork) {
+            return Err(CommError::BadArgs {
+                message: format!("algorithm {a} does not implement {} in the runtime", spec.collective.as_str()),
+            });
+        }
         let forced =
             algorithm.or(self.config.algorithm).filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork);
         // The hierarchical algorithms' servers are the hosts (they need equal hosts; with
@@ -514,6 +529,7 @@ impl Communicator {
         };
         let aliasable = prepared.aliasable;
         self.calls += 1;
+        self.last_algorithm = Some(algorithm);
         if self.config.debug {
             eprintln!(
                 "{}:{} [{}] RAILYARD INFO call {}: {} of {} x {} ({}) with {algorithm}, {} rounds{}",

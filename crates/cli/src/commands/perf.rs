@@ -23,7 +23,9 @@ use crate::args::{parse_size, Format};
     and RAILYARD_DEBUG=INFO are read once at start. With --np, ranks are pinned to cores when they fit\n\
     (RAILYARD_PIN=0 turns that off).")]
 pub struct PerfArgs {
-    /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or reduce
+    /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather,
+    /// scatter or sendrecv (each rank sends to the next and receives from the previous, as
+    /// nccl-tests' sendrecv_perf)
     pub collective: String,
     /// Smallest size
     #[arg(short = 'b', long = "minbytes", default_value = "32M")]
@@ -61,9 +63,31 @@ pub struct PerfArgs {
     /// Start this many local ranks as processes
     #[arg(long)]
     pub np: Option<usize>,
-    /// Force an algorithm (else RAILYARD_ALGO, else the model's choice)
+    /// Force an algorithm (else RAILYARD_ALGO, else the model's choice); refused when it
+    /// does not implement the collective. The `algo` column says what ran.
     #[arg(long)]
     pub algo: Option<Algorithm>,
+    /// nccl-tests' GPUs per thread: railyard moves host memory, so only 1
+    #[arg(short = 'g', long = "ngpus", default_value_t = 1)]
+    pub ngpus: u32,
+    /// nccl-tests' threads per process: one rank per process here, so only 1
+    #[arg(short = 't', long = "nthreads", default_value_t = 1)]
+    pub nthreads: u32,
+    /// Time reported: 0 rank 0's, 1 the average over ranks, 2 the minimum, 3 the maximum
+    #[arg(short = 'a', long = "average", default_value_t = 1)]
+    pub average: u32,
+    /// Calls per timed iteration (the time shown is per call, as nccl-tests')
+    #[arg(short = 'm', long = "agg_iters", default_value_t = 1)]
+    pub agg_iters: u32,
+    /// Run the whole sweep this many times, printing each
+    #[arg(short = 'N', long = "run_cycles", default_value_t = 1)]
+    pub run_cycles: u32,
+    /// 1: report the process's CPU time per call instead of wall time (column "cputime")
+    #[arg(short = 'C', long = "report_cputime", default_value_t = 0)]
+    pub report_cputime: u32,
+    /// A call that waits longer than this many seconds fails (else RAILYARD_TIMEOUT_SECS, 30)
+    #[arg(short = 'T', long = "timeout", value_name = "SECS")]
+    pub timeout: Option<f64>,
     /// Time out-of-place only (in-place columns print N/A, JSON null); halves a long benchmark
     #[arg(long)]
     pub out_of_place_only: bool,
@@ -73,16 +97,8 @@ pub struct PerfArgs {
 
 fn collective(name: &str) -> Result<Collective> {
     let c: Collective = name.replace('_', "").parse().map_err(anyhow::Error::msg)?;
-    if !matches!(
-        c,
-        Collective::AllReduce
-            | Collective::AllGather
-            | Collective::ReduceScatter
-            | Collective::AllToAll
-            | Collective::Broadcast
-            | Collective::Reduce
-    ) {
-        bail!("perf runs all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and reduce");
+    if matches!(c, Collective::AllToAllv | Collective::Barrier) {
+        bail!("perf runs all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather, scatter and sendrecv");
     }
     Ok(c)
 }
@@ -105,6 +121,8 @@ struct Row {
     root: i64,
     out_of_place: Half,
     in_place: Option<Half>,
+    /// The algorithm that ran (the last call's).
+    algo: String,
 }
 
 fn value(r: usize, i: u64) -> f64 {
@@ -180,7 +198,7 @@ fn wrong(spec: &CollectiveSpec, rank: usize, dtype: Dtype, op: RedOp, output: &[
         .enumerate()
         .filter(|(i, (index, who))| {
             let index = match (spec.collective, who) {
-                (Collective::AllGather, Contributors::One(q)) => index + parts[*q].start,
+                (Collective::AllGather | Collective::Gather, Contributors::One(q)) => index + parts[*q].start,
                 _ => *index,
             };
             let want = expected(spec, dtype, op, index, *who);
@@ -218,6 +236,19 @@ fn spec_for(c: Collective, size: u64, elem: u64, ranks: usize, root: usize) -> (
             let count = size / elem / p;
             (CollectiveSpec::new(c, ranks, count * p), count * p * elem, count)
         }
+        Collective::Gather | Collective::Scatter => {
+            let count = size / elem / p;
+            (CollectiveSpec::new(c, ranks, count * p).with_root(root), count * p * elem, count)
+        }
+        // Every rank sends `size` bytes to the next and receives as many from the previous:
+        // an all-to-allv whose only blocks are the shift (one schedule, all moving at once).
+        Collective::SendRecv => {
+            let count = size / elem;
+            let counts = (0..ranks)
+                .map(|i| (0..ranks).map(|j| if j == (i + 1) % ranks { count } else { 0 }).collect())
+                .collect();
+            (CollectiveSpec::new(Collective::AllToAllv, ranks, 0).with_counts(counts), count * elem, count)
+        }
         _ => {
             let count = size / elem;
             (CollectiveSpec::new(c, ranks, count).with_root(root), count * elem, count)
@@ -248,7 +279,8 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     {
         bail!("need minbytes <= maxbytes, iters >= 1, and a step factor >= 2 or a step > 0");
     }
-    if c.rooted() && args.root >= comm.size() {
+    let rooted = c.rooted() && c != Collective::SendRecv;
+    if rooted && args.root >= comm.size() {
         bail!("root {} is not a rank (0..{})", args.root, comm.size());
     }
     let (rank, p, elem) = (comm.rank(), comm.size(), dtype.size_bytes());
@@ -262,8 +294,9 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     let (max_in, max_out) = (bytes(largest.input_len(rank)), bytes(largest.output_len(rank)));
     let mut input_pool = railyard_runtime::memory::zeroed(max_in);
     let mut output_pool = railyard_runtime::memory::zeroed(max_out);
-    let mut buf_pool =
-        if args.out_of_place_only { Vec::new() } else { railyard_runtime::memory::zeroed(max_in + max_out) };
+    // In place, a gather's non-root still holds its chunk where the output would put it.
+    let max_buf = in_place_layout(&largest, rank, elem).2.max(max_in + max_out);
+    let mut buf_pool = if args.out_of_place_only { Vec::new() } else { railyard_runtime::memory::zeroed(max_buf) };
     // As nccl-tests: warm up at the largest size, then at the smallest, before timing any
     // size (the first calls on fresh memory ran up to 2x slower here), then per size too.
     for warm in [max, min] {
@@ -285,7 +318,7 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
             input_pool = railyard_runtime::memory::zeroed(in_len);
         }
         input_pool.clear();
-        let base = if c == Collective::AllGather { spec.chunk(rank).start } else { 0 };
+        let base = if matches!(c, Collective::AllGather | Collective::Gather) { spec.chunk(rank).start } else { 0 };
         for i in 0..spec.input_len(rank) {
             encode(dtype, value(rank, base + i), &mut input_pool);
         }
@@ -295,6 +328,7 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
         }
         let output = &mut output_pool[..out_len];
         let mut halves: Vec<Half> = Vec::new();
+        let mut algo = None;
         for in_place in [false, true] {
             if in_place && args.out_of_place_only {
                 continue;
@@ -325,13 +359,16 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
                 once(comm, buf, output)?;
             }
             comm.barrier()?;
-            let t0 = Instant::now();
-            for _ in 0..args.iters {
+            let calls = args.iters as u64 * args.agg_iters as u64;
+            let (t0, cpu0) = (Instant::now(), cpu_secs());
+            for _ in 0..calls {
                 once(comm, buf, output)?;
             }
-            let mine = t0.elapsed().as_secs_f64() / args.iters as f64;
-            let mut t = [mine];
-            comm.all_reduce_in_place(&mut t, RedOp::Avg)?;
+            let mine =
+                if args.report_cputime > 0 { cpu_secs() - cpu0 } else { t0.elapsed().as_secs_f64() } / calls as f64;
+            // What ran, before the reporting calls below run their own.
+            algo = comm.last_algorithm().or(algo);
+            let t = [reported(comm, mine, args.average)?];
             let wrong_count = if args.check > 0 {
                 output.fill(0);
                 if in_place {
@@ -361,9 +398,10 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
             count,
             dtype: nccl_type(dtype).into(),
             redop: if c.reduces() { op.as_str().into() } else { "none".into() },
-            root: if c.rooted() { args.root as i64 } else { -1 },
+            root: if rooted { args.root as i64 } else { -1 },
             out_of_place,
             in_place,
+            algo: algo.map_or("none".into(), |a: Algorithm| a.as_str().to_string()),
         });
         size = match args.stepfactor {
             Some(f) => size.saturating_mul(f),
@@ -374,6 +412,52 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
         }
     }
     Ok(rows)
+}
+
+/// The process's CPU time (user and system, all threads), in seconds.
+fn cpu_secs() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `t` is.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// The time every rank reports (`-a`, as nccl-tests): rank 0's, the mean, the minimum
+/// or the maximum over ranks.
+fn reported(comm: &mut Communicator, mine: f64, average: u32) -> Result<f64> {
+    let (mut t, op) = match average {
+        0 => ([if comm.rank() == 0 { mine } else { 0.0 }], RedOp::Sum),
+        1 => ([mine], RedOp::Avg),
+        2 => ([mine], RedOp::Min),
+        _ => ([mine], RedOp::Max),
+    };
+    comm.all_reduce_in_place(&mut t, op)?;
+    Ok(t[0])
+}
+
+/// C's `%g` (six significant digits, trailing zeros dropped), as nccl-tests prints the
+/// average bus bandwidth.
+pub fn format_g(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 { "0".into() } else { format!("{v}") };
+    }
+    let exp = v.abs().log10().floor() as i32;
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let s = format!("{v:.5e}");
+        let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let e: i32 = e.parse().unwrap_or(0);
+        format!("{}e{}{:02}", trim(mantissa.to_string()), if e < 0 { '-' } else { '+' }, e.abs())
+    } else {
+        let decimals = (5 - exp).max(0) as usize;
+        trim(format!("{v:.decimals$}"))
+    }
 }
 
 fn nccl_type(d: Dtype) -> &'static str {
@@ -392,6 +476,7 @@ fn report(args: &PerfArgs, rows: &[Row], ranks: usize) -> Result<String> {
     if args.format == Format::Json {
         return Ok(serde_json::to_string_pretty(rows)? + "\n");
     }
+    let time_label = if args.report_cputime > 0 { "cputime" } else { "time" };
     let mut out = format!(
         "# railyard perf {}\n# nRanks {ranks} minBytes {} maxBytes {} step: {} warmup iters: {} iters: {} validation: {}\n#\n",
         args.collective,
@@ -407,17 +492,17 @@ fn report(args: &PerfArgs, rows: &[Row], ranks: usize) -> Result<String> {
         "", "", "", "", ""
     ));
     out.push_str(&format!(
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  algo\n",
         "size",
         "count",
         "type",
         "redop",
         "root",
-        "time",
+        time_label,
         "algbw",
         "busbw",
         "#wrong",
-        "time",
+        time_label,
         "algbw",
         "busbw",
         "#wrong"
@@ -447,9 +532,10 @@ fn report(args: &PerfArgs, rows: &[Row], ranks: usize) -> Result<String> {
             busbw_sum += h.busbw_gb_per_sec;
             wrong_total += h.wrong.unwrap_or(0);
         }
-        out.push('\n');
+        out.push_str(&format!("  {}\n", r.algo));
     }
     let avg = if measured == 0 { 0.0 } else { busbw_sum / measured as f64 };
+    let avg = format_g(avg);
     out.push_str(&format!(
         "# Out of bounds values : {wrong_total} {}\n# Avg bus bandwidth    : {avg}\n#\n",
         if wrong_total == 0 { "OK" } else { "FAILED" }
@@ -460,13 +546,66 @@ fn report(args: &PerfArgs, rows: &[Row], ranks: usize) -> Result<String> {
     Ok(out)
 }
 
+/// The nccl-tests flags that have no meaning here are refused, saying why; the others
+/// are checked before any rank starts.
+fn check_flags(args: &PerfArgs, c: Collective) -> Result<()> {
+    if args.ngpus != 1 {
+        bail!(
+            "-g {}: railyard drives no GPUs (ranks move host memory); start more ranks with --np or a launcher",
+            args.ngpus
+        );
+    }
+    if args.nthreads != 1 {
+        bail!("-t {}: one rank per process here; start more ranks with --np or a launcher", args.nthreads);
+    }
+    if args.average > 3 {
+        bail!("-a {}: 0 (rank 0), 1 (average), 2 (minimum) or 3 (maximum)", args.average);
+    }
+    if args.agg_iters == 0 || args.agg_iters > 1 << 20 {
+        bail!("-m {}: 1..=1048576 calls per iteration", args.agg_iters);
+    }
+    if args.run_cycles == 0 || args.run_cycles > 1 << 20 {
+        bail!("-N {}: give a number of cycles, 1..=1048576 (nccl-tests' 0 runs forever; stop a job with a count or --timeout instead)", args.run_cycles);
+    }
+    if let Some(t) = args.timeout {
+        if !(t > 0.0 && t <= 86_400.0) {
+            bail!("-T {t}: a timeout of 0..=86400 seconds");
+        }
+    }
+    if let Some(a) = args.algo {
+        let runs = if c == Collective::SendRecv { Collective::AllToAllv } else { c };
+        if !a.supports(runs) || a == Algorithm::InNetwork {
+            let can: Vec<&str> = Algorithm::ALL
+                .iter()
+                .filter(|x| x.supports(runs) && **x != Algorithm::InNetwork)
+                .map(|x| x.as_str())
+                .collect();
+            bail!("--algo {a} does not implement {} here; it runs with {}", c.as_str(), can.join(", "));
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &PerfArgs) -> Result<String> {
-    collective(&args.collective)?;
-    let config = Config::from_env()?;
+    let c = collective(&args.collective)?;
+    check_flags(args, c)?;
+    let mut config = Config::from_env()?;
+    if let Some(t) = args.timeout {
+        config.timeout = std::time::Duration::from_secs_f64(t);
+    }
+    let cycles = |comm: &mut Communicator, ranks: usize| -> Result<String> {
+        let mut out = String::new();
+        for _ in 0..args.run_cycles {
+            let rows = rank_body(args, comm)?;
+            if comm.rank() == 0 {
+                out += &report(args, &rows, ranks)?;
+            }
+        }
+        Ok(out)
+    };
     if let Some(launch) = from_env()? {
         let mut comm = Communicator::init(&launch.id, launch.rank, launch.size, config)?;
-        let rows = rank_body(args, &mut comm)?;
-        return if launch.rank == 0 { report(args, &rows, launch.size) } else { Ok(String::new()) };
+        return cycles(&mut comm, launch.size);
     }
     let np = args.np.unwrap_or(1);
     if np == 0 || np > 64 {
@@ -475,8 +614,7 @@ pub fn run(args: &PerfArgs) -> Result<String> {
     if np == 1 {
         let id = UniqueId::new("127.0.0.1:0".parse()?)?;
         let mut comm = Communicator::init(&id, 0, 1, config)?;
-        let rows = rank_body(args, &mut comm)?;
-        return report(args, &rows, 1);
+        return cycles(&mut comm, 1);
     }
     spawn_ranks(np, &strip_np(std::env::args().skip(1).collect()))
 }
@@ -518,4 +656,27 @@ pub fn spawn_ranks(np: usize, args: &[String]) -> Result<String> {
         crate::commands::launch::exit_with(&reason, code);
     }
     Ok(outcome.rank0_stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_g;
+
+    /// printf("%g") for the values a summary line holds.
+    #[test]
+    fn summary_numbers_are_formatted_as_c_does() {
+        for (v, want) in [
+            (0.0, "0"),
+            (12.0, "12"),
+            (0.209396123, "0.209396"),
+            (382.99, "382.99"),
+            (123456.7, "123457"),
+            (1234567.0, "1.23457e+06"),
+            (0.00001234, "1.234e-05"),
+            (0.0001, "0.0001"),
+            (20.5, "20.5"),
+        ] {
+            assert_eq!(format_g(v), want, "{v}");
+        }
+    }
 }
