@@ -32,7 +32,22 @@ OURS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "
 # Calls that work in place on the peer's side (MPI_Bcast has one buffer; torch's all_reduce
 # and broadcast overwrite their tensor): compared with our in-place column; the rest
 # with our out-of-place one.
-IN_PLACE = {("mpi", "broadcast"), ("gloo", "allreduce"), ("gloo", "broadcast")}
+IN_PLACE = {("mpi", "broadcast"), ("mpic", "broadcast"), ("gloo", "allreduce"), ("gloo", "broadcast")}
+
+# Peers: "mpic" is Open MPI timed from C (the peers' mpi_coll.c: one barrier, back-to-back
+# calls, mean per call, max over ranks; no Python in the loop) - the peer for small
+# messages; "mpi" the same library through mpi4py (about 1 us of Python per call); "gloo"
+# torch.distributed.
+PEER_NAMES = {"mpic": "Open MPI from C (mpi_coll.c)", "mpi": "Open MPI via mpi4py", "gloo": "torch gloo"}
+BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n,
+              "alltoall": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
+
+
+def mpi_coll_exe():
+    exe = os.path.join(tempfile.gettempdir(), "railyard-mpi-coll")
+    if not os.path.exists(exe):
+        subprocess.run(["mpicc", "-O2", "-o", exe, os.path.join(PEERS, "mpi_coll.c")], check=True, capture_output=True)
+    return exe
 
 
 def ours(op, n, max_b, iters, warmup, in_place):
@@ -46,8 +61,9 @@ def ours(op, n, max_b, iters, warmup, in_place):
     grid_top = grid[-1] if len(grid) == 1 or grid[-1] == grid[-2] * 4 else grid[-2]
     runs = [(8, grid_top)] + ([(max_b, max_b)] if grid_top != max_b else [])
     for lo, hi in runs:
+        # -a 3: the time of the slowest rank, as the peers report it (max over ranks).
         cmd = [os.path.join(ROOT, "target", "release", "railyard"), "perf", OURS[op], "--np", str(n), "-b", str(lo * scale),
-               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup + iters), "-c", "0", "--format", "json"]
+               "-e", str(hi * scale), "-f", "4", "-n", str(iters), "-w", str(warmup + iters), "-c", "0", "-a", "3", "--format", "json"]
         if not in_place:
             cmd.append("--out-of-place-only")
         rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -60,6 +76,17 @@ def ours(op, n, max_b, iters, warmup, in_place):
 def peer(kind, op, n, max_b, iters, warmup):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         path = f.name
+    if kind == "mpic":
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(n), mpi_coll_exe(), op, "8", str(max_b), str(iters), str(warmup)]
+        text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                total = r["size"] * (n if op in ("allgather", "reducescatter") else 1)
+                t = r["t_batch_us"]
+                out[r["size"]] = (t, total / (t * 1e-6) / 1e9 * BUS_FACTOR[op](n) if t > 0 else 0.0)
+        return out
     if kind == "mpi":
         cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(n), sys.executable, os.path.join(PEERS, "bench_mpi4py.py"),
                "--ops", op, "--max-size", str(max_b), "--iters", str(iters), "--warmup", str(warmup), "--json", path, "--lib-label", "ompi-shm"]
@@ -127,7 +154,7 @@ def main():
                             t = mine[size][0] / theirs[size][0]
                             bw = mine[size][1] / theirs[size][1] if theirs[size][1] > 0 else float("nan")
                             ratios.setdefault(size, []).append((t, bw, mine[size][1], theirs[size][1]))
-                title = f"{op}, N = {n}, railyard vs {'Open MPI (ob1+vader)' if kind == 'mpi' else 'torch gloo'}"
+                title = f"{op}, N = {n}, railyard vs {PEER_NAMES[kind]}"
                 form = "in place" if in_place else "out of place"
                 lines.append(f"### {title} (ours {form}): medians over {a.pairs} interleaved pairs")
                 lines.append("")

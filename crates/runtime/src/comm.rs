@@ -65,6 +65,19 @@ pub struct Communicator {
     recorder: Recorder,
     /// The algorithm the last call ran.
     last_algorithm: Option<Algorithm>,
+    /// The last call's preparation, reused when the next call is the same.
+    last_call: Option<LastCall>,
+}
+
+/// What `Communicator::prepare` worked out for the last call.
+struct LastCall {
+    spec: CollectiveSpec,
+    asked: Option<Algorithm>,
+    dtype: Dtype,
+    op: RedOp,
+    algorithm: Algorithm,
+    prepared: Arc<Prepared>,
+    sig: CallSig,
 }
 
 type ScheduleKey = (Algorithm, CollectiveSpec, GenOptions, u64);
@@ -277,6 +290,7 @@ impl Communicator {
             staging: Vec::new(),
             recorder: Recorder::new(config_trace),
             last_algorithm: None,
+            last_call: None,
         })
     }
 
@@ -423,49 +437,23 @@ impl Communicator {
         })
     }
 
-    fn run_inner(
+    /// The algorithm, this rank's prepared schedule and the call's signature for `spec`:
+    /// the last call's when this one is the same (a training loop's repeated call skips the
+    /// tuner, the option building and the cache's hashing), else looked up or generated.
+    fn prepare(
         &mut self,
         spec: &CollectiveSpec,
         algorithm: Option<Algorithm>,
-        buffers: Buffers,
         dtype: Dtype,
         op: RedOp,
-    ) -> Result<(), CommError> {
-        if spec.ranks != self.size {
-            return Err(CommError::BadArgs {
-                message: format!("the call names {} ranks, the communicator has {}", spec.ranks, self.size),
-            });
+    ) -> Result<(Algorithm, Arc<Prepared>, CallSig), CommError> {
+        if let Some(l) = &self.last_call {
+            if l.spec == *spec && l.asked == algorithm && l.dtype == dtype && l.op == op {
+                return Ok((l.algorithm, Arc::clone(&l.prepared), l.sig));
+            }
         }
         let elem = dtype.size_bytes() as usize;
-        let (want_in, want_out) =
-            (spec.input_len(self.rank) as usize * elem, spec.output_len(self.rank) as usize * elem);
-        let in_place = matches!(buffers, Buffers::InPlace(_));
-        let layout = spec.in_place_layout(self.rank);
-        let want_in_place = layout.len as usize * elem;
-        match &buffers {
-            Buffers::Separate { input, output } if input.len() != want_in || output.len() != want_out => {
-                return Err(CommError::BadArgs {
-                    message: format!(
-                        "{} needs {want_in} input and {want_out} output bytes on rank {}, got {} and {}",
-                        spec.collective.as_str(),
-                        self.rank,
-                        input.len(),
-                        output.len()
-                    ),
-                });
-            }
-            Buffers::InPlace(buf) if buf.len() != want_in_place => {
-                return Err(CommError::BadArgs {
-                    message: format!(
-                        "{} in place needs a {want_in_place}-byte buffer on rank {}, got {}",
-                        spec.collective.as_str(),
-                        self.rank,
-                        buf.len()
-                    ),
-                });
-            }
-            _ => {}
-        }
+        let algorithm_asked = algorithm;
         // Forced (argument, then RAILYARD_ALGO), else chosen by the model, else the default.
         // An algorithm asked for by the call is honoured or refused, never replaced;
         // RAILYARD_ALGO (one for all calls) applies where it implements the collective.
@@ -527,6 +515,63 @@ impl Communicator {
                 p
             }
         };
+        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm);
+        self.last_call = Some(LastCall {
+            spec: spec.clone(),
+            asked: algorithm_asked,
+            dtype,
+            op,
+            algorithm,
+            prepared: Arc::clone(&prepared),
+            sig,
+        });
+        Ok((algorithm, prepared, sig))
+    }
+
+    fn run_inner(
+        &mut self,
+        spec: &CollectiveSpec,
+        algorithm: Option<Algorithm>,
+        buffers: Buffers,
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        if spec.ranks != self.size {
+            return Err(CommError::BadArgs {
+                message: format!("the call names {} ranks, the communicator has {}", spec.ranks, self.size),
+            });
+        }
+        let elem = dtype.size_bytes() as usize;
+        let (want_in, want_out) =
+            (spec.input_len(self.rank) as usize * elem, spec.output_len(self.rank) as usize * elem);
+        let in_place = matches!(buffers, Buffers::InPlace(_));
+        let layout = spec.in_place_layout(self.rank);
+        let want_in_place = layout.len as usize * elem;
+        match &buffers {
+            Buffers::Separate { input, output } if input.len() != want_in || output.len() != want_out => {
+                return Err(CommError::BadArgs {
+                    message: format!(
+                        "{} needs {want_in} input and {want_out} output bytes on rank {}, got {} and {}",
+                        spec.collective.as_str(),
+                        self.rank,
+                        input.len(),
+                        output.len()
+                    ),
+                });
+            }
+            Buffers::InPlace(buf) if buf.len() != want_in_place => {
+                return Err(CommError::BadArgs {
+                    message: format!(
+                        "{} in place needs a {want_in_place}-byte buffer on rank {}, got {}",
+                        spec.collective.as_str(),
+                        self.rank,
+                        buf.len()
+                    ),
+                });
+            }
+            _ => {}
+        }
+        let (algorithm, prepared, sig) = self.prepare(spec, algorithm, dtype, op)?;
         let aliasable = prepared.aliasable;
         self.calls += 1;
         self.last_algorithm = Some(algorithm);
@@ -549,7 +594,6 @@ impl Communicator {
                 }
             );
         }
-        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm);
         if self.config.dump_dir.is_some() && crate::recorder::take_dump_request() {
             let _ = self.dump_trace("SIGUSR1");
         }

@@ -41,17 +41,7 @@ impl LaneIo {
     /// Write a prefix of `parts` (in order), without waiting; the bytes written.
     pub fn try_write(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
         match self {
-            LaneIo::Shm { tx, .. } => {
-                let mut total = 0;
-                for p in parts {
-                    let n = tx.try_write(p)?;
-                    total += n;
-                    if n < p.len() {
-                        break;
-                    }
-                }
-                Ok(total)
-            }
+            LaneIo::Shm { tx, .. } => tx.try_write_parts(parts),
             LaneIo::Tcp { tx, .. } => {
                 let slices: Vec<IoSlice> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
                 if slices.is_empty() {

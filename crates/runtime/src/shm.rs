@@ -170,6 +170,13 @@ pub struct ShmWriter {
     ring: Ring,
     /// Our write position (the mapping's copy is only published).
     tail: u64,
+    /// The consumer's read position as last read: free space is reckoned from it, and the
+    /// shared word (on the consumer's cache line) is read again only when that is not
+    /// enough, so a stream of small frames does not pull the line across cores each time.
+    head_seen: u64,
+    /// Descriptors known acknowledged (the shared count is read only while some are not).
+    /// An atomic only so `&self` can update it; it is private to this end.
+    acked_seen: AtomicU64,
     /// Single-copy descriptors posted through this ring (the consumer acknowledges each).
     posted: u64,
     /// The consumer's pid, read once the setup handshake is over.
@@ -181,6 +188,8 @@ pub struct ShmReader {
     ring: Ring,
     /// Our read position.
     head: u64,
+    /// The producer's write position as last read (read again when it is not enough).
+    tail_seen: u64,
     /// Shared transfers opened through this ring (numbers them).
     shares: u64,
     /// The producer's pid, read once the setup handshake is over.
@@ -190,27 +199,46 @@ pub struct ShmReader {
 impl ShmWriter {
     /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
     pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let r = &self.ring;
-        let tail = self.tail;
-        let head = r.word(HEAD).load(Ordering::Acquire);
-        let free = r.capacity - r.used(head, tail)?;
-        let n = free.min(buf.len());
-        if n == 0 {
-            return Ok(0);
+        self.try_write_parts(&[buf])
+    }
+
+    /// Copy a prefix of `parts` (in order) into the ring, as much as fits, and publish it
+    /// once; the bytes written.
+    pub fn try_write_parts(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
+        let want: usize = parts.iter().map(|p| p.len()).sum();
+        let cap = self.ring.capacity;
+        let mut free = cap - self.ring.used(self.head_seen, self.tail)?;
+        if free < want {
+            self.head_seen = self.ring.word(HEAD).load(Ordering::Acquire);
+            free = cap - self.ring.used(self.head_seen, self.tail)?;
         }
-        let at = (tail as usize) & (r.capacity - 1);
-        let first = n.min(r.capacity - at);
-        // SAFETY: `at < capacity`, `first <= capacity - at` and `n - first <= at` (n is at
-        // most the free space, itself at most capacity), so both ranges lie in the data
-        // area; they are free: the consumer has read past them (head, validated against
-        // our own tail) and will not touch them until tail moves.
-        unsafe {
-            std::ptr::copy_nonoverlapping(buf.as_ptr(), r.data().add(at), first);
-            std::ptr::copy_nonoverlapping(buf.as_ptr().add(first), r.data(), n - first);
+        let mut written = 0;
+        for p in parts {
+            let n = (free - written).min(p.len());
+            if n == 0 {
+                break;
+            }
+            let at = ((self.tail + written as u64) as usize) & (cap - 1);
+            let first = n.min(cap - at);
+            let data = self.ring.data();
+            // SAFETY: `at < capacity`, `first <= capacity - at` and `n - first <= at` (n is at
+            // most the free space, itself at most capacity), so both ranges lie in the data
+            // area; they are free: the consumer has read past them (head, validated against
+            // our own tail) and will not touch them until tail moves.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), data.add(at), first);
+                std::ptr::copy_nonoverlapping(p.as_ptr().add(first), data, n - first);
+            }
+            written += n;
+            if n < p.len() {
+                break;
+            }
         }
-        self.tail = tail + n as u64;
-        r.word(TAIL).store(self.tail, Ordering::Release);
-        Ok(n)
+        if written > 0 {
+            self.tail += written as u64;
+            self.ring.word(TAIL).store(self.tail, Ordering::Release);
+        }
+        Ok(written)
     }
 
     /// Count one more single-copy descriptor sent through this ring.
@@ -221,7 +249,12 @@ impl ShmWriter {
     /// Whether the consumer has acknowledged every descriptor posted (so the memory
     /// they describe may change again).
     pub fn all_acked(&self) -> bool {
-        self.ring.word(ACKED).load(Ordering::Acquire) >= self.posted
+        if self.acked_seen.load(Ordering::Relaxed) >= self.posted {
+            return true;
+        }
+        let acked = self.ring.word(ACKED).load(Ordering::Acquire);
+        self.acked_seen.store(acked, Ordering::Relaxed);
+        acked >= self.posted
     }
 
     /// Whether the consuming process still runs.
@@ -283,16 +316,20 @@ impl ShmReader {
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = &self.ring;
         let head = self.head;
-        let tail = r.word(TAIL).load(Ordering::Acquire);
-        let n = r.used(head, tail)?.min(buf.len());
+        let mut available = r.used(head, self.tail_seen)?;
+        if available < buf.len() {
+            self.tail_seen = r.word(TAIL).load(Ordering::Acquire);
+            available = r.used(head, self.tail_seen)?;
+        }
+        let n = available.min(buf.len());
         if n == 0 {
             return Ok(0);
         }
         let at = (head as usize) & (r.capacity - 1);
         let first = n.min(r.capacity - at);
-        // SAFETY: as in `try_write`, both ranges lie in the data area (n is at most the
-        // validated bytes in use, at most capacity); they were published by the producer
-        // (tail, Acquire) and it will not overwrite them until head moves past.
+        // SAFETY: as in `try_write_parts`, both ranges lie in the data area (n is at most
+        // the validated bytes in use, at most capacity); they were published by the
+        // producer (tail, Acquire) and it will not overwrite them until head moves past.
         unsafe {
             std::ptr::copy_nonoverlapping(r.data().add(at), buf.as_mut_ptr(), first);
             std::ptr::copy_nonoverlapping(r.data(), buf.as_mut_ptr().add(first), n - first);
@@ -447,7 +484,8 @@ pub fn writer(path: &Path, capacity: usize) -> io::Result<ShmWriter> {
     let ring = map(path, capacity, false)?;
     ring.word(WRITER_PID).store(std::process::id() as u64, Ordering::Relaxed);
     let tail = ring.word(TAIL).load(Ordering::Relaxed);
-    Ok(ShmWriter { ring, tail, posted: 0, peer_pid: 0 })
+    let head_seen = ring.word(HEAD).load(Ordering::Relaxed);
+    Ok(ShmWriter { ring, tail, head_seen, acked_seen: AtomicU64::new(0), posted: 0, peer_pid: 0 })
 }
 
 /// Open a ring file's consuming end.
@@ -455,7 +493,7 @@ pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
     let head = ring.word(HEAD).load(Ordering::Relaxed);
-    Ok(ShmReader { ring, head, shares: 0, peer_pid: 0 })
+    Ok(ShmReader { ring, head, tail_seen: head, shares: 0, peer_pid: 0 })
 }
 
 /// Once both ends are open (the setup handshake is over), read the peers' pids for good;
@@ -476,8 +514,8 @@ mod tests {
         let twin = Ring { base: ring.base, capacity, _map: std::sync::Arc::clone(&ring._map) };
         let me = std::process::id() as u64;
         (
-            ShmWriter { ring, tail: 0, posted: 0, peer_pid: me },
-            ShmReader { ring: twin, head: 0, shares: 0, peer_pid: me },
+            ShmWriter { ring, tail: 0, head_seen: 0, acked_seen: AtomicU64::new(0), posted: 0, peer_pid: me },
+            ShmReader { ring: twin, head: 0, tail_seen: 0, shares: 0, peer_pid: me },
         )
     }
 
@@ -614,9 +652,10 @@ mod tests {
         w.ring.word(TAIL).store(5000, Ordering::Release);
         let err = r.try_read(&mut [0u8; 8192]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
-        // A read position ahead of the write position.
+        // A read position ahead of the write position, read when the writer needs more
+        // room than it last saw free.
         r.ring.word(HEAD).store(1 << 40, Ordering::Release);
-        assert_eq!(w.try_write(&[1u8; 10]).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert_eq!(w.try_write(&[1u8; 4096]).unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]
