@@ -212,6 +212,41 @@ mod tests {
         assert!(matches!(check(&back, &Header { len: 4, ..h }, 1), Err(CommError::Mismatch { .. })));
     }
 
+    proptest::proptest! {
+        /// The receive fast path compares raw header bytes with the expected header's
+        /// encoding (`progress::take_whole`): equal bytes must be a data header that decodes
+        /// and passes `check`, and an encoded header (padding zero) that passes must be
+        /// equal. Any 56 bytes, and headers one field off, are tried.
+        #[test]
+        fn equal_bytes_are_exactly_a_header_that_checks(
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), HEADER_BYTES),
+            field in 0usize..9,
+            delta in 1u64..3,
+        ) {
+            let want = Header { kind: Kind::Data, call: 5, sig: sig(), piece: 2, len: 64 };
+            let mut near = want;
+            match field {
+                0 => near.call += delta,
+                1 => near.piece += delta,
+                2 => near.len += delta,
+                3 => near.kind = if delta == 1 { Kind::Descriptor } else { Kind::Abort },
+                4 => near.sig.count += delta,
+                5 => near.sig.root += delta as u32,
+                6 => near.sig.dtype += delta as u8,
+                7 => near.sig.algorithm += delta as u8,
+                _ => {}
+            }
+            let raw: [u8; HEADER_BYTES] = raw.try_into().expect("56 bytes");
+            for (bytes, encoded) in [(raw, false), (near.encode(), true), (want.encode(), true)] {
+                let passes = Header::decode(&bytes, 1)
+                    .is_ok_and(|h| h.kind == Kind::Data && check(&h, &want, 1).is_ok());
+                let equal = bytes == want.encode();
+                proptest::prop_assert!(!equal || passes);
+                proptest::prop_assert!(!encoded || equal == passes);
+            }
+        }
+    }
+
     /// Each field of the call, changed alone, is named with both values.
     #[test]
     fn a_mismatch_names_the_field_and_both_values() {

@@ -3,8 +3,9 @@
 //! are what runs here, so a prediction and a measurement describe the same plan.
 //!
 //! Data flow: `bootstrap` (rendezvous) → `link` (per peer: shared-memory rings `shm` with
-//! single-copy pulls `cma`, or TCP sockets, chosen on `interface`) → `comm` (a schedule's
-//! rounds as frames, `frame`) → `progress` (moves them without blocking) → `reduce`.
+//! single-copy pulls `cma`, or TCP sockets, chosen on `interface`) → `prepared` (this rank's
+//! part of a schedule as checked byte spans, worked out once) → `comm` (its rounds as
+//! frames, `frame`) → `progress` (moves them without blocking) → `reduce`.
 //! Local copies go through `copy`. `config` reads every variable once; `env` reads the launcher's; `tuner` picks algorithms
 //! by the model; `handle` runs calls asynchronously.
 
@@ -22,6 +23,7 @@ pub mod handle;
 pub mod interface;
 pub mod link;
 pub mod memory;
+pub mod prepared;
 pub mod progress;
 pub mod recorder;
 pub mod reduce;

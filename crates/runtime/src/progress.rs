@@ -18,7 +18,7 @@ use crate::error::CommError;
 use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, MAX_FRAME_BYTES};
 use crate::link::{LaneIo, Link};
 use crate::reduce::{reduce_into, RedOp};
-use crate::shm::{Share, WaitStatus, SHARE_PIECE_BYTES};
+use crate::shm::{Peek, Share, ShmReader, WaitStatus, SHARE_PIECE_BYTES};
 
 /// Received data is reduced into place in slices of this many bytes (a multiple of every
 /// element size), while the slice is in cache.
@@ -45,10 +45,12 @@ pub const SHARE_MIN_BYTES: usize = 2 * SHARE_PIECE_BYTES;
 pub fn frames(len: usize, elem: usize, lanes: usize) -> impl Iterator<Item = (usize, Range<usize>)> {
     let elem = elem.max(1);
     let stripes = (len / STRIPE_MIN_BYTES).clamp(1, lanes.max(1));
-    let elems = len / elem;
+    // One stripe (every shared-memory link, every small transfer) needs no division: this
+    // runs twice per transfer on the small-message path.
+    let elems = if stripes == 1 { 0 } else { len / elem };
     (0..stripes).flat_map(move |s| {
         // Balanced, element-aligned stripes; the last takes any partial element.
-        let start = (elems * s / stripes) * elem;
+        let start = if s == 0 { 0 } else { (elems * s / stripes) * elem };
         let end = if s + 1 == stripes { len } else { (elems * (s + 1) / stripes) * elem };
         // At least one frame per stripe (an empty transfer is one empty frame).
         let pieces = (end - start).div_ceil(MAX_FRAME_BYTES).max(1);
@@ -167,6 +169,21 @@ impl Lane {
         let Lane { io, incoming, reduce_buf, .. } = self;
         let rx_err = |e| CommError::io(peer, "receive", e);
         while let Some(f) = incoming.front_mut() {
+            // A small data frame that has arrived whole is taken straight from the ring:
+            // no copy of the header, no reduction buffer, one position update.
+            if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
+                if f.expect.len as usize <= EAGER_MAX_BYTES && HEADER_BYTES + f.expect.len as usize <= rx.capacity() {
+                    match take_whole(rx, f, peer, dtype, op)? {
+                        Whole::Taken => {
+                            progressed += HEADER_BYTES + f.expect.len as usize;
+                            incoming.pop_front();
+                            continue;
+                        }
+                        Whole::Short => break,
+                        Whole::Declined => {}
+                    }
+                }
+            }
             if f.header_got < HEADER_BYTES {
                 if !fill(io, &mut f.header, &mut f.header_got, &mut progressed).map_err(rx_err)? {
                     break;
@@ -265,6 +282,59 @@ impl Lane {
             incoming.pop_front();
         }
         Ok(progressed)
+    }
+}
+
+/// How `take_whole` left a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Whole {
+    Taken,
+    /// Not all there yet: wait.
+    Short,
+    /// Not a data frame like the one expected, or round the ring's end: read byte-wise.
+    Declined,
+}
+
+/// Receive `f` in one go if its whole frame (header and payload) is in the ring and is
+/// the data frame `f` expects. Anything else (an abort, a descriptor, a mismatch, a frame
+/// round the ring's end) is left in the ring for the byte-wise path, which reads and
+/// reports it. A data frame no larger than the ring is always published whole in the end
+/// (the frames before it leave room for it), so a short one is waited for.
+///
+/// The header is compared byte for byte with the expected one: the encoding is one to
+/// one (padding zero), so equal bytes are exactly a header that decodes and passes
+/// `check` (`frame.rs` tests this), and any other goes the byte-wise way to be named.
+fn take_whole(rx: &mut ShmReader, f: &In, peer: usize, dtype: Dtype, op: RedOp) -> Result<Whole, CommError> {
+    let len = f.expect.len as usize;
+    let rx_err = |e| CommError::io(peer, "receive", e);
+    let want = f.expect.encode();
+    let body = match rx.peek(HEADER_BYTES + len).map_err(rx_err)? {
+        // As arrays, so the comparison is a few vector compares, not a call.
+        Peek::Bytes(b) if b.first_chunk::<HEADER_BYTES>() == Some(&want) => &b[HEADER_BYTES..],
+        Peek::Bytes(_) | Peek::Wrapped => return Ok(Whole::Declined),
+        // Wait for the rest only when what is there is the expected header (or less):
+        // another frame (a descriptor's whole frame may be shorter) is read byte-wise.
+        Peek::Short => {
+            return Ok(match rx.peek(HEADER_BYTES).map_err(rx_err)? {
+                Peek::Bytes(h) if h.first_chunk::<HEADER_BYTES>() != Some(&want) => Whole::Declined,
+                Peek::Wrapped => Whole::Declined,
+                Peek::Bytes(_) | Peek::Short => Whole::Short,
+            })
+        }
+    };
+    put(f, body, dtype, op);
+    rx.advance(HEADER_BYTES + len).map_err(rx_err)?;
+    Ok(Whole::Taken)
+}
+
+/// Copy or reduce a received payload into `f`'s destination.
+fn put(f: &In, body: &[u8], dtype: Dtype, op: RedOp) {
+    // SAFETY: the destination lies in this round's output or scratch buffer, `body.len()`
+    // bytes (the expected length), which `execute` keeps alive and no send of the round reads.
+    let dst = unsafe { std::slice::from_raw_parts_mut(f.dst, body.len()) };
+    match f.op {
+        Op::Copy => dst.copy_from_slice(body),
+        Op::Reduce => reduce_into(dtype, op, dst, body),
     }
 }
 
@@ -438,8 +508,14 @@ pub fn begin_round(link: &mut Link) {
     }
 }
 
-/// Queue `data` to go to the link's peer.
-pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize) {
+/// Frames of at most this many payload bytes go out as they are queued when nothing is
+/// queued before them on their lane (a small call's frame then leaves before the rest of
+/// the round is set up); larger ones wait for `kick` or `drive`, as before.
+pub const EAGER_MAX_BYTES: usize = 16 << 10;
+
+/// Queue `data` to go to the link's peer; a small frame with nothing ahead of it is
+/// written at once, as far as the stream takes it.
+pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: usize) -> Result<(), CommError> {
     let lanes = link.lanes.len();
     for (lane, range) in frames(data.len(), elem, lanes) {
         let bytes = &data[range];
@@ -448,18 +524,21 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize) {
         let kind = if single_copy { Kind::Descriptor } else { Kind::Data };
         let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
         l.out_pieces += 1;
+        let header = header.encode();
+        let mut sent = 0;
+        if !single_copy && bytes.len() <= EAGER_MAX_BYTES && l.out.is_empty() {
+            sent = l.io.try_write(&[&header, bytes]).map_err(|e| CommError::io(peer, "send", e))?;
+            if sent == HEADER_BYTES + bytes.len() {
+                continue;
+            }
+        }
         let descriptor = single_copy.then(|| cma::encode(bytes.as_ptr() as u64, bytes.len() as u64));
         if let (true, LaneIo::Shm { tx, .. }) = (single_copy, &mut l.io) {
             tx.post();
         }
-        l.out.push_back(Out {
-            header: header.encode(),
-            payload: bytes.as_ptr(),
-            len: bytes.len(),
-            descriptor,
-            sent: 0,
-        });
+        l.out.push_back(Out { header, payload: bytes.as_ptr(), len: bytes.len(), descriptor, sent });
     }
+    Ok(())
 }
 
 /// Queue a receive from the link's peer into `dst`, copied or reduced.
@@ -511,11 +590,13 @@ impl Idle {
     }
 }
 
-/// One pass that sends what the links take now, without waiting (so peers can start on a
-/// round while this rank does local work).
-pub fn kick(links: &mut [Option<Link>]) -> Result<(), CommError> {
-    for (peer, link) in links.iter_mut().enumerate() {
-        for lane in link.iter_mut().flat_map(|l| l.lanes.iter_mut()) {
+/// One pass that sends what the links to `peers` take now, without waiting (so peers can
+/// start on a round while this rank does local work). Lanes with nothing queued (small
+/// frames already went out as they were queued) are passed over.
+pub fn kick(links: &mut [Option<Link>], peers: &[usize]) -> Result<(), CommError> {
+    for &peer in peers {
+        let Some(link) = links.get_mut(peer).and_then(Option::as_mut) else { continue };
+        for lane in link.lanes.iter_mut().filter(|l| !l.out.is_empty()) {
             if let Err(e) = lane.push_out(peer) {
                 clear_all(links);
                 return Err(e);

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -110,16 +110,16 @@ struct Entry {
     rounds: u32,
     round_reached: u32,
     peers: Arc<[PeerBytes]>,
-    start: Instant,
-    end: Option<Instant>,
+    start_ns: u64,
+    end_ns: Option<u64>,
     state: CallState,
     error: Option<String>,
 }
 
 impl Entry {
-    fn record(&self, started: Instant) -> CallRecord {
+    fn record(&self, started_ns: u64) -> CallRecord {
         let f = self.sig.fields();
-        let secs = |t: Instant| t.saturating_duration_since(started).as_secs_f64();
+        let secs = |t: u64| t.saturating_sub(started_ns) as f64 * 1e-9;
         CallRecord {
             seq: self.seq,
             collective: f[0].1.clone(),
@@ -132,8 +132,8 @@ impl Entry {
             rounds: self.rounds,
             round_reached: self.round_reached,
             peers: self.peers.to_vec(),
-            start_secs: secs(self.start),
-            end_secs: self.end.map(secs),
+            start_secs: secs(self.start_ns),
+            end_secs: self.end_ns.map(secs),
             state: self.state,
             error: self.error.clone(),
         }
@@ -144,13 +144,25 @@ impl Entry {
 pub struct Recorder {
     capacity: usize,
     calls: VecDeque<Entry>,
-    started: Instant,
+    /// `coarse_now_ns` when the communicator started.
+    started_ns: u64,
+}
+
+/// The monotonic clock at the kernel tick's resolution (a few ms), in nanoseconds: a
+/// recorder reads it twice per call, and the precise clock costs tens of nanoseconds a
+/// read (a tenth of a small call); a trace of hung or slow calls needs milliseconds.
+fn coarse_now_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `t` is; CLOCK_MONOTONIC_COARSE
+    // exists on every Linux since 2.6.32 (on failure `t` stays zero).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 impl Recorder {
     pub fn new(capacity: usize) -> Recorder {
         let capacity = capacity.min(MAX_TRACE_CALLS);
-        Recorder { capacity, calls: VecDeque::with_capacity(capacity), started: Instant::now() }
+        Recorder { capacity, calls: VecDeque::with_capacity(capacity), started_ns: coarse_now_ns() }
     }
 
     pub fn enabled(&self) -> bool {
@@ -162,8 +174,25 @@ impl Recorder {
         if self.capacity == 0 {
             return;
         }
+        let start_ns = coarse_now_ns();
+        // Full: the oldest entry's slot takes the new call, keeping its peers when they are
+        // the same (a loop of one call): no reference count touched, nothing freed.
         if self.calls.len() == self.capacity {
-            self.calls.pop_front();
+            if let Some(mut e) = self.calls.pop_front() {
+                if !Arc::ptr_eq(&e.peers, peers) {
+                    e.peers = Arc::clone(peers);
+                }
+                e.seq = seq;
+                e.sig = sig;
+                e.rounds = rounds as u32;
+                e.round_reached = 0;
+                e.start_ns = start_ns;
+                e.end_ns = None;
+                e.state = CallState::Running;
+                e.error = None;
+                self.calls.push_back(e);
+                return;
+            }
         }
         self.calls.push_back(Entry {
             seq,
@@ -171,8 +200,8 @@ impl Recorder {
             rounds: rounds as u32,
             round_reached: 0,
             peers: Arc::clone(peers),
-            start: Instant::now(),
-            end: None,
+            start_ns,
+            end_ns: None,
             state: CallState::Running,
             error: None,
         });
@@ -188,7 +217,7 @@ impl Recorder {
     /// The current call ended.
     pub fn end(&mut self, error: Option<&str>) {
         if let Some(c) = self.calls.back_mut().filter(|c| c.state == CallState::Running) {
-            c.end = Some(Instant::now());
+            c.end_ns = Some(coarse_now_ns());
             match error {
                 None => {
                     c.state = CallState::Done;
@@ -203,7 +232,7 @@ impl Recorder {
     }
 
     pub fn last(&self) -> Option<CallRecord> {
-        self.calls.back().map(|e| e.record(self.started))
+        self.calls.back().map(|e| e.record(self.started_ns))
     }
 
     pub fn dump(&self, rank: usize, size: usize, reason: &str) -> Dump {
@@ -214,8 +243,8 @@ impl Recorder {
             pid: std::process::id(),
             reason: reason.to_string(),
             unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
-            at_secs: self.started.elapsed().as_secs_f64(),
-            calls: self.calls.iter().map(|e| e.record(self.started)).collect(),
+            at_secs: coarse_now_ns().saturating_sub(self.started_ns) as f64 * 1e-9,
+            calls: self.calls.iter().map(|e| e.record(self.started_ns)).collect(),
         }
     }
 }
@@ -288,6 +317,20 @@ mod tests {
         let back: Dump = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back, d);
         std::fs::remove_dir_all(&dir).unwrap();
+        // Slots are reused when full: the failed call's slot takes a running call with no
+        // error, and a call with other peers records its own.
+        let others: Arc<[PeerBytes]> = Arc::from(vec![PeerBytes { rank: 0, sent_bytes: 8, received_bytes: 0 }]);
+        r.begin(4, sig, 3, &peers);
+        r.end(None);
+        r.begin(5, sig, 1, &others);
+        let d = r.dump(0, 2, "test");
+        assert_eq!(d.calls.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![4, 5]);
+        assert_eq!((d.calls[0].state, d.calls[0].rounds, d.calls[0].round_reached), (CallState::Done, 3, 3));
+        assert_eq!(
+            (d.calls[1].state, d.calls[1].error.as_deref(), d.calls[1].end_secs),
+            (CallState::Running, None, None)
+        );
+        assert_eq!(d.calls[1].peers, others.to_vec());
         // A zero-size recorder records nothing.
         let mut off = Recorder::new(0);
         off.begin(1, sig, 1, &peers);

@@ -80,6 +80,16 @@ pub fn ring_bytes_for(configured: usize, ranks: usize) -> usize {
     configured.min(bounded.max(MIN_BOUNDED_RING_BYTES)).max(MIN_RING_BYTES)
 }
 
+/// What `ShmReader::peek` saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peek<'a> {
+    Bytes(&'a [u8]),
+    /// Fewer are published yet.
+    Short,
+    /// They run round the ring's end.
+    Wrapped,
+}
+
 struct Ring {
     /// The mapping's first byte: every access goes through this one raw pointer.
     base: *mut u8,
@@ -213,7 +223,7 @@ impl ShmWriter {
             free = cap - self.ring.used(self.head_seen, self.tail)?;
         }
         let mut written = 0;
-        for p in parts {
+        for p in parts.iter().filter(|p| !p.is_empty()) {
             let n = (free - written).min(p.len());
             if n == 0 {
                 break;
@@ -227,7 +237,10 @@ impl ShmWriter {
             // our own tail) and will not touch them until tail moves.
             unsafe {
                 std::ptr::copy_nonoverlapping(p.as_ptr(), data.add(at), first);
-                std::ptr::copy_nonoverlapping(p.as_ptr().add(first), data, n - first);
+                // Round the ring's end (rare: skip the call otherwise).
+                if n > first {
+                    std::ptr::copy_nonoverlapping(p.as_ptr().add(first), data, n - first);
+                }
             }
             written += n;
             if n < p.len() {
@@ -339,6 +352,38 @@ impl ShmReader {
         Ok(n)
     }
 
+    /// The `len` published bytes at the read position, if they lie contiguous there:
+    /// `Short` when fewer are published, `Wrapped` when they run round the ring's end.
+    /// They stay unread until `advance`.
+    pub fn peek(&mut self, len: usize) -> io::Result<Peek<'_>> {
+        let r = &self.ring;
+        let head = self.head;
+        let at = (head as usize) & (r.capacity - 1);
+        if len > r.capacity - at {
+            return Ok(Peek::Wrapped);
+        }
+        if r.used(head, self.tail_seen)? < len {
+            self.tail_seen = r.word(TAIL).load(Ordering::Acquire);
+            if r.used(head, self.tail_seen)? < len {
+                return Ok(Peek::Short);
+            }
+        }
+        // SAFETY: `at + len <= capacity` (checked above), so the range lies in the data
+        // area; its bytes were published by the producer (tail, Acquire, validated against
+        // the capacity) and it does not write them again until head moves past them, which
+        // only `advance` does, and it needs `&mut self`, so not while the slice lives.
+        Ok(Peek::Bytes(unsafe { std::slice::from_raw_parts(r.data().add(at), len) }))
+    }
+
+    /// Move the read position past `len` bytes that `peek` showed.
+    pub fn advance(&mut self, len: usize) -> io::Result<()> {
+        let head = self.head + len as u64;
+        self.ring.used(head, self.tail_seen)?;
+        self.head = head;
+        self.ring.word(HEAD).store(head, Ordering::Release);
+        Ok(())
+    }
+
     /// Acknowledge one single-copy descriptor: its bytes have been pulled.
     pub fn ack(&mut self) {
         self.ring.word(ACKED).fetch_add(1, Ordering::Release);
@@ -393,6 +438,11 @@ impl ShmReader {
     }
 
     /// The producing process (whose memory single-copy descriptors point into).
+    /// The ring's data capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity
+    }
+
     pub fn peer_pid(&self) -> u64 {
         self.peer_pid
     }

@@ -10,7 +10,9 @@
 //! exchange that each rank sums in its own order.
 //!
 //! Each round receives the partner's running sum into scratch and adds it into the output
-//! as a local step after the round, so each rank sends R · M over R = log2 p rounds.
+//! as a local step after the round, so each rank sends R · M over R = log2 p rounds. The
+//! first round (when no rank was folded in) sends the input itself, the same bytes as the
+//! output's copy of it, so the send need not wait for the copy.
 
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
@@ -59,8 +61,11 @@ pub fn recursive_doubling(
         );
     }
     for k in 0..rounds {
-        // Partners swap running sums into scratch, then each adds the other's in.
-        let transfers = (0..p).map(|v| t(v ^ (1 << k), v, output, received, Op::Copy)).collect();
+        // Partners swap running sums into scratch, then each adds the other's in. The
+        // first running sums are the inputs (when no rank was folded in): sent from the
+        // input, they leave before the prologue's copy, which matters for tiny messages.
+        let sent = if k == 0 && extra == 0 { input } else { output };
+        let transfers = (0..p).map(|v| t(v ^ (1 << k), v, sent, received, Op::Copy)).collect();
         let adds = (0..p).map(|v| LocalOp { rank: v, read: received, write: output, op: Op::Reduce }).collect();
         b.phase(format!("recursive doubling, distance {}", 1 << k), step(transfers, adds));
     }

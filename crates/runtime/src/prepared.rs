@@ -1,0 +1,321 @@
+//! A schedule as one rank runs it, worked out once when the schedule is generated rather
+//! than on every call: this rank's sends, receives and local steps per round as byte
+//! spans checked against the buffer lengths every call validates (input and output from
+//! the spec, scratch from the schedule), the peers it talks to, the in-place verdict and
+//! whether round 0 may start before the prologue. A repeated small call then walks short
+//! lists of ready byte ranges: no region arithmetic, no filtering of other ranks'
+//! transfers, no bounds checks on the critical path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use railyard_schedule::{in_place_hazard, Buffer, InPlaceLayout, LocalOp, Op, Region, Schedule};
+
+use crate::error::CommError;
+use crate::recorder::PeerBytes;
+
+/// Byte lengths of a rank's three buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lens {
+    pub input: usize,
+    pub output: usize,
+    pub scratch: usize,
+}
+
+impl Lens {
+    fn of(&self, b: Buffer) -> usize {
+        match b {
+            Buffer::Input => self.input,
+            Buffer::Output => self.output,
+            Buffer::Scratch => self.scratch,
+        }
+    }
+
+    /// A region as a byte span, which must lie inside its buffer (a schedule bug must not
+    /// become a wild access).
+    fn span(&self, r: &Region, elem: usize) -> Result<Span, CommError> {
+        let (start, len) = (r.offset as usize * elem, r.len as usize * elem);
+        if start + len > self.of(r.buffer) {
+            return Err(CommError::BadArgs {
+                message: format!("a schedule region {:?} ends past its {}-byte buffer", r, self.of(r.buffer)),
+            });
+        }
+        Ok(Span { buffer: r.buffer, start, len })
+    }
+}
+
+/// Bytes `start..start + len` of one of the rank's buffers, inside it (checked when made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub buffer: Buffer,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// A copy or reduction between this rank's buffers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalStep {
+    pub read: Span,
+    pub write: Span,
+    pub op: Op,
+    /// Nothing reads the destination again in the call, so a copy may stream past the
+    /// cache (`copy.rs`). A copy that a reduction or a send reads next (all-reduce's
+    /// accumulator) stays cached.
+    pub stream: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendStep {
+    pub to: usize,
+    pub read: Span,
+    /// A receive of the same round writes these bytes: they are copied out first. The
+    /// symbolic checker proves no generator does this; a hand-made schedule may.
+    pub clash: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReceiveStep {
+    pub from: usize,
+    pub write: Span,
+    pub op: Op,
+}
+
+/// This rank's part of one round, in schedule order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RoundSteps {
+    /// The peers of the round's sends and receives, each once: their piece numbers restart.
+    pub peers: Vec<usize>,
+    pub sends: Vec<SendStep>,
+    pub receives: Vec<ReceiveStep>,
+    /// Local steps once what the round received has landed.
+    pub local: Vec<LocalStep>,
+}
+
+pub(crate) struct Prepared {
+    pub lens: Lens,
+    pub layout: InPlaceLayout,
+    /// This rank can run it with input and output aliased (`in_place_hazard`).
+    pub aliasable: bool,
+    /// The peers this rank exchanges data with: a call advances their call numbers.
+    pub peers: Vec<usize>,
+    /// Bytes sent to and received from each of them (for the flight recorder).
+    pub peer_bytes: Arc<[PeerBytes]>,
+    /// Round 0's sends read nothing the prologue writes, so round 0 starts before it and
+    /// the peers receive (or pull) while this rank copies. (In place, the input is only
+    /// read in round 0 where the prologue copies it onto itself, which is skipped.)
+    pub early: bool,
+    pub prologue: Vec<LocalStep>,
+    pub rounds: Vec<RoundSteps>,
+    pub epilogue: Vec<LocalStep>,
+}
+
+impl Prepared {
+    /// `schedule` may hold only this rank's part (`CompactSchedule::for_rank`).
+    pub fn new(schedule: &Schedule, me: usize, elem: usize) -> Result<Prepared, CommError> {
+        let lens = Lens {
+            input: schedule.spec.input_len(me) as usize * elem,
+            output: schedule.spec.output_len(me) as usize * elem,
+            scratch: schedule.scratch_len[me] as usize * elem,
+        };
+        let mut talks = vec![false; schedule.spec.ranks];
+        let mut bytes: HashMap<usize, (u64, u64)> = HashMap::new();
+        let mut rounds = Vec::with_capacity(schedule.rounds.len());
+        for round in &schedule.rounds {
+            if !round.in_network.is_empty() {
+                return Err(CommError::BadArgs {
+                    message: "in-network steps need a reducing switch; the runtime cannot run them".into(),
+                });
+            }
+            let mut steps = RoundSteps::default();
+            let receives = round.transfers.iter().filter(|t| t.to == me);
+            for t in round.transfers.iter().filter(|t| t.from == me) {
+                let clash = receives.clone().any(|x| x.write.overlaps(&t.read));
+                steps.sends.push(SendStep { to: t.to, read: lens.span(&t.read, elem)?, clash });
+                talks[t.to] = true;
+                bytes.entry(t.to).or_default().0 += t.read.len * elem as u64;
+            }
+            for t in receives {
+                let write = writable_span(&lens, &t.write, elem)?;
+                steps.receives.push(ReceiveStep { from: t.from, write, op: t.op });
+                talks[t.from] = true;
+                bytes.entry(t.from).or_default().1 += t.write.len * elem as u64;
+            }
+            for l in round.local.iter().filter(|l| l.rank == me) {
+                steps.local.push(local_step(&lens, l, elem, false)?);
+            }
+            let mut peers: Vec<usize> =
+                steps.sends.iter().map(|s| s.to).chain(steps.receives.iter().map(|r| r.from)).collect();
+            peers.sort_unstable();
+            peers.dedup();
+            steps.peers = peers;
+            rounds.push(steps);
+        }
+        // This rank's local ops, prologue then epilogue.
+        let locals: Vec<&LocalOp> =
+            schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me).collect();
+        let in_prologue = schedule.prologue.iter().filter(|l| l.rank == me).count();
+        let early = schedule.rounds.first().is_some_and(|r| {
+            r.transfers
+                .iter()
+                .filter(|t| t.from == me)
+                .all(|t| !locals[..in_prologue].iter().any(|l| l.write.overlaps(&t.read)))
+        });
+        // Whether each local op's destination is read again later in the call.
+        let read_later = |i: usize, w: &Region| {
+            // A local op reads `w` when its source or (reducing) its destination overlaps it.
+            let reads = |l: &LocalOp| l.read.overlaps(w) || (l.op == Op::Reduce && l.write.overlaps(w));
+            let by_rounds = i < in_prologue
+                && (schedule.rounds.iter().flat_map(|r| &r.transfers).any(|t| {
+                    (t.from == me && t.read.overlaps(w)) || (t.to == me && t.op == Op::Reduce && t.write.overlaps(w))
+                }) || schedule.rounds.iter().flat_map(|r| &r.local).any(|l| l.rank == me && reads(l)));
+            by_rounds || locals[i + 1..].iter().any(|l| reads(l))
+        };
+        let mut steps = Vec::with_capacity(locals.len());
+        for (i, l) in locals.iter().enumerate() {
+            steps.push(local_step(&lens, l, elem, !read_later(i, &l.write))?);
+        }
+        let epilogue = steps.split_off(in_prologue);
+        let mut peer_bytes: Vec<PeerBytes> = bytes
+            .into_iter()
+            .map(|(rank, (sent_bytes, received_bytes))| PeerBytes { rank, sent_bytes, received_bytes })
+            .collect();
+        peer_bytes.sort_by_key(|p| p.rank);
+        Ok(Prepared {
+            lens,
+            layout: schedule.spec.in_place_layout(me),
+            aliasable: in_place_hazard(schedule, me).is_none(),
+            peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
+            peer_bytes: peer_bytes.into(),
+            early,
+            prologue: steps,
+            rounds,
+            epilogue,
+        })
+    }
+}
+
+fn local_step(lens: &Lens, l: &LocalOp, elem: usize, stream: bool) -> Result<LocalStep, CommError> {
+    Ok(LocalStep { read: lens.span(&l.read, elem)?, write: writable_span(lens, &l.write, elem)?, op: l.op, stream })
+}
+
+/// The input is never written (in place it is the caller's only copy): refused when
+/// prepared, before any round runs, so `execute` writes only output and scratch.
+fn writable_span(lens: &Lens, r: &Region, elem: usize) -> Result<Span, CommError> {
+    match r.buffer {
+        Buffer::Input => Err(CommError::BadArgs { message: "a schedule wrote to an input buffer".into() }),
+        _ => lens.span(r, elem),
+    }
+}
+
+/// A call's three buffers as raw bases. In place, input and output alias; the engine
+/// holds sources and destinations of several transfers at once, so every access goes
+/// through these.
+#[derive(Clone, Copy)]
+pub(crate) struct Bases {
+    input: *mut u8,
+    output: *mut u8,
+    scratch: *mut u8,
+}
+
+impl Bases {
+    /// # Safety
+    /// Each pointer must be valid for its buffer's length in `lens`, the lengths the
+    /// `Prepared` the spans come from was made with, for as long as the bases are used.
+    pub unsafe fn new(input: *mut u8, output: *mut u8, scratch: *mut u8) -> Bases {
+        Bases { input, output, scratch }
+    }
+
+    /// The first byte of `s`.
+    pub fn at(&self, s: &Span) -> *mut u8 {
+        let base = match s.buffer {
+            Buffer::Input => self.input,
+            Buffer::Output => self.output,
+            Buffer::Scratch => self.scratch,
+        };
+        // SAFETY: spans are made inside their buffer (`Lens::span`), and the bases point to
+        // buffers of those lengths (`Bases::new`'s contract).
+        unsafe { base.add(s.start) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
+
+    /// A schedule that writes a rank's input — by a receive or by a local step — is refused
+    /// when prepared, before any round runs.
+    #[test]
+    fn writes_to_the_input_are_refused_up_front() {
+        use railyard_schedule::{ScheduleBuilder, Step, Transfer};
+        let spec = CollectiveSpec::new(Collective::AllReduce, 2, 4);
+        let input = Region::new(Buffer::Input, 0..4);
+        let output = Region::new(Buffer::Output, 0..4);
+        let receive = Transfer { from: 0, to: 1, read: input, write: input, op: Op::Copy, shard: None, channel: 0 };
+        let local = LocalOp { rank: 1, read: output, write: input, op: Op::Copy };
+        for (transfers, locals) in [(vec![receive], vec![]), (vec![], vec![local])] {
+            let mut b = ScheduleBuilder::new(spec.clone(), "hand-made", 4);
+            b.phase("bad", vec![Step { transfers, in_network: vec![], local: locals }]);
+            let err = Prepared::new(&b.build().for_rank(1), 1, 4).err().expect("refused");
+            assert!(err.to_string().contains("input buffer"), "{err}");
+        }
+    }
+
+    /// A region past its buffer is refused when prepared, naming the buffer's length.
+    #[test]
+    fn regions_past_their_buffer_are_refused_up_front() {
+        use railyard_schedule::{ScheduleBuilder, Step, Transfer};
+        let spec = CollectiveSpec::new(Collective::AllReduce, 2, 4);
+        let past = Region::new(Buffer::Output, 2..6);
+        let send = Transfer {
+            from: 0,
+            to: 1,
+            read: past,
+            write: Region::new(Buffer::Output, 0..4),
+            op: Op::Copy,
+            shard: None,
+            channel: 0,
+        };
+        let mut b = ScheduleBuilder::new(spec, "hand-made", 4);
+        b.phase("bad", vec![Step { transfers: vec![send], in_network: vec![], local: vec![] }]);
+        let err = Prepared::new(&b.build().for_rank(0), 0, 4).err().expect("refused");
+        assert!(err.to_string().contains("ends past its 16-byte buffer"), "{err}");
+    }
+
+    fn prepared(c: Collective, a: Algorithm, ranks: usize, rank: usize) -> Prepared {
+        let spec = CollectiveSpec::new(c, ranks, 1 << 20);
+        let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
+        let s = generate_compact(a, &spec, &options, 4).expect("generates");
+        Prepared::new(&s.for_rank(rank), rank, 4).expect("prepares")
+    }
+
+    #[test]
+    fn copies_stream_unless_the_call_reads_their_destination_again() {
+        // All-gather copies its own chunk into the output and sends it from the input
+        // (forwarded): nothing reads the copy again.
+        for ranks in [2, 3, 4] {
+            let p = prepared(Collective::AllGather, Algorithm::Ring, ranks, 1);
+            let locals: Vec<_> = p.prologue.iter().chain(&p.epilogue).collect();
+            assert!(!locals.is_empty() && locals.iter().all(|l| l.stream), "all-gather {ranks}");
+        }
+        // Ring all-reduce copies its input into the output and reduces into it.
+        let p = prepared(Collective::AllReduce, Algorithm::Ring, 2, 0);
+        assert!(!p.prologue.is_empty() && p.prologue.iter().all(|l| !l.stream), "{:?}", p.prologue);
+    }
+
+    /// A ring all-reduce of 1 Mi f32 (4 MiB) on 4 ranks: rank 1 sends only to rank 2 and
+    /// receives only from rank 0, a quarter (1 MiB) per round, 2 × 3 rounds.
+    #[test]
+    fn a_rings_steps_are_this_ranks_byte_spans() {
+        let p = prepared(Collective::AllReduce, Algorithm::Ring, 4, 1);
+        assert_eq!(p.rounds.len(), 6);
+        assert_eq!(p.peers, vec![0, 2]);
+        for r in &p.rounds {
+            assert_eq!(r.peers, vec![0, 2]);
+            assert!(r.sends.iter().all(|s| s.to == 2 && s.read.len == 1 << 20 && !s.clash), "{:?}", r.sends);
+            assert!(r.receives.iter().all(|x| x.from == 0 && x.write.len == 1 << 20), "{:?}", r.receives);
+        }
+        let sent: u64 = p.peer_bytes.iter().map(|b| b.sent_bytes).sum();
+        assert_eq!(sent, 6 << 20);
+    }
+}
