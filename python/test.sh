@@ -10,6 +10,8 @@ if ! command -v python3 >/dev/null || ! python3 -c "import venv, ensurepip" 2>/d
 fi
 VENV=target/python-venv
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+# The build backend runs `maturin` by name: the environment's own, not one the machine may lack.
+export PATH="$PWD/$VENV/bin:$PATH"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
 # The tests launch ranks with the CLI; build it if `cargo test` has not.
 [ -x target/debug/railyard ] || [ -x target/release/railyard ] || cargo build -q -p railyard

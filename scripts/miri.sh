@@ -15,4 +15,5 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}"
 cargo +nightly miri test -p railyard-runtime --lib -- \
-    frame:: element:: share:: reduce:: shm::tests::ring_arithmetic_wraps_every_way
+    frame:: element:: share:: reduce:: prepared:: shm::tests::ring_arithmetic_wraps_every_way \
+    shm::tests::peek_shows_whole_runs_and_advance_checks_them

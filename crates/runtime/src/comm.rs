@@ -463,6 +463,15 @@ impl Communicator {
                     ),
                 });
             }
+            // Refused before the call counts (and before the flight recorder sees it).
+            Buffers::InPlace(buf)
+                if layout.input_at as usize * elem + want_in > buf.len()
+                    || layout.output_at as usize * elem + want_out > buf.len() =>
+            {
+                return Err(CommError::BadArgs {
+                    message: format!("{} in place: the layout does not fit the buffer", spec.collective.as_str()),
+                });
+            }
             _ => {}
         }
         let aliasable = prepared.aliasable;
@@ -500,12 +509,8 @@ impl Communicator {
                 output_len: output.len(),
             },
             Buffers::InPlace(buf) => {
+                // Inside `buf` (checked above).
                 let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
-                if in_at + want_in > buf.len() || out_at + want_out > buf.len() {
-                    return Err(CommError::BadArgs {
-                        message: format!("{} in place: the layout does not fit the buffer", spec.collective.as_str()),
-                    });
-                }
                 // Not aliasable includes collectives without an in-place form.
                 if !aliasable {
                     if staging.capacity() < want_in {
@@ -517,7 +522,8 @@ impl Communicator {
                 // Both views come from one pointer: two reborrows of `buf` (one shared, one
                 // mutable) would invalidate each other under Rust's aliasing rules.
                 let base = buf.as_mut_ptr();
-                // SAFETY: `in_at + want_in` and `out_at + want_out` are within `buf` (checked above).
+                // SAFETY: `in_at + want_in` and `out_at + want_out` are within `buf` (checked
+                // before the call counted).
                 let (input, output) = unsafe { (base.add(in_at) as *const u8, base.add(out_at)) };
                 let input = if aliasable { input } else { staging.as_ptr() };
                 Views { input, input_len: want_in, output, output_len: want_out }
@@ -562,7 +568,7 @@ impl Communicator {
         // SAFETY: input and output are the call's buffers of the lengths `prepared` was
         // made for (validated by `run_inner`, asserted above), scratch is `lens.scratch`
         // bytes; all outlive this function.
-        let bases = unsafe { Bases::new(views.input as *mut u8, views.output, scratch.as_mut_ptr()) };
+        let bases = unsafe { Bases::new(views.input as *mut u8, views.output, scratch.as_mut_ptr(), prepared.lens) };
         let mut owned: Vec<Vec<u8>> = Vec::new();
         // Round 0 goes out first when it can: a small call's frame leaves before anything
         // else of the call is done (the flight recorder's entry included), so the peer's

@@ -34,13 +34,19 @@ impl Lens {
     /// A region as a byte span, which must lie inside its buffer (a schedule bug must not
     /// become a wild access).
     fn span(&self, r: &Region, elem: usize) -> Result<Span, CommError> {
-        let (start, len) = (r.offset as usize * elem, r.len as usize * elem);
-        if start + len > self.of(r.buffer) {
-            return Err(CommError::BadArgs {
+        let bytes = |n: u64| usize::try_from(n).ok().and_then(|n| n.checked_mul(elem));
+        let (start, len) = (bytes(r.offset), bytes(r.len));
+        match (start, len) {
+            (Some(start), Some(len)) if self.holds(r.buffer, start, len) => Ok(Span { buffer: r.buffer, start, len }),
+            _ => Err(CommError::BadArgs {
                 message: format!("a schedule region {:?} ends past its {}-byte buffer", r, self.of(r.buffer)),
-            });
+            }),
         }
-        Ok(Span { buffer: r.buffer, start, len })
+    }
+
+    /// Whether bytes `start..start + len` lie inside buffer `b` (without overflow).
+    fn holds(&self, b: Buffer, start: usize, len: usize) -> bool {
+        len <= self.of(b) && start <= self.of(b) - len
     }
 }
 
@@ -195,7 +201,13 @@ impl Prepared {
 }
 
 fn local_step(lens: &Lens, l: &LocalOp, elem: usize, stream: bool) -> Result<LocalStep, CommError> {
-    Ok(LocalStep { read: lens.span(&l.read, elem)?, write: writable_span(lens, &l.write, elem)?, op: l.op, stream })
+    let (read, write) = (lens.span(&l.read, elem)?, writable_span(lens, &l.write, elem)?);
+    if read.len != write.len {
+        return Err(CommError::BadArgs {
+            message: format!("a schedule's local step reads {:?} into {:?}: different lengths", l.read, l.write),
+        });
+    }
+    Ok(LocalStep { read, write, op: l.op, stream })
 }
 
 /// The input is never written (in place it is the caller's only copy): refused when
@@ -215,25 +227,28 @@ pub(crate) struct Bases {
     input: *mut u8,
     output: *mut u8,
     scratch: *mut u8,
+    lens: Lens,
 }
 
 impl Bases {
     /// # Safety
-    /// Each pointer must be valid for its buffer's length in `lens`, the lengths the
-    /// `Prepared` the spans come from was made with, for as long as the bases are used.
-    pub unsafe fn new(input: *mut u8, output: *mut u8, scratch: *mut u8) -> Bases {
-        Bases { input, output, scratch }
+    /// Each pointer must be valid for its buffer's length in `lens` for as long as the
+    /// bases are used.
+    pub unsafe fn new(input: *mut u8, output: *mut u8, scratch: *mut u8, lens: Lens) -> Bases {
+        Bases { input, output, scratch, lens }
     }
 
-    /// The first byte of `s`.
+    /// The first byte of `s`, which must lie inside its buffer (spans from the `Prepared`
+    /// these bases were made for always do; checked all the same: a few compares).
     pub fn at(&self, s: &Span) -> *mut u8 {
+        assert!(self.lens.holds(s.buffer, s.start, s.len), "a span {s:?} outside its buffer");
         let base = match s.buffer {
             Buffer::Input => self.input,
             Buffer::Output => self.output,
             Buffer::Scratch => self.scratch,
         };
-        // SAFETY: spans are made inside their buffer (`Lens::span`), and the bases point to
-        // buffers of those lengths (`Bases::new`'s contract).
+        // SAFETY: `start + len` is within the buffer (asserted), whose pointer is valid for
+        // its length (`Bases::new`'s contract).
         unsafe { base.add(s.start) }
     }
 }
@@ -282,6 +297,32 @@ mod tests {
         assert!(err.to_string().contains("ends past its 16-byte buffer"), "{err}");
     }
 
+    /// A region whose byte offset overflows is refused, not wrapped into range; so is a
+    /// local step between regions of different lengths. A span outside the bases panics.
+    #[test]
+    fn overflowing_regions_and_uneven_local_steps_are_refused() {
+        let lens = Lens { input: 16, output: 16, scratch: 0 };
+        let huge = Region { buffer: Buffer::Output, offset: u64::MAX / 2, len: 2 };
+        assert!(lens.span(&huge, 4).is_err());
+        assert!(lens.span(&Region::new(Buffer::Output, 0..4), 4).is_ok());
+        assert!(lens.span(&Region::new(Buffer::Scratch, 0..1), 4).is_err());
+        let uneven = LocalOp {
+            rank: 0,
+            read: Region::new(Buffer::Input, 0..2),
+            write: Region::new(Buffer::Output, 0..4),
+            op: Op::Copy,
+        };
+        let err = local_step(&lens, &uneven, 4, false).expect_err("refused");
+        assert!(err.to_string().contains("different lengths"), "{err}");
+        let mut buf = [0u8; 16];
+        // SAFETY: every base points to 16 bytes (scratch: none are used).
+        let bases = unsafe { Bases::new(buf.as_mut_ptr(), buf.as_mut_ptr(), buf.as_mut_ptr(), lens) };
+        let inside = Span { buffer: Buffer::Output, start: 12, len: 4 };
+        assert_eq!(bases.at(&inside) as usize, buf.as_ptr() as usize + 12);
+        let outside = Span { buffer: Buffer::Output, start: 13, len: 4 };
+        assert!(std::panic::catch_unwind(|| bases.at(&outside)).is_err());
+    }
+
     fn prepared(c: Collective, a: Algorithm, ranks: usize, rank: usize) -> Prepared {
         let spec = CollectiveSpec::new(c, ranks, 1 << 20);
         let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
@@ -301,6 +342,19 @@ mod tests {
         // Ring all-reduce copies its input into the output and reduces into it.
         let p = prepared(Collective::AllReduce, Algorithm::Ring, 2, 0);
         assert!(!p.prologue.is_empty() && p.prologue.iter().all(|l| !l.stream), "{:?}", p.prologue);
+    }
+
+    /// Recursive doubling sends round 0 from the input, which the prologue does not write:
+    /// round 0 leaves before the prologue's copy on every rank.
+    #[test]
+    fn recursive_doubling_starts_before_its_copy() {
+        for ranks in [2, 4, 8] {
+            for rank in 0..ranks {
+                let p = prepared(Collective::AllReduce, Algorithm::RecursiveDoubling, ranks, rank);
+                assert!(p.early && !p.prologue.is_empty(), "{ranks} ranks, rank {rank}");
+                assert!(p.rounds[0].sends.iter().all(|s| s.read.buffer == Buffer::Input));
+            }
+        }
     }
 
     /// A ring all-reduce of 1 Mi f32 (4 MiB) on 4 ranks: rank 1 sends only to rank 2 and

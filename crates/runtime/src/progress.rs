@@ -173,7 +173,7 @@ impl Lane {
             // no copy of the header, no reduction buffer, one position update.
             if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
                 if f.expect.len as usize <= EAGER_MAX_BYTES && HEADER_BYTES + f.expect.len as usize <= rx.capacity() {
-                    match take_whole(rx, f, peer, dtype, op)? {
+                    match take_whole(rx, f, reduce_buf, peer, dtype, op)? {
                         Whole::Taken => {
                             progressed += HEADER_BYTES + f.expect.len as usize;
                             incoming.pop_front();
@@ -296,46 +296,52 @@ enum Whole {
 }
 
 /// Receive `f` in one go if its whole frame (header and payload) is in the ring and is
-/// the data frame `f` expects. Anything else (an abort, a descriptor, a mismatch, a frame
-/// round the ring's end) is left in the ring for the byte-wise path, which reads and
-/// reports it. A data frame no larger than the ring is always published whole in the end
-/// (the frames before it leave room for it), so a short one is waited for.
+/// the data frame `f` expects. Anything else (a descriptor, a mismatch, a frame round the
+/// ring's end) is left in the ring for the byte-wise path, which reads and reports it. A
+/// data frame no larger than the ring is always published whole in the end (the frames
+/// before it leave room for it), so a short one is waited for.
 ///
 /// The header is compared byte for byte with the expected one: the encoding is one to
-/// one (padding zero), so equal bytes are exactly a header that decodes and passes
-/// `check` (`frame.rs` tests this), and any other goes the byte-wise way to be named.
-fn take_whole(rx: &mut ShmReader, f: &In, peer: usize, dtype: Dtype, op: RedOp) -> Result<Whole, CommError> {
+/// one (padding zero), so equal bytes are a header that decodes and passes `check`
+/// (`frame.rs` tests this), and any other goes the byte-wise way to be named. Everything
+/// is copied out of the ring before use (`Published`): a reduction reads a private copy.
+fn take_whole(
+    rx: &mut ShmReader,
+    f: &In,
+    reduce_buf: &mut Vec<u8>,
+    peer: usize,
+    dtype: Dtype,
+    op: RedOp,
+) -> Result<Whole, CommError> {
     let len = f.expect.len as usize;
     let rx_err = |e| CommError::io(peer, "receive", e);
     let want = f.expect.encode();
-    let body = match rx.peek(HEADER_BYTES + len).map_err(rx_err)? {
-        // As arrays, so the comparison is a few vector compares, not a call.
-        Peek::Bytes(b) if b.first_chunk::<HEADER_BYTES>() == Some(&want) => &b[HEADER_BYTES..],
+    let frame = match rx.peek(HEADER_BYTES + len).map_err(rx_err)? {
+        Peek::Bytes(b) if b.head::<HEADER_BYTES>() == Some(want) => b,
         Peek::Bytes(_) | Peek::Wrapped => return Ok(Whole::Declined),
         // Wait for the rest only when what is there is the expected header (or less):
         // another frame (a descriptor's whole frame may be shorter) is read byte-wise.
         Peek::Short => {
             return Ok(match rx.peek(HEADER_BYTES).map_err(rx_err)? {
-                Peek::Bytes(h) if h.first_chunk::<HEADER_BYTES>() != Some(&want) => Whole::Declined,
+                Peek::Bytes(h) if h.head::<HEADER_BYTES>() != Some(want) => Whole::Declined,
                 Peek::Wrapped => Whole::Declined,
                 Peek::Bytes(_) | Peek::Short => Whole::Short,
             })
         }
     };
-    put(f, body, dtype, op);
+    // SAFETY: the destination lies in this round's output or scratch buffer, `len` bytes
+    // (the expected length), which `execute` keeps alive and no send of the round reads.
+    let dst = unsafe { std::slice::from_raw_parts_mut(f.dst, len) };
+    match f.op {
+        Op::Copy => frame.copy_to(HEADER_BYTES, dst),
+        Op::Reduce => {
+            ensure_len(reduce_buf, len);
+            frame.copy_to(HEADER_BYTES, &mut reduce_buf[..len]);
+            reduce_into(dtype, op, dst, &reduce_buf[..len]);
+        }
+    }
     rx.advance(HEADER_BYTES + len).map_err(rx_err)?;
     Ok(Whole::Taken)
-}
-
-/// Copy or reduce a received payload into `f`'s destination.
-fn put(f: &In, body: &[u8], dtype: Dtype, op: RedOp) {
-    // SAFETY: the destination lies in this round's output or scratch buffer, `body.len()`
-    // bytes (the expected length), which `execute` keeps alive and no send of the round reads.
-    let dst = unsafe { std::slice::from_raw_parts_mut(f.dst, body.len()) };
-    match f.op {
-        Op::Copy => dst.copy_from_slice(body),
-        Op::Reduce => reduce_into(dtype, op, dst, body),
-    }
 }
 
 /// The text of an abort notice whose header was just read (`len` bytes, arriving now:
@@ -460,8 +466,10 @@ fn waiting_for(link: &Link) -> String {
     let mut what = Vec::new();
     for lane in &link.lanes {
         if let Some(f) = lane.incoming.front() {
+            // A small frame is taken whole once it is all there, so "not whole yet" may
+            // mean part of it has arrived.
             let got =
-                if f.header_got < HEADER_BYTES { "nothing of it yet".to_string() } else { format!("{} B in", f.done) };
+                if f.header_got < HEADER_BYTES { "not whole yet".to_string() } else { format!("{} B in", f.done) };
             what.push(format!("a receive of {} B (piece {}; {got})", f.expect.len, f.expect.piece));
         }
         if let Some(f) = lane.out.front() {

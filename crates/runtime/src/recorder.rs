@@ -53,7 +53,8 @@ pub struct CallRecord {
     pub rounds: u32,
     pub round_reached: u32,
     pub peers: Vec<PeerBytes>,
-    /// Seconds since the communicator started.
+    /// Seconds since the communicator started, to the kernel tick (a few ms: the coarse
+    /// clock, `coarse_now_ns`), as is `end_secs`.
     pub start_secs: f64,
     pub end_secs: Option<f64>,
     pub state: CallState,
@@ -176,7 +177,7 @@ impl Recorder {
         }
         let start_ns = coarse_now_ns();
         // Full: the oldest entry's slot takes the new call, keeping its peers when they are
-        // the same (a loop of one call): no reference count touched, nothing freed.
+        // the same (a loop of one call): no reference count touched, nothing allocated.
         if self.calls.len() == self.capacity {
             if let Some(mut e) = self.calls.pop_front() {
                 if !Arc::ptr_eq(&e.peers, peers) {

@@ -83,11 +83,47 @@ pub fn ring_bytes_for(configured: usize, ranks: usize) -> usize {
 /// What `ShmReader::peek` saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peek<'a> {
-    Bytes(&'a [u8]),
+    /// The bytes are published and stay in place until `advance`.
+    Bytes(Published<'a>),
     /// Fewer are published yet.
     Short,
     /// They run round the ring's end.
     Wrapped,
+}
+
+/// Published bytes in the ring, read only by copying: a misbehaving producer could write
+/// them at any time, so no reference into shared memory is handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Published<'a> {
+    at: *const u8,
+    len: usize,
+    /// Borrows the reader, so the bytes cannot outlive the read position's next move.
+    _reader: std::marker::PhantomData<&'a ShmReader>,
+}
+
+impl Published<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first `N` bytes, copied out; None when there are fewer.
+    pub fn head<const N: usize>(&self) -> Option<[u8; N]> {
+        // SAFETY: `N <= len` bytes from `at` lie in the ring's data area (`peek`); read by
+        // value, so a producer writing them meanwhile changes only the copy's contents.
+        (N <= self.len).then(|| unsafe { std::ptr::read_unaligned(self.at as *const [u8; N]) })
+    }
+
+    /// Copy bytes `from..` into `dst` (exactly `dst.len()` of them, which must be there).
+    pub fn copy_to(&self, from: usize, dst: &mut [u8]) {
+        assert!(from <= self.len && dst.len() <= self.len - from, "a copy past the published bytes");
+        // SAFETY: the range lies inside the `len` published bytes (asserted), in the ring's
+        // data area; `dst` is a separate, exclusive buffer of this process.
+        unsafe { std::ptr::copy_nonoverlapping(self.at.add(from), dst.as_mut_ptr(), dst.len()) }
+    }
 }
 
 struct Ring {
@@ -369,10 +405,11 @@ impl ShmReader {
             }
         }
         // SAFETY: `at + len <= capacity` (checked above), so the range lies in the data
-        // area; its bytes were published by the producer (tail, Acquire, validated against
-        // the capacity) and it does not write them again until head moves past them, which
-        // only `advance` does, and it needs `&mut self`, so not while the slice lives.
-        Ok(Peek::Bytes(unsafe { std::slice::from_raw_parts(r.data().add(at), len) }))
+        // area (`Published` reads it only by copying); its bytes were published by the
+        // producer (tail, Acquire, validated against the capacity), which does not write
+        // them again until head moves past them (`advance` needs `&mut self`).
+        let at = unsafe { r.data().add(at) } as *const u8;
+        Ok(Peek::Bytes(Published { at, len, _reader: std::marker::PhantomData }))
     }
 
     /// Move the read position past `len` bytes that `peek` showed.
@@ -437,12 +474,12 @@ impl ShmReader {
         }
     }
 
-    /// The producing process (whose memory single-copy descriptors point into).
     /// The ring's data capacity in bytes.
     pub fn capacity(&self) -> usize {
         self.ring.capacity
     }
 
+    /// The producing process (whose memory single-copy descriptors point into).
     pub fn peer_pid(&self) -> u64 {
         self.peer_pid
     }
@@ -592,6 +629,40 @@ mod tests {
         // A position the peer corrupted is refused.
         w.ring.word(TAIL).store(u64::MAX, Ordering::Release);
         assert!(r.try_read(&mut [0u8; 8]).is_err());
+    }
+
+    /// `peek` shows published bytes in place (copied out only), short when fewer are
+    /// published, wrapped when they run round the end; `advance` moves past them and
+    /// refuses to move past what is published.
+    #[test]
+    fn peek_shows_whole_runs_and_advance_checks_them() {
+        let (mut w, mut r) = anon(MIN_RING_BYTES);
+        assert_eq!(r.peek(8).unwrap(), Peek::Short);
+        assert_eq!(w.try_write_parts(&[&[1, 2, 3], &[4, 5]]).unwrap(), 5);
+        assert_eq!(r.peek(6).unwrap(), Peek::Short);
+        let Peek::Bytes(b) = r.peek(5).unwrap() else { panic!("five bytes are published") };
+        assert_eq!((b.len(), b.head::<3>(), b.head::<6>()), (5, Some([1, 2, 3]), None));
+        let mut tail = [0u8; 2];
+        b.copy_to(3, &mut tail);
+        assert_eq!(tail, [4, 5]);
+        assert!(r.advance(6).is_err(), "past the published bytes");
+        r.advance(5).unwrap();
+        assert_eq!(r.peek(1).unwrap(), Peek::Short);
+        // Fill to 3 bytes before the end: a 5-byte run there wraps, a 3-byte one does not.
+        let pad = vec![9u8; MIN_RING_BYTES - 8];
+        assert_eq!(w.try_write(&pad).unwrap(), pad.len());
+        let Peek::Bytes(b) = r.peek(pad.len()).unwrap() else { panic!("published") };
+        assert_eq!(b.len(), pad.len());
+        r.advance(pad.len()).unwrap();
+        assert_eq!(w.try_write(&[7; 10]).unwrap(), 10);
+        assert_eq!(r.peek(5).unwrap(), Peek::Wrapped);
+        assert!(matches!(r.peek(3).unwrap(), Peek::Bytes(b) if b.head::<3>() == Some([7, 7, 7])));
+        let mut all = [0u8; 10];
+        assert_eq!(r.try_read(&mut all).unwrap(), 10);
+        assert_eq!(all, [7; 10]);
+        // A write position the peer corrupted (beyond the capacity) is refused.
+        w.ring.word(TAIL).store(r.head + MIN_RING_BYTES as u64 + 1, Ordering::Release);
+        assert!(r.peek(1).is_err());
     }
 
     fn ring(name: &str, capacity: usize) -> (ShmWriter, ShmReader) {

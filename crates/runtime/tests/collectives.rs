@@ -525,7 +525,7 @@ fn mixed(r: usize, i: usize) -> f32 {
 
 /// Recursive doubling's partners add the same two values each round, so all ranks end
 /// with the same bits even where float addition's order matters (values of mixed
-/// magnitude), folded ranks (P = 3, 5, 6) included.
+/// magnitude), folded ranks (P = 3, 5, 6) included, in place too.
 #[test]
 fn recursive_doubling_gives_every_rank_the_same_bits() {
     for p in [2usize, 3, 4, 5, 6, 8] {
@@ -539,6 +539,14 @@ fn recursive_doubling_gives_every_rank_the_same_bits() {
             let mut out = vec![0u8; input.len()];
             comm.run(&spec, Some(Algorithm::RecursiveDoubling), &input, &mut out, Dtype::F32, RedOp::Sum)
                 .map_err(|e| e.to_string())?;
+            // In place (round 0 sends the input, which the prologue's copy leaves as it is):
+            // the same bits.
+            let mut buf = input.clone();
+            comm.run_in_place(&spec, Some(Algorithm::RecursiveDoubling), &mut buf, Dtype::F32, RedOp::Sum)
+                .map_err(|e| e.to_string())?;
+            if buf != out {
+                return Err(format!("rank {r}: in place differs from out of place"));
+            }
             Ok(out.chunks_exact(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect())
         });
         let results: Vec<Vec<u32>> = results.into_iter().map(|r| r.unwrap_or_else(|e| panic!("P={p}: {e}"))).collect();
