@@ -441,6 +441,8 @@ impl Communicator {
         let in_place = matches!(buffers, Buffers::InPlace(_));
         let layout = prepared.layout;
         let want_in_place = layout.len as usize * elem;
+        // Where input and output lie in an in-place buffer.
+        let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
         match &buffers {
             Buffers::Separate { input, output } if input.len() != want_in || output.len() != want_out => {
                 return Err(CommError::BadArgs {
@@ -464,10 +466,7 @@ impl Communicator {
                 });
             }
             // Refused before the call counts (and before the flight recorder sees it).
-            Buffers::InPlace(buf)
-                if layout.input_at as usize * elem + want_in > buf.len()
-                    || layout.output_at as usize * elem + want_out > buf.len() =>
-            {
+            Buffers::InPlace(buf) if in_at + want_in > buf.len() || out_at + want_out > buf.len() => {
                 return Err(CommError::BadArgs {
                     message: format!("{} in place: the layout does not fit the buffer", spec.collective.as_str()),
                 });
@@ -509,8 +508,6 @@ impl Communicator {
                 output_len: output.len(),
             },
             Buffers::InPlace(buf) => {
-                // Inside `buf` (checked above).
-                let (in_at, out_at) = (layout.input_at as usize * elem, layout.output_at as usize * elem);
                 // Not aliasable includes collectives without an in-place form.
                 if !aliasable {
                     if staging.capacity() < want_in {

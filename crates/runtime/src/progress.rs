@@ -169,8 +169,8 @@ impl Lane {
         let Lane { io, incoming, reduce_buf, .. } = self;
         let rx_err = |e| CommError::io(peer, "receive", e);
         while let Some(f) = incoming.front_mut() {
-            // A small data frame that has arrived whole is taken straight from the ring:
-            // no copy of the header, no reduction buffer, one position update.
+            // A small data frame that has arrived whole is taken from the ring in one go:
+            // its header compared in place of decoding it, one position update.
             if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
                 if f.expect.len as usize <= EAGER_MAX_BYTES && HEADER_BYTES + f.expect.len as usize <= rx.capacity() {
                     match take_whole(rx, f, reduce_buf, peer, dtype, op)? {

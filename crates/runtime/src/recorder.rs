@@ -175,33 +175,20 @@ impl Recorder {
         if self.capacity == 0 {
             return;
         }
-        let start_ns = coarse_now_ns();
-        // Full: the oldest entry's slot takes the new call, keeping its peers when they are
-        // the same (a loop of one call): no reference count touched, nothing allocated.
-        if self.calls.len() == self.capacity {
-            if let Some(mut e) = self.calls.pop_front() {
-                if !Arc::ptr_eq(&e.peers, peers) {
-                    e.peers = Arc::clone(peers);
-                }
-                e.seq = seq;
-                e.sig = sig;
-                e.rounds = rounds as u32;
-                e.round_reached = 0;
-                e.start_ns = start_ns;
-                e.end_ns = None;
-                e.state = CallState::Running;
-                e.error = None;
-                self.calls.push_back(e);
-                return;
-            }
-        }
+        // Full: the oldest entry goes. Its peers are kept when they are the same (a loop of
+        // one call), so no reference count is touched.
+        let oldest = if self.calls.len() == self.capacity { self.calls.pop_front() } else { None };
+        let peers = match oldest {
+            Some(e) if Arc::ptr_eq(&e.peers, peers) => e.peers,
+            _ => Arc::clone(peers),
+        };
         self.calls.push_back(Entry {
             seq,
             sig,
             rounds: rounds as u32,
             round_reached: 0,
-            peers: Arc::clone(peers),
-            start_ns,
+            peers,
+            start_ns: coarse_now_ns(),
             end_ns: None,
             state: CallState::Running,
             error: None,

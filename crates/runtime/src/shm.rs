@@ -363,14 +363,8 @@ impl ShmWriter {
 impl ShmReader {
     /// Copy up to `buf.len()` published bytes out of the ring, without waiting; the bytes read.
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = &self.ring;
-        let head = self.head;
-        let mut available = r.used(head, self.tail_seen)?;
-        if available < buf.len() {
-            self.tail_seen = r.word(TAIL).load(Ordering::Acquire);
-            available = r.used(head, self.tail_seen)?;
-        }
-        let n = available.min(buf.len());
+        let n = self.published(buf.len())?.min(buf.len());
+        let (r, head) = (&self.ring, self.head);
         if n == 0 {
             return Ok(0);
         }
@@ -388,22 +382,29 @@ impl ShmReader {
         Ok(n)
     }
 
+    /// Bytes published past the read position: as last seen, or read again from the
+    /// producer's position (validated) when that is fewer than `want`.
+    fn published(&mut self, want: usize) -> io::Result<usize> {
+        let available = self.ring.used(self.head, self.tail_seen)?;
+        if available >= want {
+            return Ok(available);
+        }
+        self.tail_seen = self.ring.word(TAIL).load(Ordering::Acquire);
+        self.ring.used(self.head, self.tail_seen)
+    }
+
     /// The `len` published bytes at the read position, if they lie contiguous there:
     /// `Short` when fewer are published, `Wrapped` when they run round the ring's end.
     /// They stay unread until `advance`.
     pub fn peek(&mut self, len: usize) -> io::Result<Peek<'_>> {
-        let r = &self.ring;
-        let head = self.head;
-        let at = (head as usize) & (r.capacity - 1);
-        if len > r.capacity - at {
+        let at = (self.head as usize) & (self.ring.capacity - 1);
+        if len > self.ring.capacity - at {
             return Ok(Peek::Wrapped);
         }
-        if r.used(head, self.tail_seen)? < len {
-            self.tail_seen = r.word(TAIL).load(Ordering::Acquire);
-            if r.used(head, self.tail_seen)? < len {
-                return Ok(Peek::Short);
-            }
+        if self.published(len)? < len {
+            return Ok(Peek::Short);
         }
+        let r = &self.ring;
         // SAFETY: `at + len <= capacity` (checked above), so the range lies in the data
         // area (`Published` reads it only by copying); its bytes were published by the
         // producer (tail, Acquire, validated against the capacity), which does not write
