@@ -334,17 +334,19 @@ impl Communicator {
     /// The algorithm, this rank's prepared schedule and the call's signature for `spec`:
     /// the last call's when this one is the same (a training loop's repeated call skips the
     /// tuner, the option building and the cache's hashing), else looked up or generated.
+    /// Handed out by move and put back by `run_inner`, so a repeated call touches no
+    /// reference count (a locked instruction, which waits for the frame just written).
     fn prepare(
         &mut self,
         spec: &CollectiveSpec,
         algorithm: Option<Algorithm>,
         dtype: Dtype,
         op: RedOp,
-    ) -> Result<(Algorithm, Arc<Prepared>, CallSig), CommError> {
-        if let Some(l) = &self.last_call {
-            if l.spec == *spec && l.asked == algorithm && l.dtype == dtype && l.op == op {
-                return Ok((l.algorithm, Arc::clone(&l.prepared), l.sig));
-            }
+    ) -> Result<LastCall, CommError> {
+        if let Some(l) =
+            self.last_call.take_if(|l| l.spec == *spec && l.asked == algorithm && l.dtype == dtype && l.op == op)
+        {
+            return Ok(l);
         }
         let elem = dtype.size_bytes() as usize;
         let algorithm_asked = algorithm;
@@ -410,16 +412,7 @@ impl Communicator {
             }
         };
         let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm);
-        self.last_call = Some(LastCall {
-            spec: spec.clone(),
-            asked: algorithm_asked,
-            dtype,
-            op,
-            algorithm,
-            prepared: Arc::clone(&prepared),
-            sig,
-        });
-        Ok((algorithm, prepared, sig))
+        Ok(LastCall { spec: spec.clone(), asked: algorithm_asked, dtype, op, algorithm, prepared, sig })
     }
 
     fn run_inner(
@@ -435,8 +428,23 @@ impl Communicator {
                 message: format!("the call names {} ranks, the communicator has {}", spec.ranks, self.size),
             });
         }
+        let last = self.prepare(spec, algorithm, dtype, op)?;
+        let result = self.run_prepared(spec, &last, buffers, dtype, op);
+        self.last_call = Some(last);
+        result
+    }
+
+    /// One call with its preparation (`prepare`).
+    fn run_prepared(
+        &mut self,
+        spec: &CollectiveSpec,
+        last: &LastCall,
+        buffers: Buffers,
+        dtype: Dtype,
+        op: RedOp,
+    ) -> Result<(), CommError> {
         let elem = dtype.size_bytes() as usize;
-        let (algorithm, prepared, sig) = self.prepare(spec, algorithm, dtype, op)?;
+        let (algorithm, prepared, sig) = (last.algorithm, &*last.prepared, last.sig);
         let (want_in, want_out) = (prepared.lens.input, prepared.lens.output);
         let in_place = matches!(buffers, Buffers::InPlace(_));
         let layout = prepared.layout;
@@ -526,7 +534,7 @@ impl Communicator {
                 Views { input, input_len: want_in, output, output_len: want_out }
             }
         };
-        let result = self.execute(&prepared, sig, views, dtype, op);
+        let result = self.execute(prepared, sig, views, dtype, op);
         // Whatever way the call ended, no frame may stay queued: the queues hold raw
         // pointers into this call's buffers (see `Lane`'s Send).
         if result.is_err() {
