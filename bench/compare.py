@@ -18,7 +18,7 @@ large-message target.
 
 Peers come from ../shared/bench/peers (install: openmpi-bin, pip mpi4py numpy torch).
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, hashlib, json, os, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -43,21 +43,37 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
               "alltoall": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
 
 
+# mpi_coll.c mallocs its two buffers and memsets them to zero; at -O2 the compiler turns
+# that pair into calloc, so the pages are never touched and the send buffer of every
+# collective that only reads it (all of them but broadcast's non-roots) is the kernel's one
+# shared zero page: a 2 MiB all-gather then ran in 340 us instead of 490 (its single-copy
+# read hits one cached page). Ours sends from memory it wrote. With malloc not treated as
+# the builtin (gcc and clang both), the memset the source asks for stays.
+MPI_COLL_FLAGS = ["-O2", "-fno-builtin-malloc"]
+
+
 def mpi_coll_exe():
-    """mpi_coll.c built so that its buffers are real memory. It mallocs them and memsets
-    them to zero, which GCC at -O2 turns into calloc: the pages are never touched, so the
-    send buffer of every collective that only reads it (all of them but broadcast's
-    non-roots) is the kernel's one shared zero page, and a 2 MiB all-gather then ran in
-    340 us instead of 490 (its single-copy read hits one cached page). Ours sends from
-    touched memory; -fno-optimize-strlen keeps the memset the source asks for."""
-    exe = os.path.join(tempfile.gettempdir(), "railyard-mpi-coll-touched")
-    if not os.path.exists(exe):
-        subprocess.run(["mpicc", "-O2", "-fno-optimize-strlen", "-o", exe, os.path.join(PEERS, "mpi_coll.c")],
-                       check=True, capture_output=True)
-        imports = subprocess.run(["nm", "-u", exe], check=True, capture_output=True, text=True).stdout
-        if "calloc" in imports:
-            os.unlink(exe)
-            sys.exit("mpi_coll.c still compiles to calloc (untouched zero pages): not a fair peer")
+    """mpi_coll.c built with MPI_COLL_FLAGS into target/, keyed by its source, the flags
+    and the MPI version, and checked not to import calloc before it is used."""
+    src = os.path.join(PEERS, "mpi_coll.c")
+    with open(src, "rb") as f:
+        key = f.read() + " ".join(MPI_COLL_FLAGS).encode()
+    key += subprocess.run(["mpicc", "--showme:version"], capture_output=True, text=True).stdout.encode()
+    out_dir = os.path.join(ROOT, "target", "peers")
+    os.makedirs(out_dir, exist_ok=True)
+    exe = os.path.join(out_dir, "mpi-coll-" + hashlib.sha256(key).hexdigest()[:16])
+    if os.path.exists(exe):
+        return exe
+    tmp = f"{exe}.{os.getpid()}"
+    built = subprocess.run(["mpicc", *MPI_COLL_FLAGS, "-o", tmp, src], capture_output=True, text=True)
+    if built.returncode != 0:
+        sys.exit(f"mpicc {' '.join(MPI_COLL_FLAGS)} {src} failed:\n{built.stderr}")
+    imports = subprocess.run(["nm", "-u", tmp], capture_output=True, text=True)
+    if imports.returncode != 0 or "calloc" in imports.stdout:
+        os.unlink(tmp)
+        sys.exit("cannot use mpi_coll.c as built: " + ("`nm -u` failed (binutils needed)" if imports.returncode
+                 else "it imports calloc, so its buffers would stay the untouched zero page"))
+    os.replace(tmp, exe)
     return exe
 
 
@@ -117,9 +133,14 @@ def peer(kind, op, n, max_b, iters, warmup):
 
 def memcpy_gbps():
     """One thread, 64 MiB, median GB/s from the peers' memcpy_bw.c table."""
-    exe = os.path.join(tempfile.gettempdir(), "railyard-memcpy-bw")
+    src = os.path.join(PEERS, "memcpy_bw.c")
+    with open(src, "rb") as f:
+        exe = os.path.join(ROOT, "target", "peers", "memcpy-bw-" + hashlib.sha256(f.read()).hexdigest()[:16])
     if not os.path.exists(exe):
-        subprocess.run(["gcc", "-O2", "-o", exe, os.path.join(PEERS, "memcpy_bw.c"), "-lpthread"], check=True, capture_output=True)
+        os.makedirs(os.path.dirname(exe), exist_ok=True)
+        tmp = f"{exe}.{os.getpid()}"
+        subprocess.run(["gcc", "-O2", "-o", tmp, src, "-lpthread"], check=True, capture_output=True)
+        os.replace(tmp, exe)
     out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         cols = [c.strip() for c in line.strip().strip("|").split("|")]

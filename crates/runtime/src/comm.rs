@@ -335,7 +335,7 @@ impl Communicator {
     /// the last call's when this one is the same (a training loop's repeated call skips the
     /// tuner, the option building and the cache's hashing), else looked up or generated.
     /// Handed out by move and put back by `run_inner`, so a repeated call touches no
-    /// reference count (a locked instruction, which waits for the frame just written).
+    /// reference count (each touch is a locked instruction).
     fn prepare(
         &mut self,
         spec: &CollectiveSpec,
@@ -571,7 +571,7 @@ impl Communicator {
             self.calls_with[peer] += 1;
         }
         // SAFETY: input and output are the call's buffers of the lengths `prepared` was
-        // made for (validated by `run_inner`, asserted above), scratch is `lens.scratch`
+        // made for (validated by `run_prepared`, asserted above), scratch is `lens.scratch`
         // bytes; all outlive this function.
         let bases = unsafe { Bases::new(views.input as *mut u8, views.output, scratch.as_mut_ptr(), prepared.lens) };
         let mut owned: Vec<Vec<u8>> = Vec::new();

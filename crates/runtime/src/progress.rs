@@ -100,7 +100,7 @@ pub struct Lane {
 
 // SAFETY: the raw pointers in the queues are only set during one `Communicator` call,
 // which borrows the buffers they point into; every way out of a call leaves the queues
-// empty (a finished round drains them; on any error `Communicator::run_inner` calls
+// empty (a finished round drains them; on any error `Communicator::run_prepared` calls
 // `clear_all`, and asserts `all_idle` in debug builds), so a Lane moved to another thread
 // between calls holds no pointer.
 unsafe impl Send for Lane {}
