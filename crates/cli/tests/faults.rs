@@ -9,7 +9,7 @@ fn killing_a_rank_mid_all_reduce_fails_the_others_in_time() {
     let exe = env!("CARGO_BIN_EXE_railyard");
     let timeout_secs = 3u64;
     for attempt in 0..20 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let port = railyard_runtime::loopback_rendezvous_addr().unwrap();
         let id = format!("{port}#{:032x}", 0x1234_5678_9abc_def0u128 + attempt as u128);
         let mut ranks: Vec<_> = (0..3)
             .map(|rank| {

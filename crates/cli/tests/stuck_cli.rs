@@ -115,7 +115,7 @@ fn triage_names_the_first_call_where_ranks_disagree() {
     let _ = std::fs::remove_dir_all(&dir);
     let config =
         Config { timeout: Duration::from_secs(20), dump_dir: Some(dir.clone()), trace_buffer: 8, ..Config::default() };
-    let id = UniqueId::new(std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()).unwrap();
+    let id = UniqueId::new(railyard_runtime::loopback_rendezvous_addr().unwrap()).unwrap();
     let ranks: Vec<_> = (0..2)
         .map(|r| {
             let (id, config) = (id.clone(), config.clone());

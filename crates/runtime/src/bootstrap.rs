@@ -23,6 +23,36 @@ pub struct UniqueId {
     pub secret: u128,
 }
 
+/// An address on this machine's loopback for rank 0 of a local job to listen at: a port
+/// found free, below the kernel's ephemeral range. The port is free when checked and rank
+/// 0 binds it a moment later; the other ranks' listeners (bound to port 0) and every
+/// outgoing connection draw ports from the ephemeral range, and one of them once took the
+/// port in between (rank 0 failed with "Address already in use"). Ports below the range
+/// are only handed out on request.
+pub fn loopback_rendezvous_addr() -> std::io::Result<SocketAddr> {
+    const TRIES: u64 = 64;
+    let low = ephemeral_ports_from().unwrap_or(32768);
+    let from = low.saturating_sub(12_768).max(1024);
+    if low > from {
+        // Where to start looking: differs between jobs started together.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let seed = (u64::from(std::process::id()) << 32) ^ u64::from(nanos);
+        for i in 0..TRIES {
+            let port = from + seed.wrapping_add(i.wrapping_mul(7919)) % (low - from);
+            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+                return l.local_addr();
+            }
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+/// The first port of the kernel's ephemeral range (Linux).
+fn ephemeral_ports_from() -> Option<u64> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
 impl UniqueId {
     /// A fresh secret for `addr`.
     pub fn new(addr: SocketAddr) -> Result<UniqueId, CommError> {
@@ -270,4 +300,23 @@ fn local_ip_towards(to: SocketAddr) -> std::net::IpAddr {
     .and_then(|u| u.connect(to).and_then(|_| u.local_addr()))
     .map(|a| a.ip())
     .unwrap_or(if to.is_ipv4() { [0, 0, 0, 0].into() } else { std::net::Ipv6Addr::UNSPECIFIED.into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rank 0's port lies below the kernel's ephemeral range (which the other ranks'
+    /// listeners and every outgoing connection draw from) and is free to bind.
+    #[test]
+    fn rank0_gets_a_free_port_outside_the_ephemeral_range() {
+        let low = ephemeral_ports_from().unwrap_or(32768);
+        let addr = loopback_rendezvous_addr().unwrap();
+        assert!(addr.ip().is_loopback());
+        assert!((1024..low).contains(&u64::from(addr.port())), "port {} not below {low}", addr.port());
+        // Listeners on port 0 take ports of the ephemeral range, never this one.
+        let others: Vec<_> = (0..32).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+        assert!(others.iter().all(|l| u64::from(l.local_addr().unwrap().port()) >= low));
+        assert!(std::net::TcpListener::bind(addr).is_ok(), "{addr} is free");
+    }
 }

@@ -32,7 +32,7 @@ pub mod shm;
 pub mod stuck;
 pub mod tuner;
 
-pub use bootstrap::UniqueId;
+pub use bootstrap::{loopback_rendezvous_addr, UniqueId};
 pub use comm::{default_algorithm, Communicator};
 pub use config::Config;
 pub use element::Element;

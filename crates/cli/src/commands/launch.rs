@@ -118,7 +118,7 @@ const MAX_CAPTURED_BYTES: u64 = 16 << 20;
 /// Start the ranks, manage them until all have ended, and say how it went.
 pub fn run_job(job: &Job) -> Result<Outcome> {
     let np = job.np;
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let addr = railyard_runtime::loopback_rendezvous_addr()?;
     let id = UniqueId::new(addr)?;
     forward_signals();
     let parent = std::process::id();

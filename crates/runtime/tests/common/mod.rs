@@ -1,12 +1,11 @@
 //! Helpers shared by the runtime's integration tests.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
 use railyard_runtime::{CommError, Communicator, Config, UniqueId};
 
 pub fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    railyard_runtime::loopback_rendezvous_addr().unwrap()
 }
 
 /// Run `f` on `p` ranks (threads), each with its own communicator.
