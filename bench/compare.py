@@ -52,29 +52,41 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
 MPI_COLL_FLAGS = ["-O2", "-fno-builtin-malloc"]
 
 
-def mpi_coll_exe():
-    """mpi_coll.c built with MPI_COLL_FLAGS into target/, keyed by its source, the flags
-    and the MPI version, and checked not to import calloc before it is used."""
-    src = os.path.join(PEERS, "mpi_coll.c")
+def build_peer(name, src_name, compiler, flags, check=None, key_extra=""):
+    """One of the peers' C programs, built into target/peers/ under a name keyed by its
+    source, the command and `key_extra`; built under a temporary name and kept only once
+    `check(path)` (which exits with the reason when the build is unusable) has passed."""
+    src = os.path.join(PEERS, src_name)
     with open(src, "rb") as f:
-        key = f.read() + " ".join(MPI_COLL_FLAGS).encode()
-    key += subprocess.run(["mpicc", "--showme:version"], capture_output=True, text=True).stdout.encode()
-    out_dir = os.path.join(ROOT, "target", "peers")
-    os.makedirs(out_dir, exist_ok=True)
-    exe = os.path.join(out_dir, "mpi-coll-" + hashlib.sha256(key).hexdigest()[:16])
+        key = f.read() + " ".join([compiler, *flags, key_extra]).encode()
+    exe = os.path.join(ROOT, "target", "peers", f"{name}-{hashlib.sha256(key).hexdigest()[:16]}")
     if os.path.exists(exe):
         return exe
+    os.makedirs(os.path.dirname(exe), exist_ok=True)
     tmp = f"{exe}.{os.getpid()}"
-    built = subprocess.run(["mpicc", *MPI_COLL_FLAGS, "-o", tmp, src], capture_output=True, text=True)
+    built = subprocess.run([compiler, "-o", tmp, src, *flags], capture_output=True, text=True)
     if built.returncode != 0:
-        sys.exit(f"mpicc {' '.join(MPI_COLL_FLAGS)} {src} failed:\n{built.stderr}")
-    imports = subprocess.run(["nm", "-u", tmp], capture_output=True, text=True)
-    if imports.returncode != 0 or "calloc" in imports.stdout:
-        os.unlink(tmp)
-        sys.exit("cannot use mpi_coll.c as built: " + ("`nm -u` failed (binutils needed)" if imports.returncode
-                 else "it imports calloc, so its buffers would stay the untouched zero page"))
+        sys.exit(f"{compiler} {src} {' '.join(flags)} failed:\n{built.stderr}")
+    if check:
+        check(tmp)
     os.replace(tmp, exe)
     return exe
+
+
+def refuse_calloc(path):
+    """Exit unless the program at `path` is known not to import calloc."""
+    imports = subprocess.run(["nm", "-u", path], capture_output=True, text=True)
+    if imports.returncode != 0 or "calloc" in imports.stdout:
+        os.unlink(path)
+        sys.exit("cannot use mpi_coll.c as built: " + ("`nm -u` failed (binutils needed)" if imports.returncode
+                 else "it imports calloc, so its buffers would stay the untouched zero page"))
+
+
+def mpi_coll_exe():
+    """mpi_coll.c built with MPI_COLL_FLAGS, keyed also by the MPI version, and checked not
+    to import calloc before it is used."""
+    version = subprocess.run(["mpicc", "--showme:version"], capture_output=True, text=True).stdout
+    return build_peer("mpi-coll", "mpi_coll.c", "mpicc", MPI_COLL_FLAGS, check=refuse_calloc, key_extra=version)
 
 
 def ours(op, n, max_b, iters, warmup, in_place):
@@ -133,14 +145,7 @@ def peer(kind, op, n, max_b, iters, warmup):
 
 def memcpy_gbps():
     """One thread, 64 MiB, median GB/s from the peers' memcpy_bw.c table."""
-    src = os.path.join(PEERS, "memcpy_bw.c")
-    with open(src, "rb") as f:
-        exe = os.path.join(ROOT, "target", "peers", "memcpy-bw-" + hashlib.sha256(f.read()).hexdigest()[:16])
-    if not os.path.exists(exe):
-        os.makedirs(os.path.dirname(exe), exist_ok=True)
-        tmp = f"{exe}.{os.getpid()}"
-        subprocess.run(["gcc", "-O2", "-o", tmp, src, "-lpthread"], check=True, capture_output=True)
-        os.replace(tmp, exe)
+    exe = build_peer("memcpy-bw", "memcpy_bw.c", "gcc", ["-O2", "-lpthread"])
     out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         cols = [c.strip() for c in line.strip().strip("|").split("|")]

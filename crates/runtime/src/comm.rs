@@ -429,22 +429,16 @@ impl Communicator {
             });
         }
         let last = self.prepare(spec, algorithm, dtype, op)?;
-        let result = self.run_prepared(spec, &last, buffers, dtype, op);
+        let result = self.run_prepared(&last, buffers);
         self.last_call = Some(last);
         result
     }
 
-    /// One call with its preparation (`prepare`).
-    fn run_prepared(
-        &mut self,
-        spec: &CollectiveSpec,
-        last: &LastCall,
-        buffers: Buffers,
-        dtype: Dtype,
-        op: RedOp,
-    ) -> Result<(), CommError> {
-        let elem = dtype.size_bytes() as usize;
+    /// One call with its preparation (`prepare`), which holds the call's spec, dtype and op.
+    fn run_prepared(&mut self, last: &LastCall, buffers: Buffers) -> Result<(), CommError> {
+        let (spec, dtype, op) = (&last.spec, last.dtype, last.op);
         let (algorithm, prepared, sig) = (last.algorithm, &*last.prepared, last.sig);
+        let elem = dtype.size_bytes() as usize;
         let (want_in, want_out) = (prepared.lens.input, prepared.lens.output);
         let in_place = matches!(buffers, Buffers::InPlace(_));
         let layout = prepared.layout;
