@@ -80,25 +80,29 @@ fn zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-/// Ranks killed while they set up their shared-memory rings leave no file behind: the
-/// launcher sweeps the job's files when it ends.
+/// Ranks killed while they set up their shared-memory rings (or just after) leave no file
+/// behind: the launcher sweeps the job's files when it ends. The job asks for more calls
+/// than it can finish, so it ends only because of the kill (with 10 calls, a fast machine
+/// finished the whole job inside 150 ms and exited 0 before the kill).
 #[test]
 fn ranks_killed_during_setup_leave_no_ring_files() {
     let _one = SHM.lock().unwrap_or_else(|e| e.into_inner());
     let before = ring_files();
     for delay_ms in [30, 80, 150] {
-        let perf = Command::new(env!("CARGO_BIN_EXE_railyard"))
-            .args(["perf", "all_reduce", "--np", "8", "-b", "8", "-e", "8", "-n", "10", "-c", "0"])
+        let mut perf = Command::new(env!("CARGO_BIN_EXE_railyard"))
+            .args(["perf", "all_reduce", "--np", "8", "-b", "8", "-e", "8", "-n", "100000000", "-c", "0"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let victim = rank_pid(perf.id(), 3, 8);
+        let Some(victim) = rank_pid(perf.id(), 3, 8) else {
+            let _ = perf.kill();
+            let _ = perf.wait();
+            panic!("perf did not start its 8 ranks within 20 s");
+        };
         std::thread::sleep(Duration::from_millis(delay_ms));
-        if let Some(v) = victim {
-            // SAFETY: killing a process this test started (perf's rank 3).
-            unsafe { libc::kill(v, libc::SIGKILL) };
-        }
+        // SAFETY: killing a process this test started (perf's rank 3).
+        unsafe { libc::kill(victim, libc::SIGKILL) };
         let out = perf.wait_with_output().unwrap();
         assert_ne!(out.status.code(), Some(0), "killed at {delay_ms} ms");
         assert_eq!(ring_files(), before, "ring files left after a kill at {delay_ms} ms");
