@@ -63,8 +63,9 @@ pub struct Communicator {
     recorder: Recorder,
     /// The algorithm the last call ran.
     last_algorithm: Option<Algorithm>,
-    /// The last call's preparation, reused when the next call is the same.
-    last_call: Option<LastCall>,
+    /// The last call's preparation, reused when the next call is the same (boxed: it is
+    /// moved out and back on every call, and a pointer is cheaper to move than the struct).
+    last_call: Option<Box<LastCall>>,
 }
 
 /// What `Communicator::prepare` worked out for the last call.
@@ -342,7 +343,7 @@ impl Communicator {
         algorithm: Option<Algorithm>,
         dtype: Dtype,
         op: RedOp,
-    ) -> Result<LastCall, CommError> {
+    ) -> Result<Box<LastCall>, CommError> {
         if let Some(l) =
             self.last_call.take_if(|l| l.spec == *spec && l.asked == algorithm && l.dtype == dtype && l.op == op)
         {
@@ -412,7 +413,7 @@ impl Communicator {
             }
         };
         let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm);
-        Ok(LastCall { spec: spec.clone(), asked: algorithm_asked, dtype, op, algorithm, prepared, sig })
+        Ok(Box::new(LastCall { spec: spec.clone(), asked: algorithm_asked, dtype, op, algorithm, prepared, sig }))
     }
 
     fn run_inner(

@@ -676,6 +676,15 @@ fn publish_wait(links: &[Option<Link>], status: Option<WaitStatus>) {
     }
 }
 
+/// Publish every shared-memory lane's read position.
+fn release_all(links: &mut [Option<Link>]) {
+    for lane in links.iter_mut().flatten().flat_map(|l| &mut l.lanes) {
+        if let LaneIo::Shm { rx, .. } = &mut lane.io {
+            rx.release();
+        }
+    }
+}
+
 /// The first peer with work pending (the one a wait is on).
 fn first_busy(links: &[Option<Link>]) -> Option<usize> {
     links.iter().enumerate().find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(Lane::busy)).map(|_| peer))
@@ -716,6 +725,10 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
             sleeps = 0;
             since = None;
             continue;
+        }
+        if waits == 0 {
+            // About to wait: what this rank has read is published first (`ShmReader::release`).
+            release_all(links);
         }
         waits = waits.saturating_add(1);
         if waits <= idle.spins {

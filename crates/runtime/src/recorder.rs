@@ -6,7 +6,6 @@
 //! who is behind, where ranks first disagree and which step they wait on. PyTorch's
 //! Flight Recorder does the same for NCCL; here the records know the schedule's rounds.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -141,10 +140,13 @@ impl Entry {
     }
 }
 
-/// A communicator's last calls.
+/// A communicator's last calls: a ring of `capacity` slots, overwritten in place once
+/// full (a call costs no allocation, no move of an entry and no reference count).
 pub struct Recorder {
     capacity: usize,
-    calls: VecDeque<Entry>,
+    calls: Vec<Entry>,
+    /// The slot of the newest call (meaningless while `calls` is empty).
+    newest: usize,
     /// `coarse_now_ns` when the communicator started.
     started_ns: u64,
 }
@@ -163,7 +165,7 @@ fn coarse_now_ns() -> u64 {
 impl Recorder {
     pub fn new(capacity: usize) -> Recorder {
         let capacity = capacity.min(MAX_TRACE_CALLS);
-        Recorder { capacity, calls: VecDeque::with_capacity(capacity), started_ns: coarse_now_ns() }
+        Recorder { capacity, calls: Vec::with_capacity(capacity), newest: 0, started_ns: coarse_now_ns() }
     }
 
     pub fn enabled(&self) -> bool {
@@ -175,36 +177,57 @@ impl Recorder {
         if self.capacity == 0 {
             return;
         }
-        // Full: the oldest entry goes. Its peers are kept when they are the same (a loop of
-        // one call), so no reference count is touched.
-        let oldest = if self.calls.len() == self.capacity { self.calls.pop_front() } else { None };
-        let peers = match oldest {
-            Some(e) if Arc::ptr_eq(&e.peers, peers) => e.peers,
-            _ => Arc::clone(peers),
-        };
-        self.calls.push_back(Entry {
-            seq,
-            sig,
-            rounds: rounds as u32,
-            round_reached: 0,
-            peers,
-            start_ns: coarse_now_ns(),
-            end_ns: None,
-            state: CallState::Running,
-            error: None,
-        });
+        let start_ns = coarse_now_ns();
+        if self.calls.len() < self.capacity {
+            self.newest = self.calls.len();
+            self.calls.push(Entry {
+                seq,
+                sig,
+                rounds: rounds as u32,
+                round_reached: 0,
+                peers: Arc::clone(peers),
+                start_ns,
+                end_ns: None,
+                state: CallState::Running,
+                error: None,
+            });
+            return;
+        }
+        // Full: the oldest slot (the one after the newest) is overwritten. Its peers stay
+        // when they are the same (a loop of one call): no reference count is touched.
+        self.newest = if self.newest + 1 == self.capacity { 0 } else { self.newest + 1 };
+        let e = &mut self.calls[self.newest];
+        if !Arc::ptr_eq(&e.peers, peers) {
+            e.peers = Arc::clone(peers);
+        }
+        (e.seq, e.sig, e.rounds, e.round_reached) = (seq, sig, rounds as u32, 0);
+        (e.start_ns, e.end_ns, e.state) = (start_ns, None, CallState::Running);
+        if e.error.is_some() {
+            e.error = None;
+        }
+    }
+
+    /// Oldest first.
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        // Until full, slot order is call order; once full, the oldest follows the newest.
+        let split = if self.calls.len() < self.capacity { 0 } else { self.newest + 1 };
+        self.calls[split..].iter().chain(&self.calls[..split])
+    }
+
+    fn newest_mut(&mut self) -> Option<&mut Entry> {
+        self.calls.get_mut(self.newest)
     }
 
     /// The current call reached round `index` (from 0).
     pub fn reached(&mut self, index: usize) {
-        if let Some(c) = self.calls.back_mut() {
+        if let Some(c) = self.newest_mut() {
             c.round_reached = index as u32 + 1;
         }
     }
 
     /// The current call ended.
     pub fn end(&mut self, error: Option<&str>) {
-        if let Some(c) = self.calls.back_mut().filter(|c| c.state == CallState::Running) {
+        if let Some(c) = self.newest_mut().filter(|c| c.state == CallState::Running) {
             c.end_ns = Some(coarse_now_ns());
             match error {
                 None => {
@@ -220,7 +243,7 @@ impl Recorder {
     }
 
     pub fn last(&self) -> Option<CallRecord> {
-        self.calls.back().map(|e| e.record(self.started_ns))
+        self.calls.get(self.newest).map(|e| e.record(self.started_ns))
     }
 
     pub fn dump(&self, rank: usize, size: usize, reason: &str) -> Dump {
@@ -232,7 +255,7 @@ impl Recorder {
             reason: reason.to_string(),
             unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
             at_secs: coarse_now_ns().saturating_sub(self.started_ns) as f64 * 1e-9,
-            calls: self.calls.iter().map(|e| e.record(self.started_ns)).collect(),
+            calls: self.entries().map(|e| e.record(self.started_ns)).collect(),
         }
     }
 }
@@ -281,6 +304,23 @@ pub fn take_dump_request() -> bool {
 mod tests {
     use super::*;
     use railyard_schedule::{Algorithm, Collective, Dtype};
+
+    #[test]
+    fn dumps_the_last_calls_oldest_first_at_every_fill() {
+        let sig = CallSig::new(Collective::Broadcast, 2, 0, 0, Dtype::F32, crate::RedOp::Sum, Algorithm::Chain);
+        let peers: Arc<[PeerBytes]> = Arc::from(vec![]);
+        for capacity in 1..=4 {
+            let mut r = Recorder::new(capacity);
+            for n in 1..=10u64 {
+                r.begin(n, sig, 1, &peers);
+                r.end(None);
+                let seqs: Vec<u64> = r.dump(0, 2, "test").calls.iter().map(|c| c.seq).collect();
+                let want: Vec<u64> = (n.saturating_sub(capacity as u64) + 1..=n).collect();
+                assert_eq!(seqs, want, "capacity {capacity} after {n} calls");
+                assert_eq!(r.last().map(|c| c.seq), Some(n));
+            }
+        }
+    }
 
     #[test]
     fn keeps_the_last_calls_and_writes_them() {

@@ -4,8 +4,10 @@
 //! Layout: the consumer's read position at byte 0, the producer's write position at
 //! byte 64 (separate cache lines), the data from byte `DATA`, `capacity` bytes (a power of
 //! two). The producer copies bytes in, then publishes the new write position with
-//! Release; the consumer reads it with Acquire before copying out, then publishes its read
-//! position with Release, which the producer reads with Acquire before reusing space.
+//! Release; the consumer reads it with Acquire before copying out, and publishes its read
+//! position with Release once an eighth of the ring has been read since it last did, or
+//! before its rank waits (`ShmReader::release`); the producer reads it with Acquire, only
+//! when the space it knows of is not enough, before reusing space.
 //! Each end keeps its own position privately and only reads the other's from the mapping,
 //! and a position the peer wrote is checked before use (`tail - head` must lie in
 //! `0..=capacity`): a corrupt or hostile peer makes a call fail, never copy outside the
@@ -234,6 +236,8 @@ pub struct ShmReader {
     ring: Ring,
     /// Our read position.
     head: u64,
+    /// The read position as last published to the producer (`release`).
+    head_published: u64,
     /// The producer's write position as last read (read again when it is not enough).
     tail_seen: u64,
     /// Shared transfers opened through this ring (numbers them).
@@ -258,6 +262,21 @@ impl ShmWriter {
             self.head_seen = self.ring.word(HEAD).load(Ordering::Acquire);
             free = cap - self.ring.used(self.head_seen, self.tail)?;
         }
+        let data = self.ring.data();
+        let at = (self.tail as usize) & (cap - 1);
+        if want <= free && want <= cap - at {
+            // All of it fits before the ring's end (nearly every small frame): straight
+            // copies, one after the other.
+            let mut to = at;
+            for p in parts {
+                // SAFETY: `to + p.len() <= at + want <= capacity`, so the range lies in the
+                // data area, which is free (as below: the consumer has read past it).
+                unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), data.add(to), p.len()) };
+                to += p.len();
+            }
+            self.publish(want);
+            return Ok(want);
+        }
         let mut written = 0;
         for p in parts.iter().filter(|p| !p.is_empty()) {
             let n = (free - written).min(p.len());
@@ -266,7 +285,6 @@ impl ShmWriter {
             }
             let at = ((self.tail + written as u64) as usize) & (cap - 1);
             let first = n.min(cap - at);
-            let data = self.ring.data();
             // SAFETY: `at < capacity`, `first <= capacity - at` and `n - first <= at` (n is at
             // most the free space, itself at most capacity), so both ranges lie in the data
             // area; they are free: the consumer has read past them (head, validated against
@@ -283,11 +301,16 @@ impl ShmWriter {
                 break;
             }
         }
-        if written > 0 {
-            self.tail += written as u64;
+        self.publish(written);
+        Ok(written)
+    }
+
+    /// Make `n` more written bytes visible to the consumer.
+    fn publish(&mut self, n: usize) {
+        if n > 0 {
+            self.tail += n as u64;
             self.ring.word(TAIL).store(self.tail, Ordering::Release);
         }
-        Ok(written)
     }
 
     /// Count one more single-copy descriptor sent through this ring.
@@ -378,8 +401,29 @@ impl ShmReader {
             std::ptr::copy_nonoverlapping(r.data(), buf.as_mut_ptr().add(first), n - first);
         }
         self.head = head + n as u64;
-        r.word(HEAD).store(self.head, Ordering::Release);
+        self.release_some();
         Ok(n)
+    }
+
+    /// Publish the read position once an eighth of the ring has been read since it was
+    /// last published. Publishing every frame made the producer, when it had filled the
+    /// ring, re-read a line the consumer had just written for every frame, and the
+    /// consumer then wait for that line back to write it again.
+    fn release_some(&mut self) {
+        if self.head - self.head_published >= (self.ring.capacity >> 3) as u64 {
+            self.release();
+        }
+    }
+
+    /// Publish the read position, so the producer may reuse what has been read. Done
+    /// every eighth of the ring (`release_some`) and whenever this rank is about to wait
+    /// (`progress::drive`), so a producer waiting for room never waits on a consumer that
+    /// waits too.
+    pub fn release(&mut self) {
+        if self.head != self.head_published {
+            self.head_published = self.head;
+            self.ring.word(HEAD).store(self.head, Ordering::Release);
+        }
     }
 
     /// Bytes published past the read position: as last seen, or read again from the
@@ -418,7 +462,7 @@ impl ShmReader {
         let head = self.head + len as u64;
         self.ring.used(head, self.tail_seen)?;
         self.head = head;
-        self.ring.word(HEAD).store(head, Ordering::Release);
+        self.release_some();
         Ok(())
     }
 
@@ -581,7 +625,7 @@ pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
     let head = ring.word(HEAD).load(Ordering::Relaxed);
-    Ok(ShmReader { ring, head, tail_seen: head, shares: 0, peer_pid: 0 })
+    Ok(ShmReader { ring, head, head_published: head, tail_seen: head, shares: 0, peer_pid: 0 })
 }
 
 /// Once both ends are open (the setup handshake is over), read the peers' pids for good;
@@ -603,7 +647,7 @@ mod tests {
         let me = std::process::id() as u64;
         (
             ShmWriter { ring, tail: 0, head_seen: 0, acked_seen: AtomicU64::new(0), posted: 0, peer_pid: me },
-            ShmReader { ring: twin, head: 0, tail_seen: 0, shares: 0, peer_pid: me },
+            ShmReader { ring: twin, head: 0, head_published: 0, tail_seen: 0, shares: 0, peer_pid: me },
         )
     }
 
@@ -666,6 +710,35 @@ mod tests {
         assert!(r.peek(1).is_err());
     }
 
+    /// The read position reaches the producer once an eighth of the ring has been read
+    /// since it last did, or on `release` (which `progress::drive` calls before it waits),
+    /// not with every read: until then the producer counts those bytes as in use.
+    #[test]
+    fn the_read_position_is_published_by_eighths_or_on_release() {
+        let (mut w, mut r) = anon(MIN_RING_BYTES);
+        let eighth = MIN_RING_BYTES / 8;
+        assert_eq!(w.try_write(&vec![1u8; MIN_RING_BYTES]).unwrap(), MIN_RING_BYTES);
+        let mut buf = vec![0u8; eighth];
+        assert_eq!(r.try_read(&mut buf[..100]).unwrap(), 100);
+        let Peek::Bytes(_) = r.peek(64).unwrap() else { panic!("published") };
+        r.advance(64).unwrap();
+        assert_eq!(r.ring.word(HEAD).load(Ordering::Acquire), 0, "164 bytes read: not yet published");
+        assert_eq!(w.try_write(&[2u8; 10]).unwrap(), 0, "the producer sees a full ring");
+        r.release();
+        assert_eq!(r.ring.word(HEAD).load(Ordering::Acquire), 164);
+        assert_eq!(w.try_write(&[2u8; 200]).unwrap(), 164);
+        // An eighth read (by either way of reading) publishes by itself.
+        assert_eq!(r.try_read(&mut buf[..eighth - 1]).unwrap(), eighth - 1);
+        assert_eq!(r.ring.word(HEAD).load(Ordering::Acquire), 164);
+        r.advance(1).unwrap();
+        assert_eq!(r.ring.word(HEAD).load(Ordering::Acquire), 164 + eighth as u64);
+        assert_eq!(r.try_read(&mut buf).unwrap(), eighth);
+        assert_eq!(r.ring.word(HEAD).load(Ordering::Acquire), 164 + 2 * eighth as u64);
+        // Nothing new read: releasing again publishes the same position.
+        r.release();
+        assert_eq!(r.ring.word(HEAD).load(Ordering::Acquire), 164 + 2 * eighth as u64);
+    }
+
     fn ring(name: &str, capacity: usize) -> (ShmWriter, ShmReader) {
         let path = std::env::temp_dir().join(format!("railyard-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
@@ -704,6 +777,9 @@ mod tests {
         assert_eq!(w.try_write(&[1u8; 10]).unwrap(), 0);
         let mut b = [0u8; 100];
         assert_eq!(r.try_read(&mut b).unwrap(), 100);
+        // Fewer bytes than an eighth of the ring read: room once the reader releases them.
+        assert_eq!(w.try_write(&[2u8; 300]).unwrap(), 0);
+        r.release();
         assert_eq!(w.try_write(&[2u8; 300]).unwrap(), 100);
         let mut rest = vec![0u8; 8192];
         assert_eq!(r.try_read(&mut rest).unwrap(), 4096);
