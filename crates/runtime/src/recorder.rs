@@ -210,7 +210,8 @@ impl Recorder {
     /// Oldest first.
     fn entries(&self) -> impl Iterator<Item = &Entry> {
         // Until full, slot order is call order; once full, the oldest follows the newest.
-        let split = if self.calls.len() < self.capacity { 0 } else { self.newest + 1 };
+        // (A recorder of capacity 0 holds nothing: `calls` is empty, split 0.)
+        let split = if self.calls.len() < self.capacity || self.calls.is_empty() { 0 } else { self.newest + 1 };
         self.calls[split..].iter().chain(&self.calls[..split])
     }
 
@@ -309,15 +310,17 @@ mod tests {
     fn dumps_the_last_calls_oldest_first_at_every_fill() {
         let sig = CallSig::new(Collective::Broadcast, 2, 0, 0, Dtype::F32, crate::RedOp::Sum, Algorithm::Chain);
         let peers: Arc<[PeerBytes]> = Arc::from(vec![]);
-        for capacity in 1..=4 {
+        for capacity in 0..=4 {
             let mut r = Recorder::new(capacity);
+            assert!(r.dump(0, 2, "test").calls.is_empty());
             for n in 1..=10u64 {
                 r.begin(n, sig, 1, &peers);
+                r.reached(0);
                 r.end(None);
                 let seqs: Vec<u64> = r.dump(0, 2, "test").calls.iter().map(|c| c.seq).collect();
                 let want: Vec<u64> = (n.saturating_sub(capacity as u64) + 1..=n).collect();
                 assert_eq!(seqs, want, "capacity {capacity} after {n} calls");
-                assert_eq!(r.last().map(|c| c.seq), Some(n));
+                assert_eq!(r.last().map(|c| c.seq), (capacity > 0).then_some(n));
             }
         }
     }
