@@ -70,6 +70,9 @@ struct RingLane {
     /// Non-empty ranges over all blocks: every round sends each block once, so this many
     /// transfers.
     ranges: usize,
+    /// Where each position's own block starts in the output, when round 0 sends it from
+    /// the input instead (an all-gather's own chunk is its input; `add_from_input`).
+    own_from_input: Option<Arc<[u64]>>,
 }
 
 impl RingLane {
@@ -80,7 +83,7 @@ impl RingLane {
     /// The transfers of slot i (position i to position i+1) in round k.
     fn slot(&self, k: usize, i: usize, out: &mut Vec<Transfer>) {
         let p = self.order.len();
-        self.send(i, (i + 2 * p - k - self.stage.lag()) % p, out);
+        self.send(k, i, (i + 2 * p - k - self.stage.lag()) % p, out);
     }
 
     /// Every transfer of round k, in slot order: block b goes out on slot b + k + lag.
@@ -90,19 +93,25 @@ impl RingLane {
         // Blocks from p − shift on wrap around to the lowest slots.
         let wrap = self.carrying.partition_point(|&b| b < p - shift);
         for &b in self.carrying[wrap..].iter().chain(&self.carrying[..wrap]) {
-            self.send((b + shift) % p, b, out);
+            self.send(k, (b + shift) % p, b, out);
         }
     }
 
-    /// Slot i sending block b.
-    fn send(&self, i: usize, b: usize, out: &mut Vec<Transfer>) {
+    /// Slot i sending block b in round k.
+    fn send(&self, k: usize, i: usize, b: usize, out: &mut Vec<Transfer>) {
         let p = self.order.len();
+        // Round 0 of a copy ring sends each position's own block (b == i).
+        let input_base = self.own_from_input.as_ref().filter(|_| k == 0 && b == i).map(|bases| bases[i]);
         for range in self.blocks[b].iter().filter(|r| r.end > r.start) {
             let region = Region::new(self.stage.buffer, range.clone());
+            let read = match input_base {
+                Some(base) => Region::new(Buffer::Input, range.start - base..range.end - base),
+                None => region,
+            };
             out.push(Transfer {
                 from: self.order[i],
                 to: self.order[(i + 1) % p],
-                read: region,
+                read,
                 write: region,
                 op: self.stage.op,
                 shard: self.stage.shard,
@@ -136,6 +145,34 @@ impl RingRounds {
     /// Add a ring over `order` moving `blocks` (one per position); a ring with fewer
     /// than two positions or nothing to move adds nothing.
     pub fn add(&mut self, order: &[Rank], blocks: Arc<[Block]>, stage: RingStage) -> &mut Self {
+        self.add_lane(order, blocks, stage, None)
+    }
+
+    /// Add a copy ring whose round 0 sends each position's own block from its input,
+    /// where `bases[i]` is the output offset that position i's input is copied to (by the
+    /// schedule's prologue). The send then does not wait for that copy.
+    pub fn add_from_input(
+        &mut self,
+        order: &[Rank],
+        blocks: Arc<[Block]>,
+        stage: RingStage,
+        bases: Arc<[u64]>,
+    ) -> &mut Self {
+        debug_assert!(stage.op == Op::Copy && bases.len() == order.len());
+        debug_assert!(
+            blocks.iter().zip(bases.iter()).all(|(b, &base)| b.iter().all(|r| r.end <= r.start || r.start >= base)),
+            "a block starts before its position's input"
+        );
+        self.add_lane(order, blocks, stage, Some(bases))
+    }
+
+    fn add_lane(
+        &mut self,
+        order: &[Rank],
+        blocks: Arc<[Block]>,
+        stage: RingStage,
+        own_from_input: Option<Arc<[u64]>>,
+    ) -> &mut Self {
         debug_assert_eq!(order.len(), blocks.len());
         let lengths = |b: &Block| b.iter().map(|r| r.end - r.start).filter(|&n| n > 0).collect::<Vec<_>>();
         let facts = match &self.last_blocks {
@@ -158,7 +195,16 @@ impl RingRounds {
         }
         let mut positions: Vec<(Rank, usize)> = order.iter().enumerate().map(|(i, &r)| (r, i)).collect();
         positions.sort_unstable();
-        self.lanes.push(RingLane { order: order.to_vec(), positions, even, carrying, ranges, blocks, stage });
+        self.lanes.push(RingLane {
+            order: order.to_vec(),
+            positions,
+            even,
+            carrying,
+            ranges,
+            blocks,
+            stage,
+            own_from_input,
+        });
         self
     }
 }
@@ -199,7 +245,10 @@ impl RoundSource for RingRounds {
     /// Orders, positions and carrying positions (blocks are shared between lanes and not
     /// counted).
     fn held(&self) -> usize {
-        self.lanes.iter().map(|l| 2 * l.order.len() + l.carrying.len()).sum()
+        self.lanes
+            .iter()
+            .map(|l| 2 * l.order.len() + l.carrying.len() + l.own_from_input.as_ref().map_or(0, |b| b.len()))
+            .sum()
     }
 }
 
@@ -315,7 +364,16 @@ pub fn ring(
         }
         Collective::AllGather => {
             all_gather_buffers(&mut b, &parts);
-            b.rounds("all-gather", rings(RingStage::new(Op::Copy, Buffer::Output), &blocks_of));
+            // Round 0 sends each rank's own chunk from its input, which the prologue's copy
+            // only duplicates: the send need not wait for that copy (a small all-gather's
+            // frame leaves first).
+            let mut rounds = RingRounds::default();
+            for (c, order) in orders.iter().enumerate() {
+                let bases: Arc<[u64]> = order.iter().map(|&r| parts[r].start).collect();
+                let stage = RingStage::new(Op::Copy, Buffer::Output).on_channel(c as u32);
+                rounds.add_from_input(order, blocks_of(c), stage, bases);
+            }
+            b.rounds("all-gather", rounds);
         }
         other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
