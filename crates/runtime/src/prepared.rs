@@ -344,30 +344,28 @@ mod tests {
         assert!(!p.prologue.is_empty() && p.prologue.iter().all(|l| !l.stream), "{:?}", p.prologue);
     }
 
-    /// Ring all-gather sends its own chunk (round 0) from the input, which the prologue
-    /// only copies into the output: round 0 leaves before that copy on every rank; later
-    /// rounds forward from the output.
+    /// Recursive doubling and the ring all-gather send round 0 from the input, which the
+    /// prologue does not write (recursive doubling) or only copies into the output (the
+    /// all-gather's own chunk): round 0 leaves before the prologue's copy on every rank.
+    /// The ring all-gather's later rounds forward from the output.
     #[test]
-    fn ring_all_gather_starts_before_its_copy() {
-        for ranks in [2, 3, 4] {
-            for rank in 0..ranks {
-                let p = prepared(Collective::AllGather, Algorithm::Ring, ranks, rank);
-                assert!(p.early && !p.prologue.is_empty(), "{ranks} ranks, rank {rank}");
-                assert!(p.rounds[0].sends.iter().all(|s| s.read.buffer == Buffer::Input), "{ranks} ranks");
-                assert!(p.rounds[1..].iter().flat_map(|r| &r.sends).all(|s| s.read.buffer == Buffer::Output));
-            }
-        }
-    }
-
-    /// Recursive doubling sends round 0 from the input, which the prologue does not write:
-    /// round 0 leaves before the prologue's copy on every rank.
-    #[test]
-    fn recursive_doubling_starts_before_its_copy() {
-        for ranks in [2, 4, 8] {
-            for rank in 0..ranks {
-                let p = prepared(Collective::AllReduce, Algorithm::RecursiveDoubling, ranks, rank);
-                assert!(p.early && !p.prologue.is_empty(), "{ranks} ranks, rank {rank}");
-                assert!(p.rounds[0].sends.iter().all(|s| s.read.buffer == Buffer::Input));
+    fn round_0_leaves_before_the_prologue_copy() {
+        let cases = [
+            (Collective::AllReduce, Algorithm::RecursiveDoubling, [2, 4, 8]),
+            (Collective::AllGather, Algorithm::Ring, [2, 3, 4]),
+        ];
+        for (c, a, rank_counts) in cases {
+            for ranks in rank_counts {
+                for rank in 0..ranks {
+                    let p = prepared(c, a, ranks, rank);
+                    assert!(p.early && !p.prologue.is_empty(), "{a} {ranks} ranks, rank {rank}");
+                    assert!(p.rounds[0].sends.iter().all(|s| s.read.buffer == Buffer::Input), "{a} {ranks} ranks");
+                }
+                if a == Algorithm::Ring {
+                    let p = prepared(c, a, ranks, 0);
+                    let mut later = p.rounds[1..].iter().flat_map(|r| &r.sends);
+                    assert!(later.all(|s| s.read.buffer == Buffer::Output), "{ranks} ranks");
+                }
             }
         }
     }
