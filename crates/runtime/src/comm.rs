@@ -17,7 +17,7 @@ use crate::error::CommError;
 use crate::frame::CallSig;
 use crate::link::{establish, hostname, Link, Transport, Whereabouts};
 use crate::prepared::{Bases, LocalStep, Prepared, RoundSteps};
-use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle};
+use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle, TakeNow};
 use crate::recorder::Recorder;
 use crate::reduce::{divide, reduce_into, RedOp};
 
@@ -575,27 +575,40 @@ impl Communicator {
         // wait is as short as it can be.
         let early = match (prepared.early, prepared.rounds.first()) {
             (true, Some(first)) => Some(
-                self.queue_round(first, bases, sig, elem, &mut owned)
-                    .and_then(|()| kick(&mut self.links, &first.peers)),
+                self.queue_round(
+                    first,
+                    bases,
+                    sig,
+                    elem,
+                    &mut owned,
+                    prepared.early_receives.then_some(TakeNow { dtype, op }),
+                )
+                .and_then(|queued| kick(&mut self.links, &first.peers).map(|()| queued)),
             ),
             _ => None,
         };
         self.recorder.begin(self.calls, sig, prepared.rounds.len(), &prepared.peer_bytes);
-        let started = early.is_some();
-        if let Some(queued) = early {
-            queued?;
-        }
+        let early = early.transpose()?;
         for l in &prepared.prologue {
             local_step(bases, l, dtype, op);
         }
         for (i, round) in prepared.rounds.iter().enumerate() {
-            if !(started && i == 0) {
-                self.queue_round(round, bases, sig, elem, &mut owned)?;
-            }
+            let queued = match early {
+                Some(queued) if i == 0 => queued,
+                _ => self.queue_round(round, bases, sig, elem, &mut owned, Some(TakeNow { dtype, op }))?,
+            };
             self.recorder.reached(i);
-            let how =
-                Drive { dtype, op, idle: self.idle, timeout: self.config.timeout, call: self.calls, round: i as u32 };
-            drive(&mut self.links, how)?;
+            if queued {
+                let how = Drive {
+                    dtype,
+                    op,
+                    idle: self.idle,
+                    timeout: self.config.timeout,
+                    call: self.calls,
+                    round: i as u32,
+                };
+                drive(&mut self.links, how)?;
+            }
             owned.clear();
             // The round's local steps, once what it received has landed.
             for l in &round.local {
@@ -642,7 +655,10 @@ impl Communicator {
     /// Queue on the links what this rank sends and receives in `round`. The schedule
     /// promises (and the symbolic checker proves for every generator) that no byte a rank
     /// sends in a round is written by that round's receives; `Prepared` checks it anyway,
-    /// and such sources are copied into `owned` first.
+    /// and such sources are copied into `owned` first. With `now` (the call's prologue
+    /// has run), a small receive already whole in its ring lands at once (`queue_receive`).
+    /// Whether anything was left for `drive` (small frames that all moved at once leave
+    /// nothing: the round needs no pass over the links).
     fn queue_round(
         &mut self,
         round: &RoundSteps,
@@ -650,8 +666,10 @@ impl Communicator {
         sig: CallSig,
         elem: usize,
         owned: &mut Vec<Vec<u8>>,
-    ) -> Result<(), CommError> {
+        now: Option<TakeNow>,
+    ) -> Result<bool, CommError> {
         let no_link = |peer: usize| CommError::BadArgs { message: format!("no link to rank {peer}") };
+        let mut queued = false;
         for &peer in &round.peers {
             begin_round(self.links.get_mut(peer).and_then(Option::as_mut).ok_or_else(|| no_link(peer))?);
         }
@@ -667,7 +685,7 @@ impl Communicator {
             };
             let call = Call { number: self.calls_with[s.to], sig };
             let link = self.links[s.to].as_mut().ok_or_else(|| no_link(s.to))?;
-            queue_send(link, call, data, elem, s.to)?;
+            queued |= queue_send(link, call, data, elem, s.to)?;
         }
         // Receives in schedule order, each straight into place.
         for r in &round.receives {
@@ -678,9 +696,9 @@ impl Communicator {
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.at(&r.write), r.write.len) };
             let call = Call { number: self.calls_with[r.from], sig };
             let link = self.links[r.from].as_mut().ok_or_else(|| no_link(r.from))?;
-            queue_receive(link, call, dst, r.op, elem);
+            queued |= queue_receive(link, call, dst, r.op, elem, now, r.from)?;
         }
-        Ok(())
+        Ok(queued)
     }
 }
 

@@ -38,11 +38,13 @@ pub enum LaneIo {
 }
 
 impl LaneIo {
-    /// Write a prefix of `parts` (in order), without waiting; the bytes written.
-    pub fn try_write(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
+    /// Write a prefix of `parts` (in order) and then up to `pad` bytes of a frame's
+    /// padding (`frame_pad`: 0 over TCP), without waiting; the bytes written.
+    pub fn try_write(&mut self, parts: &[&[u8]], pad: usize) -> io::Result<usize> {
         match self {
-            LaneIo::Shm { tx, .. } => tx.try_write_parts(parts),
+            LaneIo::Shm { tx, .. } => tx.try_write_parts(parts, pad),
             LaneIo::Tcp { tx, .. } => {
+                debug_assert_eq!(pad, 0, "a TCP stream is not padded");
                 let slices: Vec<IoSlice> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
                 if slices.is_empty() {
                     return Ok(0);
@@ -70,6 +72,15 @@ impl LaneIo {
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(0),
                 Err(e) => Err(e),
             },
+        }
+    }
+
+    /// The padding a frame of `len` bytes (header included) is followed by: shared-memory
+    /// frames end on a cache line (`shm::FRAME_ALIGN_BYTES`); a TCP stream is not padded.
+    pub fn frame_pad(&self, len: usize) -> usize {
+        match self {
+            LaneIo::Shm { .. } => crate::shm::frame_pad(len),
+            LaneIo::Tcp { .. } => 0,
         }
     }
 

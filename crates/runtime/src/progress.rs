@@ -64,6 +64,9 @@ struct Out {
     payload: *const u8,
     len: usize,
     descriptor: Option<[u8; DESCRIPTOR_BYTES]>,
+    /// Padding after the body (`LaneIo::frame_pad`), skipped rather than written.
+    pad: usize,
+    /// Bytes written so far, of header, body and padding.
     sent: usize,
 }
 
@@ -145,11 +148,13 @@ impl Lane {
                 None if f.len > 0 => unsafe { std::slice::from_raw_parts(f.payload, f.len) },
                 None => &[],
             };
-            let total = HEADER_BYTES + body.len();
+            let (body_end, total) = (HEADER_BYTES + body.len(), HEADER_BYTES + body.len() + f.pad);
             let n = if f.sent < HEADER_BYTES {
-                self.io.try_write(&[&f.header[f.sent..], body])
+                self.io.try_write(&[&f.header[f.sent..], body], f.pad)
+            } else if f.sent < body_end {
+                self.io.try_write(&[&body[f.sent - HEADER_BYTES..]], f.pad)
             } else {
-                self.io.try_write(&[&body[f.sent - HEADER_BYTES..]])
+                self.io.try_write(&[], total - f.sent)
             }
             .map_err(|e| CommError::io(peer, "send", e))?;
             if n == 0 {
@@ -169,11 +174,17 @@ impl Lane {
         let Lane { io, incoming, reduce_buf, .. } = self;
         let rx_err = |e| CommError::io(peer, "receive", e);
         while let Some(f) = incoming.front_mut() {
+            // A shared-memory frame starts on a line: skip the last one's padding first.
+            if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
+                if !rx.align().map_err(rx_err)? {
+                    break;
+                }
+            }
             // A small data frame that has arrived whole is taken from the ring in one go:
             // its header compared in place of decoding it, one position update.
             if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
-                if f.expect.len as usize <= EAGER_MAX_BYTES && HEADER_BYTES + f.expect.len as usize <= rx.capacity() {
-                    match take_whole(rx, f, reduce_buf, peer, dtype, op)? {
+                if takes_whole(rx, f.expect.len) {
+                    match take_whole(rx, &f.expect, f.dst, f.op, reduce_buf, peer, dtype, op)? {
                         Whole::Taken => {
                             progressed += HEADER_BYTES + f.expect.len as usize;
                             incoming.pop_front();
@@ -295,6 +306,12 @@ enum Whole {
     Declined,
 }
 
+/// Whether a frame of `len` payload bytes is taken whole from `rx` (`take_whole`): a
+/// small one that fits the ring.
+fn takes_whole(rx: &ShmReader, len: u64) -> bool {
+    len as usize <= EAGER_MAX_BYTES && HEADER_BYTES + len as usize <= rx.capacity()
+}
+
 /// Receive `f` in one go if its whole frame (header and payload) is in the ring and is
 /// the data frame `f` expects. Anything else (a descriptor, a mismatch, a frame round the
 /// ring's end) is left in the ring for the byte-wise path, which reads and reports it. A
@@ -305,17 +322,20 @@ enum Whole {
 /// one (padding zero), so equal bytes are a header that decodes and passes `check`
 /// (`frame.rs` tests this), and any other goes the byte-wise way to be named. Everything
 /// is copied out of the ring before use (`Published`): a reduction reads a private copy.
+#[allow(clippy::too_many_arguments)]
 fn take_whole(
     rx: &mut ShmReader,
-    f: &In,
+    expect: &Header,
+    dst: *mut u8,
+    how: Op,
     reduce_buf: &mut Vec<u8>,
     peer: usize,
     dtype: Dtype,
     op: RedOp,
 ) -> Result<Whole, CommError> {
-    let len = f.expect.len as usize;
+    let len = expect.len as usize;
     let rx_err = |e| CommError::io(peer, "receive", e);
-    let want = f.expect.encode();
+    let want = expect.encode();
     let frame = match rx.peek(HEADER_BYTES + len).map_err(rx_err)? {
         Peek::Bytes(b) if b.head::<HEADER_BYTES>() == Some(want) => b,
         Peek::Bytes(_) | Peek::Wrapped => return Ok(Whole::Declined),
@@ -331,8 +351,8 @@ fn take_whole(
     };
     // SAFETY: the destination lies in this round's output or scratch buffer, `len` bytes
     // (the expected length), which `execute` keeps alive and no send of the round reads.
-    let dst = unsafe { std::slice::from_raw_parts_mut(f.dst, len) };
-    match f.op {
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
+    match how {
         Op::Copy => frame.copy_to(HEADER_BYTES, dst),
         Op::Reduce => {
             ensure_len(reduce_buf, len);
@@ -442,7 +462,7 @@ pub fn abort_all(links: &mut [Option<Link>], text: &str) {
                     frame.extend_from_slice(body);
                     let (mut sent, start) = (0, Instant::now());
                     while sent < frame.len() && start.elapsed() < ABORT_READ_WAIT {
-                        match lane.io.try_write(&[&frame[sent..]]) {
+                        match lane.io.try_write(&[&frame[sent..]], 0) {
                             Ok(0) => std::thread::yield_now(),
                             Ok(n) => sent += n,
                             Err(_) => break,
@@ -522,8 +542,10 @@ pub fn begin_round(link: &mut Link) {
 pub const EAGER_MAX_BYTES: usize = 16 << 10;
 
 /// Queue `data` to go to the link's peer; a small frame with nothing ahead of it is
-/// written at once, as far as the stream takes it.
-pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: usize) -> Result<(), CommError> {
+/// written at once, as far as the stream takes it. Whether anything was left queued (for
+/// `drive`).
+pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: usize) -> Result<bool, CommError> {
+    let mut queued = false;
     let lanes = link.lanes.len();
     for (lane, range) in frames(data.len(), elem, lanes) {
         let bytes = &data[range];
@@ -533,10 +555,12 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: u
         let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
         l.out_pieces += 1;
         let header = header.encode();
+        let body_len = if single_copy { DESCRIPTOR_BYTES } else { bytes.len() };
+        let pad = l.io.frame_pad(HEADER_BYTES + body_len);
         let mut sent = 0;
         if !single_copy && bytes.len() <= EAGER_MAX_BYTES && l.out.is_empty() {
-            sent = l.io.try_write(&[&header, bytes]).map_err(|e| CommError::io(peer, "send", e))?;
-            if sent == HEADER_BYTES + bytes.len() {
+            sent = l.io.try_write(&[&header, bytes], pad).map_err(|e| CommError::io(peer, "send", e))?;
+            if sent == HEADER_BYTES + bytes.len() + pad {
                 continue;
             }
         }
@@ -544,22 +568,54 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: u
         if let (true, LaneIo::Shm { tx, .. }) = (single_copy, &mut l.io) {
             tx.post();
         }
-        l.out.push_back(Out { header, payload: bytes.as_ptr(), len: bytes.len(), descriptor, sent });
+        l.out.push_back(Out { header, payload: bytes.as_ptr(), len: bytes.len(), descriptor, pad, sent });
+        queued = true;
     }
-    Ok(())
+    Ok(queued)
 }
 
-/// Queue a receive from the link's peer into `dst`, copied or reduced.
-pub fn queue_receive(link: &mut Link, call: Call, dst: &mut [u8], op: Op, elem: usize) {
+/// How a receive may land as it is queued: with the call's element type and reduction.
+/// Only receives queued once the call's prologue has run may (round 0 queued early goes
+/// before the prologue's local steps, which may write the same bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct TakeNow {
+    pub dtype: Dtype,
+    pub op: RedOp,
+}
+
+/// Queue a receive from the link's peer into `dst`, copied or reduced. With `now`, a
+/// small frame that is already whole in a shared-memory ring, with nothing queued before
+/// it on its lane, is taken straight into place instead (`take_whole`): the repeated small
+/// call whose peer is ahead never touches the queue. Whether anything was left queued.
+pub fn queue_receive(
+    link: &mut Link,
+    call: Call,
+    dst: &mut [u8],
+    op: Op,
+    elem: usize,
+    now: Option<TakeNow>,
+    peer: usize,
+) -> Result<bool, CommError> {
+    let mut queued = false;
     let lanes = link.lanes.len();
     for (lane, range) in frames(dst.len(), elem, lanes) {
-        let l = &mut link.lanes[lane];
+        let Lane { io, incoming, reduce_buf, in_pieces, .. } = &mut link.lanes[lane];
         let expect =
-            Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: l.in_pieces, len: range.len() as u64 };
-        l.in_pieces += 1;
-        l.incoming.push_back(In {
+            Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: *in_pieces, len: range.len() as u64 };
+        *in_pieces += 1;
+        let at = dst[range].as_mut_ptr();
+        if let (Some(now), true, LaneIo::Shm { rx, .. }) = (now, incoming.is_empty(), &mut *io) {
+            let rx_err = |e| CommError::io(peer, "receive", e);
+            if takes_whole(rx, expect.len)
+                && rx.align().map_err(rx_err)?
+                && take_whole(rx, &expect, at, op, reduce_buf, peer, now.dtype, now.op)? == Whole::Taken
+            {
+                continue;
+            }
+        }
+        incoming.push_back(In {
             expect,
-            dst: dst[range].as_mut_ptr(),
+            dst: at,
             op,
             header: [0; HEADER_BYTES],
             header_got: 0,
@@ -570,7 +626,9 @@ pub fn queue_receive(link: &mut Link, call: Call, dst: &mut [u8], op: Op, elem: 
             fill: 0,
             share: None,
         });
+        queued = true;
     }
+    Ok(queued)
 }
 
 /// How long to spin and yield before sleeping: `spins` busy polls, then yields until

@@ -82,6 +82,19 @@ pub fn ring_bytes_for(configured: usize, ranks: usize) -> usize {
     configured.min(bounded.max(MIN_BOUNDED_RING_BYTES)).max(MIN_RING_BYTES)
 }
 
+/// Every frame starts on a cache line of the ring: the producer pads each frame to a
+/// multiple of this (`frame_pad`) and the consumer skips to the next multiple before it
+/// reads a frame (`ShmReader::align`). Unpadded, a frame shares its last line with the
+/// next one (a consumer reading frame k takes back the line the producer is writing
+/// frame k + 1 into), and after one odd-sized frame every 64-byte frame spans two lines.
+/// The capacity is a power of two of at least a page, so a multiple of this.
+pub const FRAME_ALIGN_BYTES: usize = 64;
+
+/// The padding after a frame of `len` bytes (header included) that ends it on a line.
+pub const fn frame_pad(len: usize) -> usize {
+    len.wrapping_neg() & (FRAME_ALIGN_BYTES - 1)
+}
+
 /// What `ShmReader::peek` saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peek<'a> {
@@ -249,13 +262,14 @@ pub struct ShmReader {
 impl ShmWriter {
     /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
     pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.try_write_parts(&[buf])
+        self.try_write_parts(&[buf], 0)
     }
 
-    /// Copy a prefix of `parts` (in order) into the ring, as much as fits, and publish it
-    /// once; the bytes written.
-    pub fn try_write_parts(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
-        let want: usize = parts.iter().map(|p| p.len()).sum();
+    /// Copy a prefix of `parts` (in order) into the ring, as much as fits, then skip up to
+    /// `pad` bytes after them (a frame's padding, `frame_pad`: never read, so not
+    /// written), and publish it all once; the bytes written and skipped.
+    pub fn try_write_parts(&mut self, parts: &[&[u8]], pad: usize) -> io::Result<usize> {
+        let want: usize = parts.iter().map(|p| p.len()).sum::<usize>() + pad;
         let cap = self.ring.capacity;
         let mut free = cap - self.ring.used(self.head_seen, self.tail)?;
         if free < want {
@@ -278,9 +292,11 @@ impl ShmWriter {
             return Ok(want);
         }
         let mut written = 0;
+        let mut all = true;
         for p in parts.iter().filter(|p| !p.is_empty()) {
             let n = (free - written).min(p.len());
             if n == 0 {
+                all = false;
                 break;
             }
             let at = ((self.tail + written as u64) as usize) & (cap - 1);
@@ -298,8 +314,12 @@ impl ShmWriter {
             }
             written += n;
             if n < p.len() {
+                all = false;
                 break;
             }
+        }
+        if all {
+            written += (free - written).min(pad);
         }
         self.publish(written);
         Ok(written)
@@ -427,6 +447,26 @@ impl ShmReader {
             self.head_published = self.head;
             self.ring.word(HEAD).store(self.head, Ordering::Release);
         }
+    }
+
+    /// Move the read position to the next frame's start (the next multiple of
+    /// `FRAME_ALIGN_BYTES`, past the last frame's padding); whether it is there (false:
+    /// the padding is not published yet).
+    pub fn align(&mut self) -> io::Result<bool> {
+        let skip = frame_pad((self.head % FRAME_ALIGN_BYTES as u64) as usize);
+        if skip == 0 {
+            return Ok(true);
+        }
+        // Nearly always published with its frame (as last seen: no load of the peer's word).
+        if self.tail_seen.saturating_sub(self.head) >= skip as u64 {
+            self.head += skip as u64;
+            return Ok(true);
+        }
+        if self.published(skip)? < skip {
+            return Ok(false);
+        }
+        self.advance(skip)?;
+        Ok(true)
     }
 
     /// Bytes published past the read position: as last seen, or read again from the
@@ -686,7 +726,7 @@ mod tests {
     fn peek_shows_whole_runs_and_advance_checks_them() {
         let (mut w, mut r) = anon(MIN_RING_BYTES);
         assert_eq!(r.peek(8).unwrap(), Peek::Short);
-        assert_eq!(w.try_write_parts(&[&[1, 2, 3], &[4, 5]]).unwrap(), 5);
+        assert_eq!(w.try_write_parts(&[&[1, 2, 3], &[4, 5]], 0).unwrap(), 5);
         assert_eq!(r.peek(6).unwrap(), Peek::Short);
         let Peek::Bytes(b) = r.peek(5).unwrap() else { panic!("five bytes are published") };
         assert_eq!((b.len(), b.head::<3>(), b.head::<6>()), (5, Some([1, 2, 3]), None));
@@ -711,6 +751,34 @@ mod tests {
         // A write position the peer corrupted (beyond the capacity) is refused.
         w.ring.word(TAIL).store(r.head + MIN_RING_BYTES as u64 + 1, Ordering::Release);
         assert!(r.peek(1).is_err());
+    }
+
+    /// Frames start on a line: the producer pads each to a multiple of 64 bytes and the
+    /// consumer skips the padding before the next frame, only once it is published.
+    #[test]
+    fn frames_are_padded_to_a_line_and_the_reader_skips_the_padding() {
+        assert_eq!([0, 1, 56, 63, 64, 65, 120, 4095].map(frame_pad), [0, 63, 8, 1, 0, 63, 8, 1]);
+        let (mut w, mut r) = anon(MIN_RING_BYTES);
+        assert!(r.align().unwrap(), "position 0 is a frame start");
+        // A 57-byte frame and its padding, written together.
+        let frame = [5u8; 57];
+        assert_eq!(w.try_write_parts(&[&frame], frame_pad(frame.len())).unwrap(), 64);
+        let mut got = [0u8; 57];
+        assert_eq!(r.try_read(&mut got).unwrap(), 57);
+        assert_eq!(got, frame);
+        assert!(r.align().unwrap());
+        assert!(r.align().unwrap(), "aligned already: nothing more skipped");
+        // The next frame's padding not written yet: the reader stays until it is.
+        assert_eq!(w.try_write(&[6u8; 100]).unwrap(), 100);
+        let mut got = [0u8; 100];
+        assert_eq!(r.try_read(&mut got).unwrap(), 100);
+        assert!(!r.align().unwrap(), "the padding is not published yet");
+        assert_eq!(w.try_write_parts(&[], frame_pad(100)).unwrap(), 28);
+        assert!(r.align().unwrap());
+        assert_eq!(w.try_write(&[7u8; 3]).unwrap(), 3);
+        let mut got = [0u8; 3];
+        assert_eq!(r.try_read(&mut got).unwrap(), 3, "the reader is at the third frame (byte 192)");
+        assert_eq!(got, [7; 3]);
     }
 
     /// The read position reaches the producer once an eighth of the ring has been read
