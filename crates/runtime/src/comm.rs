@@ -17,7 +17,7 @@ use crate::error::CommError;
 use crate::frame::CallSig;
 use crate::link::{establish, hostname, Link, Transport, Whereabouts};
 use crate::prepared::{Bases, LocalStep, Prepared, RoundSteps};
-use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle, TakeNow};
+use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle, Reduction};
 use crate::recorder::Recorder;
 use crate::reduce::{divide, reduce_into, RedOp};
 
@@ -570,20 +570,14 @@ impl Communicator {
         // bytes; all outlive this function.
         let bases = unsafe { Bases::new(views.input as *mut u8, views.output, scratch.as_mut_ptr(), prepared.lens) };
         let mut owned: Vec<Vec<u8>> = Vec::new();
-        // Round 0 goes out first when it can: a small call's frame leaves before anything
-        // else of the call is done (the flight recorder's entry included), so the peer's
-        // wait is as short as it can be.
+        // Round 0's sends go out first when they can: a small call's frame leaves before
+        // anything else of the call is done (the flight recorder's entry included), so the
+        // peer's wait is as short as it can be. Its receives wait for the prologue, which may
+        // write what they land on.
         let early = match (prepared.early, prepared.rounds.first()) {
             (true, Some(first)) => Some(
-                self.queue_round(
-                    first,
-                    bases,
-                    sig,
-                    elem,
-                    &mut owned,
-                    prepared.early_receives.then_some(TakeNow { dtype, op }),
-                )
-                .and_then(|queued| kick(&mut self.links, &first.peers).map(|()| queued)),
+                self.queue_sends(first, bases, sig, elem, &mut owned)
+                    .and_then(|queued| kick(&mut self.links, &first.peers).map(|()| queued)),
             ),
             _ => None,
         };
@@ -592,11 +586,13 @@ impl Communicator {
         for l in &prepared.prologue {
             local_step(bases, l, dtype, op);
         }
+        let reduction = Reduction { dtype, op };
         for (i, round) in prepared.rounds.iter().enumerate() {
-            let queued = match early {
+            let mut queued = match early {
                 Some(queued) if i == 0 => queued,
-                _ => self.queue_round(round, bases, sig, elem, &mut owned, Some(TakeNow { dtype, op }))?,
+                _ => self.queue_sends(round, bases, sig, elem, &mut owned)?,
             };
+            queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
             if queued {
                 let how = Drive {
@@ -652,23 +648,19 @@ fn local_step(bases: Bases, l: &LocalStep, dtype: Dtype, op: RedOp) {
 }
 
 impl Communicator {
-    /// Queue on the links what this rank sends and receives in `round`. The schedule
+    /// Start `round` on its links and queue what this rank sends in it. The schedule
     /// promises (and the symbolic checker proves for every generator) that no byte a rank
     /// sends in a round is written by that round's receives; `Prepared` checks it anyway,
-    /// and such sources are copied into `owned` first. With `now` (the call's prologue
-    /// has run), a small receive already whole in its ring lands at once (`queue_receive`).
-    /// Whether anything was left for `drive` (small frames that all moved at once leave
-    /// nothing: the round needs no pass over the links).
-    fn queue_round(
+    /// and such sources are copied into `owned` first. Whether anything was left for
+    /// `drive` (small frames go out at once when their ring or socket takes them).
+    fn queue_sends(
         &mut self,
         round: &RoundSteps,
         bases: Bases,
         sig: CallSig,
         elem: usize,
         owned: &mut Vec<Vec<u8>>,
-        now: Option<TakeNow>,
     ) -> Result<bool, CommError> {
-        let no_link = |peer: usize| CommError::BadArgs { message: format!("no link to rank {peer}") };
         let mut queued = false;
         for &peer in &round.peers {
             begin_round(self.links.get_mut(peer).and_then(Option::as_mut).ok_or_else(|| no_link(peer))?);
@@ -687,7 +679,22 @@ impl Communicator {
             let link = self.links[s.to].as_mut().ok_or_else(|| no_link(s.to))?;
             queued |= queue_send(link, call, data, elem, s.to)?;
         }
-        // Receives in schedule order, each straight into place.
+        Ok(queued)
+    }
+
+    /// Queue what this rank receives in `round` (after its sends, `queue_sends`), in
+    /// schedule order, each straight into place; a small frame already whole in its ring
+    /// lands at once (`queue_receive`). Whether anything was left for `drive`: when
+    /// nothing was, the round needs no pass over the links.
+    fn queue_receives(
+        &mut self,
+        round: &RoundSteps,
+        bases: Bases,
+        sig: CallSig,
+        reduction: Reduction,
+    ) -> Result<bool, CommError> {
+        let mut queued = false;
+        let elem = reduction.dtype.size_bytes() as usize;
         for r in &round.receives {
             debug_assert_ne!(r.write.buffer, Buffer::Input, "Prepared::new refuses writes to the input");
             // SAFETY: inside the output or scratch buffer (`Prepared::new` refuses a receive
@@ -696,10 +703,14 @@ impl Communicator {
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.at(&r.write), r.write.len) };
             let call = Call { number: self.calls_with[r.from], sig };
             let link = self.links[r.from].as_mut().ok_or_else(|| no_link(r.from))?;
-            queued |= queue_receive(link, call, dst, r.op, elem, now, r.from)?;
+            queued |= queue_receive(link, call, dst, r.op, elem, reduction, r.from)?;
         }
         Ok(queued)
     }
+}
+
+fn no_link(peer: usize) -> CommError {
+    CommError::BadArgs { message: format!("no link to rank {peer}") }
 }
 
 /// The caller's buffers for one call.

@@ -110,9 +110,6 @@ pub(crate) struct Prepared {
     /// the peers receive (or pull) while this rank copies. (In place, the input is only
     /// read in round 0 where the prologue copies it onto itself, which is skipped.)
     pub early: bool,
-    /// Round 0's receives touch nothing the prologue reads or writes, so they may land
-    /// as round 0 is queued early, before the prologue (`progress::TakeNow`).
-    pub early_receives: bool,
     pub prologue: Vec<LocalStep>,
     pub rounds: Vec<RoundSteps>,
     pub epilogue: Vec<LocalStep>,
@@ -169,28 +166,6 @@ impl Prepared {
                 .filter(|t| t.from == me)
                 .all(|t| !locals[..in_prologue].iter().any(|l| l.write.overlaps(&t.read)))
         });
-        // A prologue step conflicts with a receive when they touch the same elements out of
-        // place, or in place, where the input and the output are one buffer laid out by
-        // the spec (the same preparation serves both).
-        let layout = schedule.spec.in_place_layout(me);
-        let placed = |r: &Region| match r.buffer {
-            Buffer::Input => Some(layout.input_at + r.offset..layout.input_at + r.offset + r.len),
-            Buffer::Output => Some(layout.output_at + r.offset..layout.output_at + r.offset + r.len),
-            Buffer::Scratch => None,
-        };
-        let in_place_overlap = |a: &Region, b: &Region| match (placed(a), placed(b)) {
-            (Some(x), Some(y)) => x.start < y.end && y.start < x.end,
-            _ => false,
-        };
-        let conflict = |l: &LocalOp, w: &Region| {
-            l.write.overlaps(w) || l.read.overlaps(w) || in_place_overlap(&l.read, w) || in_place_overlap(&l.write, w)
-        };
-        let early_receives = schedule.rounds.first().is_some_and(|r| {
-            r.transfers
-                .iter()
-                .filter(|t| t.to == me)
-                .all(|t| !locals[..in_prologue].iter().any(|l| conflict(l, &t.write)))
-        });
         // Whether each local op's destination is read again later in the call.
         let read_later = |i: usize, w: &Region| {
             // A local op reads `w` when its source or (reducing) its destination overlaps it.
@@ -218,7 +193,6 @@ impl Prepared {
             peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
             peer_bytes: peer_bytes.into(),
             early,
-            early_receives,
             prologue: steps,
             rounds,
             epilogue,
@@ -392,27 +366,6 @@ mod tests {
                     let mut later = p.rounds[1..].iter().flat_map(|r| &r.sends);
                     assert!(later.all(|s| s.read.buffer == Buffer::Output), "{ranks} ranks");
                 }
-            }
-        }
-    }
-
-    /// Round 0's receives land as they are queued, before the prologue, only where the
-    /// prologue touches none of their elements, out of place or in place: a broadcast's
-    /// receivers (no prologue) and the ring all-gather (its prologue copies the rank's own
-    /// chunk, round 0 receives another), never the ring all-reduce (its prologue copies
-    /// the input into the output it then reduces into).
-    #[test]
-    fn round_0_receives_land_before_the_prologue_only_where_it_touches_nothing_of_theirs() {
-        for ranks in [2, 3, 4] {
-            for rank in 0..ranks {
-                let b = prepared(Collective::Broadcast, Algorithm::Chain, ranks, rank);
-                assert!(b.early_receives && (b.prologue.is_empty() || rank == 0), "broadcast, rank {rank}");
-                let g = prepared(Collective::AllGather, Algorithm::Ring, ranks, rank);
-                assert!(!g.prologue.is_empty() && !g.rounds[0].receives.is_empty(), "all-gather, {ranks} ranks");
-                assert!(g.early_receives, "all-gather, {ranks} ranks, rank {rank}");
-                let r = prepared(Collective::AllReduce, Algorithm::Ring, ranks, rank);
-                assert!(!r.prologue.is_empty() && !r.rounds[0].receives.is_empty(), "all-reduce, {ranks} ranks");
-                assert!(!r.early_receives, "all-reduce, {ranks} ranks, rank {rank}");
             }
         }
     }

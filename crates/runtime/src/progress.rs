@@ -574,26 +574,24 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: u
     Ok(queued)
 }
 
-/// How a receive may land as it is queued: with the call's element type and reduction.
-/// Only receives queued once the call's prologue has run may (round 0 queued early goes
-/// before the prologue's local steps, which may write the same bytes).
+/// A call's element type and reduction operator (what a receive that reduces needs).
 #[derive(Debug, Clone, Copy)]
-pub struct TakeNow {
+pub struct Reduction {
     pub dtype: Dtype,
     pub op: RedOp,
 }
 
-/// Queue a receive from the link's peer into `dst`, copied or reduced. With `now`, a
-/// small frame that is already whole in a shared-memory ring, with nothing queued before
-/// it on its lane, is taken straight into place instead (`take_whole`): the repeated small
-/// call whose peer is ahead never touches the queue. Whether anything was left queued.
+/// Queue a receive from the link's peer into `dst`, copied or reduced. A small frame that
+/// is already whole in a shared-memory ring, with nothing queued before it on its lane,
+/// is taken straight into place instead (`take_whole`): the repeated small call whose peer
+/// is ahead never touches the queue. Whether anything was left queued.
 pub fn queue_receive(
     link: &mut Link,
     call: Call,
     dst: &mut [u8],
     op: Op,
     elem: usize,
-    now: Option<TakeNow>,
+    reduction: Reduction,
     peer: usize,
 ) -> Result<bool, CommError> {
     let mut queued = false;
@@ -604,11 +602,11 @@ pub fn queue_receive(
             Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: *in_pieces, len: range.len() as u64 };
         *in_pieces += 1;
         let at = dst[range].as_mut_ptr();
-        if let (Some(now), true, LaneIo::Shm { rx, .. }) = (now, incoming.is_empty(), &mut *io) {
+        if let (true, LaneIo::Shm { rx, .. }) = (incoming.is_empty(), &mut *io) {
             let rx_err = |e| CommError::io(peer, "receive", e);
             if takes_whole(rx, expect.len)
                 && rx.align().map_err(rx_err)?
-                && take_whole(rx, &expect, at, op, reduce_buf, peer, now.dtype, now.op)? == Whole::Taken
+                && take_whole(rx, &expect, at, op, reduce_buf, peer, reduction.dtype, reduction.op)? == Whole::Taken
             {
                 continue;
             }
@@ -930,5 +928,51 @@ mod tests {
             assert!(idle.yield_for <= Duration::from_millis(100));
         }
         assert!(Idle::for_machine(4, 2).yields < Idle::for_machine(2, 2).yields);
+    }
+
+    /// Two ranks' links to each other over one pair of rings (rank 0's is `links[1]`,
+    /// rank 1's `links[0]`).
+    fn shm_pair(capacity: usize) -> (Link, Link) {
+        let ((w01, r01), (w10, r10)) = (crate::shm::anon(capacity), crate::shm::anon(capacity));
+        let link = |rx, tx| Link {
+            transport: crate::link::Transport::Shm,
+            cma: false,
+            lanes: vec![Lane::new(LaneIo::Shm { rx, tx })],
+        };
+        (link(r10, w01), link(r01, w10))
+    }
+
+    fn drive_one(link: Link, peer: usize) -> Result<(), CommError> {
+        let mut links: Vec<Option<Link>> = (0..2).map(|_| None).collect();
+        links[peer] = Some(link);
+        let idle = Idle { spins: 10, yields: 10, yield_for: Duration::from_millis(1) };
+        let how = Drive { dtype: Dtype::U8, op: RedOp::Sum, idle, timeout: Duration::from_secs(5), call: 1, round: 0 };
+        drive(&mut links, how)
+    }
+
+    /// A small frame goes out as it is queued, and one already whole in the ring lands as
+    /// its receive is queued: neither leaves anything for `drive`. A receive queued before
+    /// its frame arrives is queued, and `drive` lands it; frames of any length keep their
+    /// order through the padding that starts each on a line.
+    #[test]
+    fn small_frames_move_as_they_are_queued_and_only_late_ones_wait_for_drive() {
+        let (mut a, mut b) = shm_pair(crate::shm::MIN_RING_BYTES);
+        let sig = CallSig::default();
+        let call = Call { number: 1, sig };
+        let how = Reduction { dtype: Dtype::U8, op: RedOp::Sum };
+        begin_round(&mut a);
+        begin_round(&mut b);
+        let first: Vec<u8> = (1..=5).collect();
+        assert!(!queue_send(&mut a, call, &first, 1, 1).unwrap(), "written at once");
+        let mut got = [0u8; 5];
+        assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, 1, how, 0).unwrap(), "taken at once");
+        assert_eq!(got, [1, 2, 3, 4, 5]);
+        // Received before it is sent: queued, then landed by `drive` (here reduced into place).
+        let mut sum = [10u8; 70];
+        assert!(queue_receive(&mut b, call, &mut sum, Op::Reduce, 1, how, 0).unwrap());
+        let second = [2u8; 70];
+        assert!(!queue_send(&mut a, call, &second, 1, 1).unwrap());
+        drive_one(b, 0).unwrap();
+        assert_eq!(sum, [12u8; 70]);
     }
 }

@@ -679,20 +679,22 @@ pub fn settle(rx: &mut ShmReader, tx: &mut ShmWriter) -> bool {
     rx.peer_pid != 0 && tx.peer_pid != 0 && rx.peer_pid <= i32::MAX as u64 && tx.peer_pid <= i32::MAX as u64
 }
 
+/// Both ends of one ring in one anonymous mapping (no file: tests that use it run under
+/// Miri, and the progress engine's tests drive frames through it in one process).
+#[cfg(test)]
+pub(crate) fn anon(capacity: usize) -> (ShmWriter, ShmReader) {
+    let ring = Ring::new(MmapMut::map_anon(DATA + capacity).expect("an anonymous mapping"), capacity);
+    let twin = Ring { base: ring.base, capacity, _map: std::sync::Arc::clone(&ring._map) };
+    let me = std::process::id() as u64;
+    (
+        ShmWriter { ring, tail: 0, head_seen: 0, acked_seen: AtomicU64::new(0), posted: 0, peer_pid: me },
+        ShmReader { ring: twin, head: 0, head_published: 0, tail_seen: 0, shares: 0, peer_pid: me },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Both ends of one ring in one anonymous mapping (no file: these run under Miri).
-    fn anon(capacity: usize) -> (ShmWriter, ShmReader) {
-        let ring = Ring::new(MmapMut::map_anon(DATA + capacity).unwrap(), capacity);
-        let twin = Ring { base: ring.base, capacity, _map: std::sync::Arc::clone(&ring._map) };
-        let me = std::process::id() as u64;
-        (
-            ShmWriter { ring, tail: 0, head_seen: 0, acked_seen: AtomicU64::new(0), posted: 0, peer_pid: me },
-            ShmReader { ring: twin, head: 0, head_published: 0, tail_seen: 0, shares: 0, peer_pid: me },
-        )
-    }
 
     /// Ring index arithmetic: every split of the wrap point, and positions checked.
     #[test]
