@@ -59,6 +59,15 @@ impl LaneIo {
         }
     }
 
+    /// Write a frame (`head`, `body`, then `pad` bytes of padding, `frame_pad`) as far as
+    /// the stream takes it, without waiting; the bytes written.
+    pub fn try_write_frame<const H: usize>(&mut self, head: &[u8; H], body: &[u8], pad: usize) -> io::Result<usize> {
+        match self {
+            LaneIo::Shm { tx, .. } => tx.try_write_frame(head, body, pad),
+            LaneIo::Tcp { .. } => self.try_write(&[head, body], pad),
+        }
+    }
+
     /// Read up to `buf.len()` bytes that have arrived, without waiting; the bytes read.
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {

@@ -337,13 +337,13 @@ fn take_whole(
     let rx_err = |e| CommError::io(peer, "receive", e);
     let want = expect.encode();
     let frame = match rx.peek(HEADER_BYTES + len).map_err(rx_err)? {
-        Peek::Bytes(b) if b.head::<HEADER_BYTES>() == Some(want) => b,
+        Peek::Bytes(b) if b.starts_with(&want) => b,
         Peek::Bytes(_) | Peek::Wrapped => return Ok(Whole::Declined),
         // Wait for the rest only when what is there is the expected header (or less):
         // another frame (a descriptor's whole frame may be shorter) is read byte-wise.
         Peek::Short => {
             return Ok(match rx.peek(HEADER_BYTES).map_err(rx_err)? {
-                Peek::Bytes(h) if h.head::<HEADER_BYTES>() != Some(want) => Whole::Declined,
+                Peek::Bytes(h) if !h.starts_with(&want) => Whole::Declined,
                 Peek::Wrapped => Whole::Declined,
                 Peek::Bytes(_) | Peek::Short => Whole::Short,
             })
@@ -559,7 +559,7 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: u
         let pad = l.io.frame_pad(HEADER_BYTES + body_len);
         let mut sent = 0;
         if !single_copy && bytes.len() <= EAGER_MAX_BYTES && l.out.is_empty() {
-            sent = l.io.try_write(&[&header, bytes], pad).map_err(|e| CommError::io(peer, "send", e))?;
+            sent = l.io.try_write_frame(&header, bytes, pad).map_err(|e| CommError::io(peer, "send", e))?;
             if sent == HEADER_BYTES + bytes.len() + pad {
                 continue;
             }

@@ -132,6 +132,16 @@ impl Published<'_> {
         (N <= self.len).then(|| unsafe { std::ptr::read_unaligned(self.at as *const [u8; N]) })
     }
 
+    /// Whether the first `N` bytes are `want` (compared a word at a time: a frame header
+    /// is checked on every small receive, and a call to `memcmp` costs more than the words).
+    pub fn starts_with<const N: usize>(&self, want: &[u8; N]) -> bool {
+        let Some(got) = self.head::<N>() else { return false };
+        let word = |b: &[u8]| u64::from_ne_bytes(<[u8; 8]>::try_from(b).unwrap_or_default());
+        let (g, w) = (got.chunks_exact(8), want.chunks_exact(8));
+        let tails_equal = g.remainder() == w.remainder();
+        g.zip(w).fold(0, |diff, (a, b)| diff | (word(a) ^ word(b))) == 0 && tails_equal
+    }
+
     /// Copy bytes `from..` into `dst` (exactly `dst.len()` of them, which must be there).
     pub fn copy_to(&self, from: usize, dst: &mut [u8]) {
         assert!(from <= self.len && dst.len() <= self.len - from, "a copy past the published bytes");
@@ -263,6 +273,29 @@ impl ShmWriter {
     /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
     pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.try_write_parts(&[buf], 0)
+    }
+
+    /// Write a whole frame, `head` then `body` then `pad` bytes skipped, if it all fits
+    /// before the ring's end (nearly every small frame: the fixed-size head is a few
+    /// stores rather than a call to `memcpy`); else as `try_write_parts` does. The bytes
+    /// written and skipped.
+    pub fn try_write_frame<const H: usize>(&mut self, head: &[u8; H], body: &[u8], pad: usize) -> io::Result<usize> {
+        let want = H + body.len() + pad;
+        let cap = self.ring.capacity;
+        let at = (self.tail as usize) & (cap - 1);
+        let free = cap - self.ring.used(self.head_seen, self.tail)?;
+        if want <= free && want <= cap - at {
+            let data = self.ring.data();
+            // SAFETY: `at + want <= capacity`, so both ranges lie in the data area, which is
+            // free: the consumer has read past it (head, validated against our own tail).
+            unsafe {
+                std::ptr::write_unaligned(data.add(at) as *mut [u8; H], *head);
+                std::ptr::copy_nonoverlapping(body.as_ptr(), data.add(at + H), body.len());
+            }
+            self.publish(want);
+            return Ok(want);
+        }
+        self.try_write_parts(&[head, body], pad)
     }
 
     /// Copy a prefix of `parts` (in order) into the ring, as much as fits, then skip up to
@@ -732,6 +765,8 @@ mod tests {
         assert_eq!(r.peek(6).unwrap(), Peek::Short);
         let Peek::Bytes(b) = r.peek(5).unwrap() else { panic!("five bytes are published") };
         assert_eq!((b.len(), b.head::<3>(), b.head::<6>()), (5, Some([1, 2, 3]), None));
+        assert!(b.starts_with(&[1, 2, 3]) && b.starts_with(&[1, 2, 3, 4, 5]));
+        assert!(!b.starts_with(&[1, 2, 4]) && !b.starts_with(&[1, 2, 3, 4, 5, 6]), "differs, or past the bytes");
         let mut tail = [0u8; 2];
         b.copy_to(3, &mut tail);
         assert_eq!(tail, [4, 5]);
@@ -762,6 +797,19 @@ mod tests {
         assert_eq!([0, 1, 56, 63, 64, 65, 120, 4095].map(frame_pad), [0, 63, 8, 1, 0, 63, 8, 1]);
         let (mut w, mut r) = anon(MIN_RING_BYTES);
         assert!(r.align().unwrap(), "position 0 is a frame start");
+        // A frame written whole: its head compared a word at a time (here two words and a
+        // remainder), the padding skipped.
+        let head: [u8; 20] = std::array::from_fn(|i| i as u8);
+        assert_eq!(w.try_write_frame(&head, &[9, 9], frame_pad(22)).unwrap(), 64);
+        let Peek::Bytes(b) = r.peek(22).unwrap() else { panic!("published") };
+        assert!(b.starts_with(&head));
+        for i in [0, 9, 17, 19] {
+            let mut other = head;
+            other[i] ^= 1;
+            assert!(!b.starts_with(&other), "byte {i} differs");
+        }
+        r.advance(22).unwrap();
+        assert!(r.align().unwrap());
         // A 57-byte frame and its padding, written together.
         let frame = [5u8; 57];
         assert_eq!(w.try_write_parts(&[&frame], frame_pad(frame.len())).unwrap(), 64);
@@ -779,8 +827,23 @@ mod tests {
         assert!(r.align().unwrap());
         assert_eq!(w.try_write(&[7u8; 3]).unwrap(), 3);
         let mut got = [0u8; 3];
-        assert_eq!(r.try_read(&mut got).unwrap(), 3, "the reader is at the third frame (byte 192)");
+        assert_eq!(r.try_read(&mut got).unwrap(), 3, "the reader is at the fourth frame (byte 256)");
         assert_eq!(got, [7; 3]);
+        assert_eq!(r.head, 259);
+        // A frame that runs round the ring's end is written in two parts, padding last.
+        assert!(r.align().is_ok_and(|aligned| !aligned), "61 bytes of padding not written");
+        assert_eq!(w.try_write_parts(&[], frame_pad(3)).unwrap(), 61);
+        assert!(r.align().unwrap());
+        let fill = vec![1u8; MIN_RING_BYTES - 320 - 10];
+        assert_eq!(w.try_write(&fill).unwrap(), fill.len());
+        let mut sink = vec![0u8; fill.len()];
+        assert_eq!(r.try_read(&mut sink).unwrap(), fill.len());
+        r.release();
+        assert_eq!(w.try_write_frame(&[3u8; 8], &[4u8; 8], 48).unwrap(), 64);
+        assert_eq!(w.tail as usize % MIN_RING_BYTES, 54, "round the end");
+        let mut got = [0u8; 16];
+        assert_eq!(r.try_read(&mut got).unwrap(), 16);
+        assert_eq!(got, [3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4]);
     }
 
     /// The read position reaches the producer once an eighth of the ring has been read
