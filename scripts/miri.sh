@@ -18,4 +18,4 @@ cargo +nightly miri test -p railyard-runtime --lib -- \
     frame:: element:: share:: reduce:: prepared:: shm::tests::ring_arithmetic_wraps_every_way \
     shm::tests::peek_shows_whole_runs_and_advance_checks_them \
     shm::tests::the_read_position_is_published_by_eighths_or_on_release \
-    shm::tests::frames_are_padded_to_a_line_and_the_reader_skips_the_padding
+    shm::tests::small_frames_are_padded_to_a_line_and_the_reader_skips_the_padding

@@ -84,12 +84,21 @@ impl LaneIo {
         }
     }
 
-    /// The padding a frame of `len` bytes (header included) is followed by: shared-memory
-    /// frames end on a cache line (`shm::FRAME_ALIGN_BYTES`); a TCP stream is not padded.
+    /// The padding after a frame of `len` bytes (header included) written next: a small
+    /// shared-memory frame ends on a cache line (`shm::frame_pad`); a TCP stream is not
+    /// padded.
     pub fn frame_pad(&self, len: usize) -> usize {
         match self {
-            LaneIo::Shm { .. } => crate::shm::frame_pad(len),
+            LaneIo::Shm { tx, .. } => tx.frame_pad(len),
             LaneIo::Tcp { .. } => 0,
+        }
+    }
+
+    /// A frame of `len` bytes (header included) has been read whole (shared memory: the
+    /// next one starts past its padding, `ShmReader::frame_read`).
+    pub fn frame_read(&mut self, len: usize) {
+        if let LaneIo::Shm { rx, .. } = self {
+            rx.frame_read(len);
         }
     }
 

@@ -148,6 +148,10 @@ impl Lane {
                 None if f.len > 0 => unsafe { std::slice::from_raw_parts(f.payload, f.len) },
                 None => &[],
             };
+            if f.sent == 0 {
+                // Padding depends on where the frame starts: worked out as it starts.
+                f.pad = self.io.frame_pad(HEADER_BYTES + body.len());
+            }
             let (body_end, total) = (HEADER_BYTES + body.len(), HEADER_BYTES + body.len() + f.pad);
             let n = if f.sent < HEADER_BYTES {
                 self.io.try_write(&[&f.header[f.sent..], body], f.pad)
@@ -290,6 +294,7 @@ impl Lane {
             if f.done < len {
                 break;
             }
+            io.frame_read(HEADER_BYTES + len);
             incoming.pop_front();
         }
         Ok(progressed)
@@ -361,6 +366,7 @@ fn take_whole(
         }
     }
     rx.advance(HEADER_BYTES + len).map_err(rx_err)?;
+    rx.frame_read(HEADER_BYTES + len);
     Ok(Whole::Taken)
 }
 

@@ -82,17 +82,25 @@ pub fn ring_bytes_for(configured: usize, ranks: usize) -> usize {
     configured.min(bounded.max(MIN_BOUNDED_RING_BYTES)).max(MIN_RING_BYTES)
 }
 
-/// Every frame starts on a cache line of the ring: the producer pads each frame to a
-/// multiple of this (`frame_pad`) and the consumer skips to the next multiple before it
-/// reads a frame (`ShmReader::align`). Unpadded, a frame shares its last line with the
-/// next one (a consumer reading frame k takes back the line the producer is writing
-/// frame k + 1 into), and after one odd-sized frame every 64-byte frame spans two lines.
-/// The capacity is a power of two of at least a page, so a multiple of this.
+/// A frame that fits in a cache line of the ring (header and payload at most this many
+/// bytes: a small call's) is padded so that it ends on a line (`frame_pad`), and the
+/// consumer skips that padding before it reads the next frame (`ShmReader::align`).
+/// Unpadded, such a frame shares a line with the next one (a consumer reading frame k
+/// takes back the line the producer is writing frame k + 1 into), and after one odd-sized
+/// frame every 64-byte frame spans two lines. Longer frames are not padded: padding a
+/// 72–88-byte frame to two whole lines measured slower than the line it shares
+/// (`docs/benchmarks.md`). The capacity is a power of two of at least a page, so a
+/// multiple of this.
 pub const FRAME_ALIGN_BYTES: usize = 64;
 
-/// The padding after a frame of `len` bytes (header included) that ends it on a line.
-pub const fn frame_pad(len: usize) -> usize {
-    len.wrapping_neg() & (FRAME_ALIGN_BYTES - 1)
+/// The padding after a frame of `len` bytes (header included) that starts at ring
+/// position `start`: up to the next line when the frame fits in one, else none.
+pub const fn frame_pad(start: u64, len: usize) -> usize {
+    if len > FRAME_ALIGN_BYTES {
+        0
+    } else {
+        (start.wrapping_add(len as u64).wrapping_neg() % FRAME_ALIGN_BYTES as u64) as usize
+    }
 }
 
 /// What `ShmReader::peek` saw.
@@ -263,6 +271,8 @@ pub struct ShmReader {
     head_published: u64,
     /// The producer's write position as last read (read again when it is not enough).
     tail_seen: u64,
+    /// The last frame read was padded to a line (`frame_read`), not yet skipped.
+    pad_due: bool,
     /// Shared transfers opened through this ring (numbers them).
     shares: u64,
     /// The producer's pid, read once the setup handshake is over.
@@ -273,6 +283,11 @@ impl ShmWriter {
     /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
     pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.try_write_parts(&[buf], 0)
+    }
+
+    /// The padding after a frame of `len` bytes written next (`frame_pad`).
+    pub fn frame_pad(&self, len: usize) -> usize {
+        frame_pad(self.tail, len)
     }
 
     /// Write a whole frame, `head` then `body` then `pad` bytes skipped, if it all fits
@@ -482,11 +497,20 @@ impl ShmReader {
         }
     }
 
-    /// Move the read position to the next frame's start (the next multiple of
-    /// `FRAME_ALIGN_BYTES`, past the last frame's padding); whether it is there (false:
-    /// the padding is not published yet).
+    /// A frame of `len` bytes (header included) has been read: the next frame starts past
+    /// its padding, if it has any (`frame_pad`; `align` skips it).
+    pub fn frame_read(&mut self, len: usize) {
+        self.pad_due = len <= FRAME_ALIGN_BYTES;
+    }
+
+    /// Move the read position to the next frame's start, past the last frame's padding
+    /// (`frame_read`); whether it is there (false: the padding is not published yet).
     pub fn align(&mut self) -> io::Result<bool> {
-        let skip = frame_pad((self.head % FRAME_ALIGN_BYTES as u64) as usize);
+        if !self.pad_due {
+            return Ok(true);
+        }
+        let skip = (self.head.wrapping_neg() % FRAME_ALIGN_BYTES as u64) as usize;
+        self.pad_due = false;
         if skip == 0 {
             return Ok(true);
         }
@@ -496,6 +520,7 @@ impl ShmReader {
             return Ok(true);
         }
         if self.published(skip)? < skip {
+            self.pad_due = true;
             return Ok(false);
         }
         self.advance(skip)?;
@@ -701,7 +726,7 @@ pub fn reader(path: &Path, capacity: usize) -> io::Result<ShmReader> {
     let ring = map(path, capacity, false)?;
     ring.word(READER_PID).store(std::process::id() as u64, Ordering::Relaxed);
     let head = ring.word(HEAD).load(Ordering::Relaxed);
-    Ok(ShmReader { ring, head, head_published: head, tail_seen: head, shares: 0, peer_pid: 0 })
+    Ok(ShmReader { ring, head, head_published: head, tail_seen: head, pad_due: false, shares: 0, peer_pid: 0 })
 }
 
 /// Once both ends are open (the setup handshake is over), read the peers' pids for good;
@@ -721,7 +746,7 @@ pub(crate) fn anon(capacity: usize) -> (ShmWriter, ShmReader) {
     let me = std::process::id() as u64;
     (
         ShmWriter { ring, tail: 0, head_seen: 0, acked_seen: AtomicU64::new(0), posted: 0, peer_pid: me },
-        ShmReader { ring: twin, head: 0, head_published: 0, tail_seen: 0, shares: 0, peer_pid: me },
+        ShmReader { ring: twin, head: 0, head_published: 0, tail_seen: 0, pad_due: false, shares: 0, peer_pid: me },
     )
 }
 
@@ -790,17 +815,22 @@ mod tests {
         assert!(r.peek(1).is_err());
     }
 
-    /// Frames start on a line: the producer pads each to a multiple of 64 bytes and the
-    /// consumer skips the padding before the next frame, only once it is published.
+    /// A frame that fits in a line is padded to end on one and the consumer skips that
+    /// padding before the next frame, only once it is published; a longer frame is not
+    /// padded.
     #[test]
-    fn frames_are_padded_to_a_line_and_the_reader_skips_the_padding() {
-        assert_eq!([0, 1, 56, 63, 64, 65, 120, 4095].map(frame_pad), [0, 63, 8, 1, 0, 63, 8, 1]);
+    fn small_frames_are_padded_to_a_line_and_the_reader_skips_the_padding() {
+        assert_eq!(
+            [(0, 1), (0, 56), (0, 64), (0, 65), (8, 56), (40, 60), (100, 64)].map(|(s, l)| frame_pad(s, l)),
+            [63, 8, 0, 0, 0, 28, 28]
+        );
         let (mut w, mut r) = anon(MIN_RING_BYTES);
         assert!(r.align().unwrap(), "position 0 is a frame start");
         // A frame written whole: its head compared a word at a time (here two words and a
         // remainder), the padding skipped.
         let head: [u8; 20] = std::array::from_fn(|i| i as u8);
-        assert_eq!(w.try_write_frame(&head, &[9, 9], frame_pad(22)).unwrap(), 64);
+        assert_eq!(w.frame_pad(22), 42);
+        assert_eq!(w.try_write_frame(&head, &[9, 9], 42).unwrap(), 64);
         let Peek::Bytes(b) = r.peek(22).unwrap() else { panic!("published") };
         assert!(b.starts_with(&head));
         for i in [0, 9, 17, 19] {
@@ -809,41 +839,44 @@ mod tests {
             assert!(!b.starts_with(&other), "byte {i} differs");
         }
         r.advance(22).unwrap();
-        assert!(r.align().unwrap());
-        // A 57-byte frame and its padding, written together.
-        let frame = [5u8; 57];
-        assert_eq!(w.try_write_parts(&[&frame], frame_pad(frame.len())).unwrap(), 64);
-        let mut got = [0u8; 57];
-        assert_eq!(r.try_read(&mut got).unwrap(), 57);
-        assert_eq!(got, frame);
+        r.frame_read(22);
         assert!(r.align().unwrap());
         assert!(r.align().unwrap(), "aligned already: nothing more skipped");
-        // The next frame's padding not written yet: the reader stays until it is.
+        assert_eq!(r.head, 64);
+        // A 100-byte frame is not padded: the next one starts right after it.
+        assert_eq!(w.frame_pad(100), 0);
         assert_eq!(w.try_write(&[6u8; 100]).unwrap(), 100);
         let mut got = [0u8; 100];
         assert_eq!(r.try_read(&mut got).unwrap(), 100);
+        r.frame_read(100);
+        assert!(r.align().unwrap());
+        assert_eq!(r.head, 164);
+        // A 57-byte frame from byte 164 is padded to byte 256; until the padding is
+        // published the reader waits for it.
+        assert_eq!(w.frame_pad(57), 35);
+        assert_eq!(w.try_write(&[7u8; 57]).unwrap(), 57);
+        let mut got = [0u8; 57];
+        assert_eq!(r.try_read(&mut got).unwrap(), 57);
+        r.frame_read(57);
         assert!(!r.align().unwrap(), "the padding is not published yet");
-        assert_eq!(w.try_write_parts(&[], frame_pad(100)).unwrap(), 28);
+        assert_eq!(w.try_write_parts(&[], 35).unwrap(), 35);
         assert!(r.align().unwrap());
-        assert_eq!(w.try_write(&[7u8; 3]).unwrap(), 3);
-        let mut got = [0u8; 3];
-        assert_eq!(r.try_read(&mut got).unwrap(), 3, "the reader is at the fourth frame (byte 256)");
-        assert_eq!(got, [7; 3]);
-        assert_eq!(r.head, 259);
+        assert_eq!(r.head, 256);
         // A frame that runs round the ring's end is written in two parts, padding last.
-        assert!(r.align().is_ok_and(|aligned| !aligned), "61 bytes of padding not written");
-        assert_eq!(w.try_write_parts(&[], frame_pad(3)).unwrap(), 61);
-        assert!(r.align().unwrap());
-        let fill = vec![1u8; MIN_RING_BYTES - 320 - 10];
+        let fill = vec![1u8; MIN_RING_BYTES - 256 - 10];
         assert_eq!(w.try_write(&fill).unwrap(), fill.len());
         let mut sink = vec![0u8; fill.len()];
         assert_eq!(r.try_read(&mut sink).unwrap(), fill.len());
         r.release();
-        assert_eq!(w.try_write_frame(&[3u8; 8], &[4u8; 8], 48).unwrap(), 64);
-        assert_eq!(w.tail as usize % MIN_RING_BYTES, 54, "round the end");
+        assert_eq!(w.frame_pad(16), 58, "from 10 bytes before the end to the line after it");
+        assert_eq!(w.try_write_frame(&[3u8; 8], &[4u8; 8], 58).unwrap(), 74);
+        assert_eq!(w.tail as usize % MIN_RING_BYTES, 64, "round the end");
         let mut got = [0u8; 16];
         assert_eq!(r.try_read(&mut got).unwrap(), 16);
         assert_eq!(got, [3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4]);
+        r.frame_read(16);
+        assert!(r.align().unwrap());
+        assert_eq!(r.head as usize % MIN_RING_BYTES, 64);
     }
 
     /// The read position reaches the producer once an eighth of the ring has been read
