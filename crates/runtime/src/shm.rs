@@ -843,22 +843,23 @@ mod tests {
         assert!(r.align().unwrap());
         assert!(r.align().unwrap(), "aligned already: nothing more skipped");
         assert_eq!(r.head, 64);
+        // A frame of `len` bytes written without its padding and read back whole: the
+        // padding it is owed, and whether the reader is at the next frame's start.
+        let frame = |w: &mut ShmWriter, r: &mut ShmReader, len: usize| {
+            let pad = w.frame_pad(len);
+            assert_eq!(w.try_write(&vec![7u8; len]).unwrap(), len);
+            let mut got = vec![0u8; len];
+            assert_eq!(r.try_read(&mut got).unwrap(), len);
+            assert!(got.iter().all(|&b| b == 7));
+            r.frame_read(len);
+            (pad, r.align().unwrap())
+        };
         // A 100-byte frame is not padded: the next one starts right after it.
-        assert_eq!(w.frame_pad(100), 0);
-        assert_eq!(w.try_write(&[6u8; 100]).unwrap(), 100);
-        let mut got = [0u8; 100];
-        assert_eq!(r.try_read(&mut got).unwrap(), 100);
-        r.frame_read(100);
-        assert!(r.align().unwrap());
+        assert_eq!(frame(&mut w, &mut r, 100), (0, true));
         assert_eq!(r.head, 164);
         // A 57-byte frame from byte 164 is padded to byte 256; until the padding is
         // published the reader waits for it.
-        assert_eq!(w.frame_pad(57), 35);
-        assert_eq!(w.try_write(&[7u8; 57]).unwrap(), 57);
-        let mut got = [0u8; 57];
-        assert_eq!(r.try_read(&mut got).unwrap(), 57);
-        r.frame_read(57);
-        assert!(!r.align().unwrap(), "the padding is not published yet");
+        assert_eq!(frame(&mut w, &mut r, 57), (35, false), "the padding is not published yet");
         assert_eq!(w.try_write_parts(&[], 35).unwrap(), 35);
         assert!(r.align().unwrap());
         assert_eq!(r.head, 256);
