@@ -590,7 +590,14 @@ impl Communicator {
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
-                _ => self.queue_sends(round, bases, sig, elem, &mut owned)?,
+                _ => {
+                    let queued = self.queue_sends(round, bases, sig, elem, &mut owned)?;
+                    if queued {
+                        // Large sends leave before the receives that land at once are copied.
+                        kick(&mut self.links, &round.peers)?;
+                    }
+                    queued
+                }
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
@@ -682,7 +689,7 @@ impl Communicator {
         Ok(queued)
     }
 
-    /// Queue what this rank receives in `round` (after its sends, `queue_sends`), in
+    /// Queue what this rank receives in `round` (after `queue_sends` started the round), in
     /// schedule order, each straight into place; a small frame already whole in its ring
     /// lands at once (`queue_receive`). Whether anything was left for `drive`: when
     /// nothing was, the round needs no pass over the links.
@@ -694,7 +701,6 @@ impl Communicator {
         reduction: Reduction,
     ) -> Result<bool, CommError> {
         let mut queued = false;
-        let elem = reduction.dtype.size_bytes() as usize;
         for r in &round.receives {
             debug_assert_ne!(r.write.buffer, Buffer::Input, "Prepared::new refuses writes to the input");
             // SAFETY: inside the output or scratch buffer (`Prepared::new` refuses a receive
@@ -703,7 +709,7 @@ impl Communicator {
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.at(&r.write), r.write.len) };
             let call = Call { number: self.calls_with[r.from], sig };
             let link = self.links[r.from].as_mut().ok_or_else(|| no_link(r.from))?;
-            queued |= queue_receive(link, call, dst, r.op, elem, reduction, r.from)?;
+            queued |= queue_receive(link, call, dst, r.op, reduction, r.from)?;
         }
         Ok(queued)
     }

@@ -5,6 +5,8 @@
 //! values), the piece number, the payload's kind (the bytes themselves, a single-copy
 //! descriptor of them, `cma.rs`, or an abort notice) and the payload length, bounded by
 //! `MAX_FRAME_BYTES` so a garbage or hostile header never makes us allocate its claimed size.
+//! On shared memory a frame that fits in a cache line is followed by padding to the next
+//! line (`shm::frame_pad`); a TCP stream carries frames back to back.
 
 use railyard_schedule::{Algorithm, Collective, Dtype};
 

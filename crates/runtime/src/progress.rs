@@ -149,7 +149,7 @@ impl Lane {
                 None => &[],
             };
             if f.sent == 0 {
-                // Padding depends on where the frame starts: worked out as it starts.
+                // The padding depends on where the frame starts: worked out as it starts.
                 f.pad = self.io.frame_pad(HEADER_BYTES + body.len());
             }
             let (body_end, total) = (HEADER_BYTES + body.len(), HEADER_BYTES + body.len() + f.pad);
@@ -178,15 +178,14 @@ impl Lane {
         let Lane { io, incoming, reduce_buf, .. } = self;
         let rx_err = |e| CommError::io(peer, "receive", e);
         while let Some(f) = incoming.front_mut() {
-            // A shared-memory frame starts on a line: skip the last one's padding first.
             if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
+                // A new frame on shared memory: first skip the padding of the last one, if
+                // it had one (`shm::frame_pad`).
                 if !rx.align().map_err(rx_err)? {
                     break;
                 }
-            }
-            // A small data frame that has arrived whole is taken from the ring in one go:
-            // its header compared in place of decoding it, one position update.
-            if let (0, LaneIo::Shm { rx, .. }) = (f.header_got, &mut *io) {
+                // A small data frame that has arrived whole is taken from the ring in one
+                // go: its header compared in place of decoding it, one position update.
                 if takes_whole(rx, f.expect.len) {
                     match take_whole(rx, &f.expect, f.dst, f.op, reduce_buf, peer, dtype, op)? {
                         Whole::Taken => {
@@ -248,6 +247,7 @@ impl Lane {
                             break;
                         }
                         rx.ack();
+                        rx.frame_read(HEADER_BYTES + DESCRIPTOR_BYTES);
                         incoming.pop_front();
                         continue;
                     }
@@ -262,6 +262,7 @@ impl Lane {
                     }
                 }
                 rx.ack();
+                rx.frame_read(HEADER_BYTES + DESCRIPTOR_BYTES);
                 progressed += len;
                 incoming.pop_front();
                 continue;
@@ -332,7 +333,7 @@ fn take_whole(
     rx: &mut ShmReader,
     expect: &Header,
     dst: *mut u8,
-    how: Op,
+    action: Op,
     reduce_buf: &mut Vec<u8>,
     peer: usize,
     dtype: Dtype,
@@ -357,7 +358,7 @@ fn take_whole(
     // SAFETY: the destination lies in this round's output or scratch buffer, `len` bytes
     // (the expected length), which `execute` keeps alive and no send of the round reads.
     let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
-    match how {
+    match action {
         Op::Copy => frame.copy_to(HEADER_BYTES, dst),
         Op::Reduce => {
             ensure_len(reduce_buf, len);
@@ -499,7 +500,8 @@ fn waiting_for(link: &Link) -> String {
             what.push(format!("a receive of {} B (piece {}; {got})", f.expect.len, f.expect.piece));
         }
         if let Some(f) = lane.out.front() {
-            what.push(format!("a send of {} B ({} B taken)", f.len, f.sent.saturating_sub(HEADER_BYTES)));
+            let taken = f.sent.saturating_sub(HEADER_BYTES).min(f.len);
+            what.push(format!("a send of {} B ({taken} B taken)", f.len));
         }
         if what.is_empty() {
             if let LaneIo::Shm { tx, .. } = &lane.io {
@@ -561,10 +563,12 @@ pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: u
         let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
         l.out_pieces += 1;
         let header = header.encode();
-        let body_len = if single_copy { DESCRIPTOR_BYTES } else { bytes.len() };
-        let pad = l.io.frame_pad(HEADER_BYTES + body_len);
+        // The padding depends on where the frame starts: a queued frame's is worked out
+        // when its first byte goes (`push_out`).
+        let mut pad = 0;
         let mut sent = 0;
         if !single_copy && bytes.len() <= EAGER_MAX_BYTES && l.out.is_empty() {
+            pad = l.io.frame_pad(HEADER_BYTES + bytes.len());
             sent = l.io.try_write_frame(&header, bytes, pad).map_err(|e| CommError::io(peer, "send", e))?;
             if sent == HEADER_BYTES + bytes.len() + pad {
                 continue;
@@ -596,12 +600,12 @@ pub fn queue_receive(
     call: Call,
     dst: &mut [u8],
     op: Op,
-    elem: usize,
     reduction: Reduction,
     peer: usize,
 ) -> Result<bool, CommError> {
     let mut queued = false;
     let lanes = link.lanes.len();
+    let elem = reduction.dtype.size_bytes() as usize;
     for (lane, range) in frames(dst.len(), elem, lanes) {
         let Lane { io, incoming, reduce_buf, in_pieces, .. } = &mut link.lanes[lane];
         let expect =
@@ -948,37 +952,102 @@ mod tests {
         (link(r10, w01), link(r01, w10))
     }
 
-    fn drive_one(link: Link, peer: usize) -> Result<(), CommError> {
+    /// Drive `link` (to `peer`) until nothing is queued on it; the link back.
+    fn drive_one(link: Link, peer: usize) -> Result<Link, CommError> {
         let mut links: Vec<Option<Link>> = (0..2).map(|_| None).collect();
         links[peer] = Some(link);
         let idle = Idle { spins: 10, yields: 10, yield_for: Duration::from_millis(1) };
         let how = Drive { dtype: Dtype::U8, op: RedOp::Sum, idle, timeout: Duration::from_secs(5), call: 1, round: 0 };
-        drive(&mut links, how)
+        drive(&mut links, how)?;
+        links[peer].take().ok_or_else(|| CommError::BadArgs { message: "the link went".into() })
     }
+
+    const BYTES: Reduction = Reduction { dtype: Dtype::U8, op: RedOp::Sum };
 
     /// A small frame goes out as it is queued, and one already whole in the ring lands as
     /// its receive is queued: neither leaves anything for `drive`. A receive queued before
-    /// its frame arrives is queued, and `drive` lands it; frames of any length keep their
-    /// order through the padding that starts each on a line.
+    /// its frame arrives is queued, and `drive` lands it, after the first frame's padding.
     #[test]
     fn small_frames_move_as_they_are_queued_and_only_late_ones_wait_for_drive() {
         let (mut a, mut b) = shm_pair(crate::shm::MIN_RING_BYTES);
         let sig = CallSig::default();
         let call = Call { number: 1, sig };
-        let how = Reduction { dtype: Dtype::U8, op: RedOp::Sum };
+        let how = BYTES;
         begin_round(&mut a);
         begin_round(&mut b);
         let first: Vec<u8> = (1..=5).collect();
         assert!(!queue_send(&mut a, call, &first, 1, 1).unwrap(), "written at once");
         let mut got = [0u8; 5];
-        assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, 1, how, 0).unwrap(), "taken at once");
+        assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, how, 0).unwrap(), "taken at once");
         assert_eq!(got, [1, 2, 3, 4, 5]);
         // Received before it is sent: queued, then landed by `drive` (here reduced into place).
         let mut sum = [10u8; 70];
-        assert!(queue_receive(&mut b, call, &mut sum, Op::Reduce, 1, how, 0).unwrap());
+        assert!(queue_receive(&mut b, call, &mut sum, Op::Reduce, how, 0).unwrap());
         let second = [2u8; 70];
         assert!(!queue_send(&mut a, call, &second, 1, 1).unwrap());
         drive_one(b, 0).unwrap();
         assert_eq!(sum, [12u8; 70]);
+    }
+
+    /// Small frames queued behind one longer than the ring: each one's padding is worked
+    /// out where it starts (when its first byte goes), and the reader keeps in step.
+    #[test]
+    fn small_frames_queued_behind_a_large_one_keep_the_reader_in_step() {
+        for big in [4000usize, 4040, 5000, 6000, 6001, 8200] {
+            let (mut a, mut b) = shm_pair(crate::shm::MIN_RING_BYTES);
+            let call = Call { number: 1, sig: CallSig::default() };
+            let large: Vec<u8> = (0..big).map(|i| i as u8).collect();
+            let smalls: Vec<Vec<u8>> = (0..12).map(|k| vec![k as u8 + 1; k]).collect();
+            let sender = std::thread::spawn(move || -> Result<(), CommError> {
+                begin_round(&mut a);
+                queue_send(&mut a, call, &large, 1, 1)?;
+                for s in &smalls {
+                    queue_send(&mut a, call, s, 1, 1)?;
+                }
+                drive_one(a, 1).map(|_| ())
+            });
+            begin_round(&mut b);
+            let mut got_large = vec![0u8; big];
+            let mut got: Vec<Vec<u8>> = (0..12).map(|k| vec![0u8; k]).collect();
+            queue_receive(&mut b, call, &mut got_large, Op::Copy, BYTES, 0).unwrap();
+            for g in got.iter_mut() {
+                queue_receive(&mut b, call, g, Op::Copy, BYTES, 0).unwrap();
+            }
+            drive_one(b, 0).unwrap();
+            sender.join().expect("sender thread").unwrap();
+            assert!(got_large.iter().enumerate().all(|(i, &x)| x == i as u8), "{big}");
+            for (k, g) in got.iter().enumerate() {
+                assert!(g.iter().all(|&x| x == k as u8 + 1), "{big} bytes, then frame {k}");
+            }
+        }
+    }
+
+    /// 400 calls of 0–8 bytes through a one-page ring whose reader starts late: the ring
+    /// fills, frames and paddings are published in pieces, every call gets its bytes.
+    #[test]
+    fn a_full_ring_of_small_frames_keeps_every_call_in_step() {
+        let (mut a, mut b) = shm_pair(crate::shm::MIN_RING_BYTES);
+        let calls = 400u64;
+        let sender = std::thread::spawn(move || -> Result<(), CommError> {
+            for c in 1..=calls {
+                begin_round(&mut a);
+                let data = vec![c as u8; (c % 9) as usize];
+                if queue_send(&mut a, Call { number: c, sig: CallSig::default() }, &data, 1, 1)? {
+                    a = drive_one(a, 1)?;
+                }
+            }
+            Ok(())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        for c in 1..=calls {
+            begin_round(&mut b);
+            let mut got = vec![0u8; (c % 9) as usize];
+            let call = Call { number: c, sig: CallSig::default() };
+            if queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap() {
+                b = drive_one(b, 0).unwrap();
+            }
+            assert!(got.iter().all(|&x| x == c as u8), "call {c}");
+        }
+        sender.join().expect("sender thread").unwrap();
     }
 }

@@ -22,6 +22,10 @@
 //! path never writes it), and bytes 192–1280 its abort notice (the text of its first error),
 //! so one rank's diagnosis reaches every peer on the host.
 //!
+//! The rings carry frames (`frame.rs`): one that fits in a cache line is padded to end on
+//! one (`frame_pad`), so consecutive small frames never share a line; the padding is
+//! skipped by both ends, never written or read.
+//!
 //! Files are created 0600 with O_EXCL (`create_new`) under a name that includes the job's
 //! tag, checked to be ours when opened, and removed as soon as both ends have mapped them;
 //! `remove_job_files` sweeps what a killed setup left (the launchers call it).
@@ -93,13 +97,18 @@ pub fn ring_bytes_for(configured: usize, ranks: usize) -> usize {
 /// multiple of this.
 pub const FRAME_ALIGN_BYTES: usize = 64;
 
+/// Whether a frame of `len` bytes (header included) is padded: it fits in a line.
+pub const fn padded(len: usize) -> bool {
+    len <= FRAME_ALIGN_BYTES
+}
+
 /// The padding after a frame of `len` bytes (header included) that starts at ring
 /// position `start`: up to the next line when the frame fits in one, else none.
 pub const fn frame_pad(start: u64, len: usize) -> usize {
-    if len > FRAME_ALIGN_BYTES {
-        0
-    } else {
+    if padded(len) {
         (start.wrapping_add(len as u64).wrapping_neg() % FRAME_ALIGN_BYTES as u64) as usize
+    } else {
+        0
     }
 }
 
@@ -500,7 +509,7 @@ impl ShmReader {
     /// A frame of `len` bytes (header included) has been read: the next frame starts past
     /// its padding, if it has any (`frame_pad`; `align` skips it).
     pub fn frame_read(&mut self, len: usize) {
-        self.pad_due = len <= FRAME_ALIGN_BYTES;
+        self.pad_due = padded(len);
     }
 
     /// Move the read position to the next frame's start, past the last frame's padding
