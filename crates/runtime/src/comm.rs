@@ -575,10 +575,7 @@ impl Communicator {
         // peer's wait is as short as it can be. Its receives wait for the prologue, which may
         // write what they land on.
         let early = match (prepared.early, prepared.rounds.first()) {
-            (true, Some(first)) => Some(
-                self.queue_sends(first, bases, sig, elem, &mut owned)
-                    .and_then(|queued| kick(&mut self.links, &first.peers).map(|()| queued)),
-            ),
+            (true, Some(first)) => Some(self.queue_sends(first, bases, sig, elem, &mut owned)),
             _ => None,
         };
         self.recorder.begin(self.calls, sig, prepared.rounds.len(), &prepared.peer_bytes);
@@ -590,14 +587,7 @@ impl Communicator {
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
-                _ => {
-                    let queued = self.queue_sends(round, bases, sig, elem, &mut owned)?;
-                    if queued {
-                        // Large sends leave before the receives that land at once are copied.
-                        kick(&mut self.links, &round.peers)?;
-                    }
-                    queued
-                }
+                _ => self.queue_sends(round, bases, sig, elem, &mut owned)?,
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
@@ -655,11 +645,13 @@ fn local_step(bases: Bases, l: &LocalStep, dtype: Dtype, op: RedOp) {
 }
 
 impl Communicator {
-    /// Start `round` on its links and queue what this rank sends in it. The schedule
-    /// promises (and the symbolic checker proves for every generator) that no byte a rank
-    /// sends in a round is written by that round's receives; `Prepared` checks it anyway,
-    /// and such sources are copied into `owned` first. Whether anything was left for
-    /// `drive` (small frames go out at once when their ring or socket takes them).
+    /// Start `round` on its links, queue what this rank sends in it and push what the
+    /// links take now (`kick`: large sends leave before the round's receives are copied
+    /// in). The schedule promises (and the symbolic checker proves for every generator)
+    /// that no byte a rank sends in a round is written by that round's receives;
+    /// `Prepared` checks it anyway, and such sources are copied into `owned` first.
+    /// Whether anything was left for `drive` (small frames go out at once when their ring
+    /// or socket takes them).
     fn queue_sends(
         &mut self,
         round: &RoundSteps,
@@ -685,6 +677,9 @@ impl Communicator {
             let call = Call { number: self.calls_with[s.to], sig };
             let link = self.links[s.to].as_mut().ok_or_else(|| no_link(s.to))?;
             queued |= queue_send(link, call, data, elem, s.to)?;
+        }
+        if queued {
+            kick(&mut self.links, &round.peers)?;
         }
         Ok(queued)
     }

@@ -187,7 +187,7 @@ impl Lane {
                 // A small data frame that has arrived whole is taken from the ring in one
                 // go: its header compared in place of decoding it, one position update.
                 if takes_whole(rx, f.expect.len) {
-                    match take_whole(rx, &f.expect, f.dst, f.op, reduce_buf, peer, dtype, op)? {
+                    match take_whole(rx, &f.expect, f.dst, f.op, reduce_buf, peer, Reduction { dtype, op })? {
                         Whole::Taken => {
                             progressed += HEADER_BYTES + f.expect.len as usize;
                             incoming.pop_front();
@@ -328,7 +328,6 @@ fn takes_whole(rx: &ShmReader, len: u64) -> bool {
 /// one (padding zero), so equal bytes are a header that decodes and passes `check`
 /// (`frame.rs` tests this), and any other goes the byte-wise way to be named. Everything
 /// is copied out of the ring before use (`Published`): a reduction reads a private copy.
-#[allow(clippy::too_many_arguments)]
 fn take_whole(
     rx: &mut ShmReader,
     expect: &Header,
@@ -336,8 +335,7 @@ fn take_whole(
     action: Op,
     reduce_buf: &mut Vec<u8>,
     peer: usize,
-    dtype: Dtype,
-    op: RedOp,
+    reduction: Reduction,
 ) -> Result<Whole, CommError> {
     let len = expect.len as usize;
     let rx_err = |e| CommError::io(peer, "receive", e);
@@ -363,7 +361,7 @@ fn take_whole(
         Op::Reduce => {
             ensure_len(reduce_buf, len);
             frame.copy_to(HEADER_BYTES, &mut reduce_buf[..len]);
-            reduce_into(dtype, op, dst, &reduce_buf[..len]);
+            reduce_into(reduction.dtype, reduction.op, dst, &reduce_buf[..len]);
         }
     }
     rx.advance(HEADER_BYTES + len).map_err(rx_err)?;
@@ -616,7 +614,7 @@ pub fn queue_receive(
             let rx_err = |e| CommError::io(peer, "receive", e);
             if takes_whole(rx, expect.len)
                 && rx.align().map_err(rx_err)?
-                && take_whole(rx, &expect, at, op, reduce_buf, peer, reduction.dtype, reduction.op)? == Whole::Taken
+                && take_whole(rx, &expect, at, op, reduce_buf, peer, reduction)? == Whole::Taken
             {
                 continue;
             }
