@@ -56,8 +56,8 @@ enum Command {
     /// rank's chunk of an all-gather's output, a reduce-scatter's output is the rank's chunk
     /// of its input; all-to-all has no in-place form and runs on a copy). `-c 1` checks
     /// both halves' results element by element. Environment: RAILYARD_ALGO, RAILYARD_SHM,
-    /// RAILYARD_CMA, RAILYARD_SOCKETS_PER_PEER, RAILYARD_SOCKET_IFNAME, RAILYARD_DEBUG=INFO
-    /// (see the README).
+    /// RAILYARD_CMA, RAILYARD_SLIP, RAILYARD_SOCKETS_PER_PEER, RAILYARD_SOCKET_IFNAME,
+    /// RAILYARD_DEBUG=INFO (see the README).
     Perf(commands::perf::PerfArgs),
     /// Start N local ranks of a program with launcher variables set
     Launch(commands::launch::LaunchArgs),

@@ -20,6 +20,7 @@ use crate::prepared::{Bases, LocalStep, Prepared, RoundSteps};
 use crate::progress::{begin_round, drive, kick, queue_receive, queue_send, Call, Drive, Idle, Reduction};
 use crate::recorder::Recorder;
 use crate::reduce::{divide, reduce_into, RedOp};
+use crate::slip::{Streak, POLICY as SLIP_POLICY};
 
 /// The algorithm a call uses when none is forced: a ring where a ring exists, else the
 /// first algorithm implementing the collective.
@@ -42,6 +43,8 @@ pub struct Communicator {
     transports: Vec<&'static str>,
     /// How the engine waits with nothing to move.
     idle: Idle,
+    /// Receive-only calls that waited, in a row (`slip.rs`).
+    streak: Streak,
     /// Ranks of each host.
     groups: Vec<Vec<usize>>,
     /// Chooses algorithms by the model when none is forced (built on first use).
@@ -174,6 +177,7 @@ impl Communicator {
             links,
             transports,
             idle,
+            streak: Streak::default(),
             groups,
             tuner: None,
             config,
@@ -584,6 +588,11 @@ impl Communicator {
             local_step(bases, l, dtype, op);
         }
         let reduction = Reduction { dtype, op };
+        // Only a rank that only receives slips behind its producer, and only where it
+        // spins (with a core of its own) rather than giving the core away.
+        let slips = SLIP_POLICY.applies(prepared.receive_only, prepared.received_bytes)
+            && self.config.slip
+            && self.idle.spins > 0;
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
@@ -591,6 +600,9 @@ impl Communicator {
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
+            if slips && self.streak.observe(queued, &SLIP_POLICY) {
+                crate::progress::slip(&mut self.links, &SLIP_POLICY)?;
+            }
             if queued {
                 let how = Drive {
                     dtype,

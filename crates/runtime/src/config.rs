@@ -50,6 +50,9 @@ pub struct Config {
     pub socket_ifname: Option<String>,
     /// Single-copy large messages between processes of one host (RAILYARD_CMA=0 turns it off).
     pub cma: bool,
+    /// A rank that only receives, call after call, falls back behind a producer it keeps
+    /// catching up (`slip.rs`; RAILYARD_SLIP=0 turns it off).
+    pub slip: bool,
     /// Calls the flight recorder keeps (RAILYARD_TRACE_BUFFER, 0 turns it off).
     pub trace_buffer: usize,
     /// Where the flight recorder writes on the first error, on SIGUSR1 and on request
@@ -73,6 +76,7 @@ impl Default for Config {
             sockets_per_peer: 1,
             socket_ifname: None,
             cma: true,
+            slip: true,
             trace_buffer: 64,
             dump_dir: None,
         }
@@ -125,6 +129,9 @@ impl Config {
         }
         if let Some(v) = var("RAILYARD_CMA") {
             c.cma = switch(&v).ok_or_else(|| bad("RAILYARD_CMA (1 or 0)", &v))?;
+        }
+        if let Some(v) = var("RAILYARD_SLIP") {
+            c.slip = switch(&v).ok_or_else(|| bad("RAILYARD_SLIP (1 or 0)", &v))?;
         }
         if let Some(v) = var("RAILYARD_SOCKETS_PER_PEER") {
             c.sockets_per_peer = v
@@ -180,6 +187,7 @@ mod tests {
             ("RAILYARD_DEBUG", "INFO"),
             ("RAILYARD_PIN", "on"),
             ("RAILYARD_CMA", "off"),
+            ("RAILYARD_SLIP", "0"),
             ("RAILYARD_SOCKETS_PER_PEER", "4"),
             ("RAILYARD_SOCKET_IFNAME", "^docker,lo"),
             ("RAILYARD_TRACE_BUFFER", "5"),
@@ -187,7 +195,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((c.trace_buffer, c.dump_dir.as_deref()), (5, Some(std::path::Path::new("/tmp/dumps"))));
-        assert!(c.pin && !c.cma);
+        assert!(c.pin && !c.cma && !c.slip);
+        assert!(Config::default().slip);
         assert_eq!((c.sockets_per_peer, c.socket_ifname.as_deref()), (4, Some("^docker,lo")));
         assert_eq!(c.timeout, Duration::from_millis(2500));
         assert_eq!(
@@ -207,6 +216,7 @@ mod tests {
             ("RAILYARD_CHUNK_BYTES", "x"),
             ("RAILYARD_PIN", "yes please"),
             ("RAILYARD_SHM", "maybe"),
+            ("RAILYARD_SLIP", "2"),
             ("RAILYARD_SOCKETS_PER_PEER", "17"),
             ("RAILYARD_SOCKETS_PER_PEER", "0"),
             ("RAILYARD_TRACE_BUFFER", "1000000"),

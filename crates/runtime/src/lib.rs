@@ -7,7 +7,7 @@
 //! part of a schedule as checked byte spans, worked out once) → `comm` (its rounds as
 //! frames, `frame`) → `progress` (moves them without blocking) → `reduce`.
 //! Local copies go through `copy`. `config` reads every variable once; `env` reads the launcher's; `tuner` picks algorithms
-//! by the model; `handle` runs calls asynchronously.
+//! by the model; `slip` holds a streaming receiver back behind its producer; `handle` runs calls asynchronously.
 
 pub mod affinity;
 pub mod bootstrap;
@@ -29,6 +29,7 @@ pub mod recorder;
 pub mod reduce;
 pub mod share;
 pub mod shm;
+pub mod slip;
 pub mod stuck;
 pub mod tuner;
 

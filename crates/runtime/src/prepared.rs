@@ -110,6 +110,11 @@ pub(crate) struct Prepared {
     /// the peers receive (or pull) while this rank copies. (In place, the input is only
     /// read in round 0 where the prologue copies it onto itself, which is skipped.)
     pub early: bool,
+    /// This rank only receives in the call (sends nothing): the calls that may slip
+    /// behind a streaming producer (`slip.rs`).
+    pub receive_only: bool,
+    /// Bytes this rank receives in the call.
+    pub received_bytes: u64,
     pub prologue: Vec<LocalStep>,
     pub rounds: Vec<RoundSteps>,
     pub epilogue: Vec<LocalStep>,
@@ -186,6 +191,8 @@ impl Prepared {
             .map(|(rank, (sent_bytes, received_bytes))| PeerBytes { rank, sent_bytes, received_bytes })
             .collect();
         peer_bytes.sort_by_key(|p| p.rank);
+        let received_bytes = peer_bytes.iter().map(|p| p.received_bytes).sum();
+        let receive_only = rounds.iter().all(|r| r.sends.is_empty()) && rounds.iter().any(|r| !r.receives.is_empty());
         Ok(Prepared {
             lens,
             layout: schedule.spec.in_place_layout(me),
@@ -193,6 +200,8 @@ impl Prepared {
             peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
             peer_bytes: peer_bytes.into(),
             early,
+            receive_only,
+            received_bytes,
             prologue: steps,
             rounds,
             epilogue,
@@ -367,6 +376,25 @@ mod tests {
                     assert!(later.all(|s| s.read.buffer == Buffer::Output), "{ranks} ranks");
                 }
             }
+        }
+    }
+
+    /// The ranks that may slip behind a streaming producer (`slip.rs`) are those that only
+    /// receive: a broadcast's non-roots fed straight by the root, a chain's last rank; not
+    /// the root, a forwarding rank, nor any rank of an all-reduce.
+    #[test]
+    fn only_ranks_that_only_receive_are_receive_only() {
+        let only = |c, a, ranks, rank| {
+            let p = prepared(c, a, ranks, rank);
+            (p.receive_only, p.received_bytes)
+        };
+        let full = 4u64 << 20;
+        assert_eq!(only(Collective::Broadcast, Algorithm::Direct, 2, 1), (true, full));
+        assert_eq!(only(Collective::Broadcast, Algorithm::Direct, 2, 0), (false, 0));
+        assert_eq!(only(Collective::Broadcast, Algorithm::Chain, 3, 2), (true, full));
+        assert_eq!(only(Collective::Broadcast, Algorithm::Chain, 3, 1), (false, full));
+        for rank in 0..2 {
+            assert_eq!(only(Collective::AllReduce, Algorithm::RecursiveDoubling, 2, rank), (false, full));
         }
     }
 

@@ -19,6 +19,7 @@ use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, 
 use crate::link::{LaneIo, Link};
 use crate::reduce::{reduce_into, RedOp};
 use crate::shm::{Peek, Share, ShmReader, WaitStatus, SHARE_PIECE_BYTES};
+use crate::slip::{hold_back, Policy};
 
 /// Received data is reduced into place in slices of this many bytes (a multiple of every
 /// element size), while the slice is in cache.
@@ -731,6 +732,25 @@ pub fn drive(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
     result
 }
 
+/// Fall back behind the producer of every shared-memory lane with a receive queued
+/// (`slip::hold_back`), the read position published first so it has room to get ahead.
+/// All lanes together hold back at most about `policy.max`.
+pub fn slip(links: &mut [Option<Link>], policy: &Policy) -> Result<(), CommError> {
+    let start = Instant::now();
+    for (peer, link) in links.iter_mut().enumerate() {
+        let Some(link) = link else { continue };
+        for lane in link.lanes.iter_mut().filter(|l| !l.incoming.is_empty()) {
+            if let LaneIo::Shm { rx, .. } = &mut lane.io {
+                rx.release();
+                let gap = policy.gap_for(rx.capacity());
+                hold_back(gap, policy, || rx.ahead(), std::hint::spin_loop, || start.elapsed())
+                    .map_err(|e| CommError::io(peer, "receive", e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Publish this rank's wait (or its end) to every shared-memory peer.
 fn publish_wait(links: &[Option<Link>], status: Option<WaitStatus>) {
     for lane in links.iter().flatten().flat_map(|l| &l.lanes) {
@@ -961,6 +981,38 @@ mod tests {
     }
 
     const BYTES: Reduction = Reduction { dtype: Dtype::U8, op: RedOp::Sum };
+
+    /// A slip only looks at the producer's position: with a producer that writes nothing
+    /// it returns (after one check), and with one already past the gap at once; either
+    /// way the receive it held back still lands, in order, from the untouched ring.
+    #[test]
+    fn a_slip_takes_nothing_and_returns_whether_or_not_the_producer_streams() {
+        let policy = crate::slip::POLICY;
+        let (mut a, mut b) = shm_pair(64 << 10);
+        let call = Call { number: 1, sig: CallSig::default() };
+        begin_round(&mut a);
+        begin_round(&mut b);
+        let mut got = [0u8; 8];
+        assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap(), "nothing there yet");
+        let mut links: Vec<Option<Link>> = vec![Some(b), None];
+        slip(&mut links, &policy).unwrap();
+        // The frame, then more than the gap (16 KiB of a 64 KiB ring) of later frames.
+        assert!(!queue_send(&mut a, call, &[7u8; 8], 1, 1).unwrap());
+        for _ in 0..20 {
+            assert!(!queue_send(&mut a, call, &[9u8; 1000], 1, 1).unwrap());
+        }
+        let ahead = |links: &mut Vec<Option<Link>>| match &mut links[0].as_mut().unwrap().lanes[0].io {
+            LaneIo::Shm { rx, .. } => rx.ahead().unwrap(),
+            _ => unreachable!("a shared-memory pair"),
+        };
+        let before = ahead(&mut links);
+        assert!(before >= policy.gap_for(64 << 10), "{before}");
+        slip(&mut links, &policy).unwrap();
+        assert_eq!(ahead(&mut links), before, "the slip read nothing out of the ring");
+        let b = links[0].take().unwrap();
+        drive_one(b, 0).unwrap();
+        assert_eq!(got, [7u8; 8]);
+    }
 
     /// A small frame goes out as it is queued, and one already whole in the ring lands as
     /// its receive is queued: neither leaves anything for `drive`. A receive queued before

@@ -547,6 +547,13 @@ impl ShmReader {
         self.ring.used(self.head, self.tail_seen)
     }
 
+    /// Bytes the producer has published past the read position, read from its position
+    /// now (validated): how far ahead of this consumer it is.
+    pub fn ahead(&mut self) -> io::Result<usize> {
+        self.tail_seen = self.ring.word(TAIL).load(Ordering::Acquire);
+        self.ring.used(self.head, self.tail_seen)
+    }
+
     /// The `len` published bytes at the read position, if they lie contiguous there:
     /// `Short` when fewer are published, `Wrapped` when they run round the ring's end.
     /// They stay unread until `advance`.
