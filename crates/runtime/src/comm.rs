@@ -505,8 +505,10 @@ impl Communicator {
         if self.config.dump_dir.is_some() && crate::recorder::take_dump_request() {
             let _ = self.dump_trace("SIGUSR1");
         }
-        // The call's buffers as raw views: in place, input and output alias.
-        let mut staging = std::mem::take(&mut self.staging);
+        // The call's buffers as raw views: in place, input and output alias. The staging
+        // copy is taken (and put back) only by the in-place calls that need it.
+        let stages = matches!(buffers, Buffers::InPlace(_)) && !aliasable;
+        let mut staging = if stages { std::mem::take(&mut self.staging) } else { Vec::new() };
         let views = match buffers {
             Buffers::Separate { input, output } => Views {
                 input: input.as_ptr(),
@@ -540,7 +542,9 @@ impl Communicator {
             crate::progress::clear_all(&mut self.links);
         }
         debug_assert!(crate::progress::all_idle(&self.links), "queues empty after a call");
-        self.staging = staging;
+        if stages {
+            self.staging = staging;
+        }
         result?;
         if op == RedOp::Avg && spec.collective.reduces() {
             // SAFETY: `views.output` is the caller's output, `output_len` bytes, alive for this call.
@@ -559,12 +563,17 @@ impl Communicator {
     ) -> Result<(), CommError> {
         let elem = dtype.size_bytes() as usize;
         debug_assert_eq!((views.input_len, views.output_len), (prepared.lens.input, prepared.lens.output));
-        // Reused across calls: a fresh multi-MiB buffer per call costs page faults on every call.
-        let mut scratch = std::mem::take(&mut self.scratch);
-        if scratch.capacity() < prepared.lens.scratch {
-            scratch = crate::memory::zeroed(prepared.lens.scratch);
+        // Reused across calls: a fresh multi-MiB buffer per call costs page faults on every
+        // call. Taken (and put back) only by calls that use one.
+        let uses_scratch = prepared.lens.scratch > 0;
+        let mut scratch = Vec::new();
+        if uses_scratch {
+            scratch = std::mem::take(&mut self.scratch);
+            if scratch.capacity() < prepared.lens.scratch {
+                scratch = crate::memory::zeroed(prepared.lens.scratch);
+            }
+            scratch.resize(prepared.lens.scratch, 0);
         }
-        scratch.resize(prepared.lens.scratch, 0);
         // This call's number with every peer it exchanges data with.
         for &peer in &prepared.peers {
             self.calls_with[peer] += 1;
@@ -578,12 +587,18 @@ impl Communicator {
         // anything else of the call is done (the flight recorder's entry included), so the
         // peer's wait is as short as it can be. Its receives wait for the prologue, which may
         // write what they land on.
-        let early = match (prepared.early, prepared.rounds.first()) {
-            (true, Some(first)) => Some(self.queue_sends(first, bases, sig, elem, &mut owned)),
-            _ => None,
-        };
+        let mut early = None;
+        if let (true, Some(first)) = (prepared.early, prepared.rounds.first()) {
+            match self.start_round(first, bases, sig, elem, &mut owned) {
+                Ok(queued) => early = Some(queued),
+                Err(e) => {
+                    // The flight recorder still sees the call that failed.
+                    self.recorder.begin(self.calls, sig, prepared.rounds.len(), &prepared.peer_bytes);
+                    return Err(e);
+                }
+            }
+        }
         self.recorder.begin(self.calls, sig, prepared.rounds.len(), &prepared.peer_bytes);
-        let early = early.transpose()?;
         for l in &prepared.prologue {
             local_step(bases, l, dtype, op);
         }
@@ -596,7 +611,7 @@ impl Communicator {
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
-                _ => self.queue_sends(round, bases, sig, elem, &mut owned)?,
+                _ => self.start_round(round, bases, sig, elem, &mut owned)?,
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
@@ -614,7 +629,9 @@ impl Communicator {
                 };
                 drive(&mut self.links, how)?;
             }
-            owned.clear();
+            if !owned.is_empty() {
+                owned.clear();
+            }
             // The round's local steps, once what it received has landed.
             for l in &round.local {
                 local_step(bases, l, dtype, op);
@@ -623,7 +640,9 @@ impl Communicator {
         for l in &prepared.epilogue {
             local_step(bases, l, dtype, op);
         }
-        self.scratch = scratch;
+        if uses_scratch {
+            self.scratch = scratch;
+        }
         Ok(())
     }
 }
@@ -657,13 +676,15 @@ fn local_step(bases: Bases, l: &LocalStep, dtype: Dtype, op: RedOp) {
 }
 
 impl Communicator {
-    /// Start `round` on its links, queue what this rank sends in it and push what the
+    /// Queue what this rank sends in `round` (started by `start_round`) and push what the
     /// links take now (`kick`: large sends leave before the round's receives are copied
     /// in). The schedule promises (and the symbolic checker proves for every generator)
     /// that no byte a rank sends in a round is written by that round's receives;
     /// `Prepared` checks it anyway, and such sources are copied into `owned` first.
     /// Whether anything was left for `drive` (small frames go out at once when their ring
-    /// or socket takes them).
+    /// or socket takes them). Not inlined: `start_round` stays small for a round without
+    /// sends.
+    #[inline(never)]
     fn queue_sends(
         &mut self,
         round: &RoundSteps,
@@ -673,9 +694,6 @@ impl Communicator {
         owned: &mut Vec<Vec<u8>>,
     ) -> Result<bool, CommError> {
         let mut queued = false;
-        for &peer in &round.peers {
-            begin_round(self.links.get_mut(peer).and_then(Option::as_mut).ok_or_else(|| no_link(peer))?);
-        }
         for s in &round.sends {
             // SAFETY: the span lies inside its buffer (`Bases::at`) and no receive of this
             // round writes it unless `clash` says so, in which case it is copied first.
@@ -694,6 +712,25 @@ impl Communicator {
             kick(&mut self.links, &round.peers)?;
         }
         Ok(queued)
+    }
+
+    /// Start `round` on its links (`begin_round`) and queue its sends, if it has any (a
+    /// rank that only receives in it does no more). Whether anything was left for `drive`.
+    fn start_round(
+        &mut self,
+        round: &RoundSteps,
+        bases: Bases,
+        sig: CallSig,
+        elem: usize,
+        owned: &mut Vec<Vec<u8>>,
+    ) -> Result<bool, CommError> {
+        for &peer in &round.peers {
+            begin_round(self.links.get_mut(peer).and_then(Option::as_mut).ok_or_else(|| no_link(peer))?);
+        }
+        if round.sends.is_empty() {
+            return Ok(false);
+        }
+        self.queue_sends(round, bases, sig, elem, owned)
     }
 
     /// Queue what this rank receives in `round` (after `queue_sends` started the round), in

@@ -552,35 +552,43 @@ pub const EAGER_MAX_BYTES: usize = 16 << 10;
 /// written at once, as far as the stream takes it. Whether anything was left queued (for
 /// `drive`).
 pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: usize) -> Result<bool, CommError> {
-    let mut queued = false;
     let lanes = link.lanes.len();
+    // One lane and one frame (every shared-memory link's small send): no split to work out.
+    if lanes == 1 && data.len() <= MAX_FRAME_BYTES {
+        return send_frame(&mut link.lanes[0], link.cma, call, data, peer);
+    }
+    let mut queued = false;
     for (lane, range) in frames(data.len(), elem, lanes) {
-        let bytes = &data[range];
-        let single_copy = link.cma && bytes.len() >= CMA_MIN_BYTES;
-        let l = &mut link.lanes[lane];
-        let kind = if single_copy { Kind::Descriptor } else { Kind::Data };
-        let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
-        l.out_pieces += 1;
-        let header = header.encode();
-        // The padding depends on where the frame starts: a queued frame's is worked out
-        // when its first byte goes (`push_out`).
-        let mut pad = 0;
-        let mut sent = 0;
-        if !single_copy && bytes.len() <= EAGER_MAX_BYTES && l.out.is_empty() {
-            pad = l.io.frame_pad(HEADER_BYTES + bytes.len());
-            sent = l.io.try_write_frame(&header, bytes, pad).map_err(|e| CommError::io(peer, "send", e))?;
-            if sent == HEADER_BYTES + bytes.len() + pad {
-                continue;
-            }
-        }
-        let descriptor = single_copy.then(|| cma::encode(bytes.as_ptr() as u64, bytes.len() as u64));
-        if let (true, LaneIo::Shm { tx, .. }) = (single_copy, &mut l.io) {
-            tx.post();
-        }
-        l.out.push_back(Out { header, payload: bytes.as_ptr(), len: bytes.len(), descriptor, pad, sent });
-        queued = true;
+        queued |= send_frame(&mut link.lanes[lane], link.cma, call, &data[range], peer)?;
     }
     Ok(queued)
+}
+
+/// One frame of `queue_send` on lane `l`: written at once when small and nothing is
+/// queued before it, else queued. Whether it was queued.
+fn send_frame(l: &mut Lane, cma: bool, call: Call, bytes: &[u8], peer: usize) -> Result<bool, CommError> {
+    let single_copy = cma && bytes.len() >= CMA_MIN_BYTES;
+    let kind = if single_copy { Kind::Descriptor } else { Kind::Data };
+    let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
+    l.out_pieces += 1;
+    let header = header.encode();
+    // The padding depends on where the frame starts: a queued frame's is worked out
+    // when its first byte goes (`push_out`).
+    let mut pad = 0;
+    let mut sent = 0;
+    if !single_copy && bytes.len() <= EAGER_MAX_BYTES && l.out.is_empty() {
+        pad = l.io.frame_pad(HEADER_BYTES + bytes.len());
+        sent = l.io.try_write_frame(&header, bytes, pad).map_err(|e| CommError::io(peer, "send", e))?;
+        if sent == HEADER_BYTES + bytes.len() + pad {
+            return Ok(false);
+        }
+    }
+    let descriptor = single_copy.then(|| cma::encode(bytes.as_ptr() as u64, bytes.len() as u64));
+    if let (true, LaneIo::Shm { tx, .. }) = (single_copy, &mut l.io) {
+        tx.post();
+    }
+    l.out.push_back(Out { header, payload: bytes.as_ptr(), len: bytes.len(), descriptor, pad, sent });
+    Ok(true)
 }
 
 /// A call's element type and reduction operator (what a receive that reduces needs).
@@ -602,40 +610,59 @@ pub fn queue_receive(
     reduction: Reduction,
     peer: usize,
 ) -> Result<bool, CommError> {
-    let mut queued = false;
     let lanes = link.lanes.len();
+    // One lane and one frame (every shared-memory link's small receive): no split.
+    if lanes == 1 && dst.len() <= MAX_FRAME_BYTES {
+        let len = dst.len();
+        return receive_frame(&mut link.lanes[0], call, dst.as_mut_ptr(), len, op, reduction, peer);
+    }
+    let mut queued = false;
     let elem = reduction.dtype.size_bytes() as usize;
     for (lane, range) in frames(dst.len(), elem, lanes) {
-        let Lane { io, incoming, reduce_buf, in_pieces, .. } = &mut link.lanes[lane];
-        let expect =
-            Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: *in_pieces, len: range.len() as u64 };
-        *in_pieces += 1;
+        let len = range.len();
         let at = dst[range].as_mut_ptr();
-        if let (true, LaneIo::Shm { rx, .. }) = (incoming.is_empty(), &mut *io) {
-            let rx_err = |e| CommError::io(peer, "receive", e);
-            if takes_whole(rx, expect.len)
-                && rx.align().map_err(rx_err)?
-                && take_whole(rx, &expect, at, op, reduce_buf, peer, reduction)? == Whole::Taken
-            {
-                continue;
-            }
-        }
-        incoming.push_back(In {
-            expect,
-            dst: at,
-            op,
-            header: [0; HEADER_BYTES],
-            header_got: 0,
-            kind: None,
-            descriptor: [0; DESCRIPTOR_BYTES],
-            descriptor_got: 0,
-            done: 0,
-            fill: 0,
-            share: None,
-        });
-        queued = true;
+        queued |= receive_frame(&mut link.lanes[lane], call, at, len, op, reduction, peer)?;
     }
     Ok(queued)
+}
+
+/// One frame of `queue_receive` on `lane`, `len` bytes into `at`: taken at once when it is
+/// already whole in the ring, else queued. Whether it was queued.
+fn receive_frame(
+    lane: &mut Lane,
+    call: Call,
+    at: *mut u8,
+    len: usize,
+    op: Op,
+    reduction: Reduction,
+    peer: usize,
+) -> Result<bool, CommError> {
+    let Lane { io, incoming, reduce_buf, in_pieces, .. } = lane;
+    let expect = Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: *in_pieces, len: len as u64 };
+    *in_pieces += 1;
+    if let (true, LaneIo::Shm { rx, .. }) = (incoming.is_empty(), &mut *io) {
+        let rx_err = |e| CommError::io(peer, "receive", e);
+        if takes_whole(rx, expect.len)
+            && rx.align().map_err(rx_err)?
+            && take_whole(rx, &expect, at, op, reduce_buf, peer, reduction)? == Whole::Taken
+        {
+            return Ok(false);
+        }
+    }
+    incoming.push_back(In {
+        expect,
+        dst: at,
+        op,
+        header: [0; HEADER_BYTES],
+        header_got: 0,
+        kind: None,
+        descriptor: [0; DESCRIPTOR_BYTES],
+        descriptor_got: 0,
+        done: 0,
+        fill: 0,
+        share: None,
+    });
+    Ok(true)
 }
 
 /// How long to spin and yield before sleeping: `spins` busy polls, then yields until
