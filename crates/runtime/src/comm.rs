@@ -608,6 +608,9 @@ impl Communicator {
         let slips = SLIP_POLICY.applies(prepared.receive_only, prepared.received_bytes)
             && self.config.slip
             && self.idle.spins > 0;
+        if !slips {
+            self.streak.reset();
+        }
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
@@ -615,8 +618,10 @@ impl Communicator {
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
+            let mut slipped = false;
             if slips && self.streak.observe(queued, &SLIP_POLICY) {
                 crate::progress::slip(&mut self.links, &SLIP_POLICY)?;
+                slipped = true;
             }
             if queued {
                 let how = Drive {
@@ -627,7 +632,12 @@ impl Communicator {
                     call: self.calls,
                     round: i as u32,
                 };
+                // How long a receive-only round waits says whether its producer streams.
+                let waiting = (slips && !slipped).then(std::time::Instant::now);
                 drive(&mut self.links, how)?;
+                if let Some(t) = waiting {
+                    self.streak.waited(t.elapsed(), &SLIP_POLICY);
+                }
             }
             if !owned.is_empty() {
                 owned.clear();

@@ -7,16 +7,17 @@
 //! up, it reads each frame's line as it is written and the lines ahead of it, the producer
 //! then writes lines the consumer's core holds, and both slow down to the speed of those
 //! lines crossing between cores: a state that lasts (8 B broadcast at N = 2 on the
-//! development machine: 0.16–0.25 µs a call in it, 0.10–0.14 out of it, from one launch
-//! of the same binary to the next). Slipping once by a few pages gets out of it.
+//! development machine: 0.16–0.30 µs a call in it, 0.10–0.14 out of it, from one launch
+//! of the same binary to the next). Slipping by a few pages gets out of it.
 //!
 //! The rule, kept apart from the ring and the clock so tests drive it: after
-//! `after_waits` receive-only calls in a row that each had to wait for their frame
-//! (`Streak`), the next such wait first holds back (`hold_back`) until the producer is
-//! `gap_bytes` ahead, stops writing for one check, or `max` has passed. A producer that
-//! is not streaming (one frame, then nothing) costs one check (`check_pauses` spin
-//! pauses, about half a microsecond); a rank that sends in the call never slips, so an
-//! exchange (all-reduce, ping-pong) is never held back.
+//! `after_waits` receive-only calls that each waited for their frame, and briefly
+//! (`short_wait`: the producer was streaming, only just ahead; `Streak`), the next such
+//! wait first holds back (`hold_back`) until the producer is `gap_bytes` ahead, has
+//! written nothing for `quiet_checks` looks in a row, or `max` has passed. A call that
+//! sends, or receives more than `max_call_bytes`, or waits long, ends the run: an exchange
+//! (all-reduce, ping-pong) or a receiver waiting on a producer that computes between
+//! calls never slips. What a slip costs a call is bounded by `max`.
 
 use std::io;
 use std::time::Duration;
@@ -24,8 +25,11 @@ use std::time::Duration;
 /// When and how far a streaming consumer falls back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
-    /// Receive-only calls in a row that waited for their frame before one slips.
+    /// Receive-only calls in a row that waited briefly for their frame before one slips.
     pub after_waits: u32,
+    /// A wait at most this long is one behind a streaming producer; a longer one ends
+    /// the run.
+    pub short_wait: Duration,
     /// How far ahead the producer should be when the consumer goes on: past the few
     /// lines a core's prefetchers read ahead of a sequential reader, so whole pages
     /// (at most a quarter of the ring, `gap_for`).
@@ -33,6 +37,10 @@ pub struct Policy {
     /// Spin pauses between two looks at the producer's position (one look reads a line
     /// the producer writes, so not every pause).
     pub check_pauses: u32,
+    /// Looks in a row that see no new byte before the slip gives up on the producer (it
+    /// is not streaming). More than one: a producer writing lines this core holds can
+    /// stall for a look's worth of time.
+    pub quiet_checks: u32,
     /// The longest one slip holds back.
     pub max: Duration,
     /// Only calls that receive at most this many bytes slip: small frames are the ones
@@ -44,8 +52,10 @@ pub struct Policy {
 /// The policy the runtime uses (measured in `docs/benchmarks.md`).
 pub const POLICY: Policy = Policy {
     after_waits: 8,
+    short_wait: Duration::from_micros(5),
     gap_bytes: 16 << 10,
     check_pauses: 32,
+    quiet_checks: 4,
     max: Duration::from_micros(50),
     max_call_bytes: 4 << 10,
 };
@@ -63,27 +73,35 @@ impl Policy {
     }
 }
 
-/// Counts receive-only calls that had to wait, and says when one should slip.
+/// Counts receive-only calls that waited briefly since the last slip (or the last call
+/// that could not slip, or waited long), and says when one should slip.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Streak {
     waited: u32,
 }
 
 impl Streak {
+    /// A call that may not slip (`Policy::applies`) ends the run.
+    pub fn reset(&mut self) {
+        self.waited = 0;
+    }
+
     /// A receive-only round is about to wait (`waits`) or found everything there (not
-    /// `waits`): whether to slip now. A round that did not wait ends the streak, and so
-    /// does a slip (the next one needs `after_waits` waits again).
+    /// `waits`): whether to slip now. Rounds that did not wait leave the count as it is (a
+    /// consumer close behind its producer finds some frames there and waits for others);
+    /// a slip starts it again.
     pub fn observe(&mut self, waits: bool, policy: &Policy) -> bool {
-        if !waits {
-            self.waited = 0;
-            return false;
-        }
-        self.waited = self.waited.saturating_add(1);
-        if self.waited > policy.after_waits {
+        if waits && self.waited >= policy.after_waits {
             self.waited = 0;
             return true;
         }
         false
+    }
+
+    /// The round's wait took `wait`: a short one counts towards a slip, a long one ends
+    /// the run.
+    pub fn waited(&mut self, wait: Duration, policy: &Policy) {
+        self.waited = if wait <= policy.short_wait { self.waited.saturating_add(1) } else { 0 };
     }
 }
 
@@ -92,8 +110,8 @@ impl Streak {
 pub enum Ended {
     /// The producer is the gap ahead.
     Gap,
-    /// The producer wrote nothing between two looks: it is not streaming.
-    Paused,
+    /// The producer wrote nothing for `quiet_checks` looks: it is not streaming.
+    Quiet,
     /// `max` passed first.
     TimedOut,
 }
@@ -109,6 +127,7 @@ pub fn hold_back(
     mut elapsed: impl FnMut() -> Duration,
 ) -> io::Result<Ended> {
     let mut seen = ahead()?;
+    let mut quiet = 0;
     loop {
         if seen >= gap {
             return Ok(Ended::Gap);
@@ -117,8 +136,9 @@ pub fn hold_back(
             pause();
         }
         let now = ahead()?;
-        if now == seen {
-            return Ok(Ended::Paused);
+        quiet = if now == seen { quiet + 1 } else { 0 };
+        if quiet >= policy.quiet_checks {
+            return Ok(Ended::Quiet);
         }
         if elapsed() >= policy.max {
             return Ok(Ended::TimedOut);
@@ -159,14 +179,34 @@ mod tests {
     }
 
     #[test]
-    fn a_producer_that_stops_costs_one_check() {
-        // One frame published, nothing more: the consumer goes on after one look.
+    fn a_producer_that_stops_costs_a_few_checks() {
+        let check = POLICY.check_pauses as u64;
+        let quiet = POLICY.quiet_checks as u64;
+        // One frame published, nothing more: the consumer goes on after `quiet_checks`
+        // looks (about 1.8 µs here).
         let (ended, pauses) = run(16 << 10, 0, 64, 0, 14);
-        assert_eq!((ended, pauses), (Ended::Paused, POLICY.check_pauses as u64));
-        // Streaming for a while, then stopping: ends at the first look that sees no change.
+        assert_eq!((ended, pauses), (Ended::Quiet, quiet * check));
+        // Streaming for a while, then stopping: ends `quiet_checks` looks after the last
+        // one that saw a change.
         let (ended, pauses) = run(16 << 10, 0, 8, 100, 14);
-        assert_eq!(ended, Ended::Paused);
-        assert_eq!(pauses, 100u64.div_ceil(POLICY.check_pauses as u64) * POLICY.check_pauses as u64 + 32);
+        assert_eq!(ended, Ended::Quiet);
+        assert_eq!(pauses, 100u64.div_ceil(check) * check + quiet * check);
+    }
+
+    #[test]
+    fn a_producer_that_stalls_for_fewer_looks_is_still_streaming() {
+        // 64 bytes a look, but nothing for `quiet_checks - 1` looks out of every 10.
+        let (looks, at) = (Cell::new(0u64), Cell::new(0usize));
+        let ahead = || {
+            let n = looks.get();
+            looks.set(n + 1);
+            if n % 10 >= POLICY.quiet_checks as u64 - 1 {
+                at.set(at.get() + 64);
+            }
+            Ok(at.get())
+        };
+        let ended = hold_back(4096, &POLICY, ahead, || {}, || Duration::ZERO).unwrap();
+        assert_eq!(ended, Ended::Gap);
     }
 
     #[test]
@@ -189,19 +229,41 @@ mod tests {
         assert_eq!(e.to_string(), "corrupt");
     }
 
-    #[test]
-    fn only_a_run_of_waits_slips_and_a_slip_starts_the_count_again() {
+    /// Calls as `Communicator::execute` reports them: each waits (`observe`), slips if told,
+    /// and otherwise says how long it waited. The indices of the calls that slipped.
+    fn slips(waits: impl IntoIterator<Item = Option<Duration>>) -> Vec<usize> {
         let mut s = Streak::default();
-        let slips: Vec<bool> = (0..20).map(|_| s.observe(true, &POLICY)).collect();
-        let at: Vec<usize> = slips.iter().enumerate().filter(|(_, &b)| b).map(|(i, _)| i).collect();
-        // The 9th wait in a row slips, then the 18th.
-        assert_eq!(at, vec![8, 17]);
+        let mut at = Vec::new();
+        for (i, wait) in waits.into_iter().enumerate() {
+            if s.observe(wait.is_some(), &POLICY) {
+                at.push(i);
+            } else if let Some(w) = wait {
+                s.waited(w, &POLICY);
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn only_a_run_of_short_waits_slips_and_a_slip_starts_the_count_again() {
+        let short = Some(Duration::from_nanos(300));
+        // The 9th short wait in a row slips, then the 18th.
+        assert_eq!(slips(vec![short; 20]), vec![8, 17]);
+        // Calls that found their frame there do not count, nor end the run.
+        let every_other: Vec<_> = (0..20).map(|i| if i % 2 == 0 { short } else { None }).collect();
+        assert_eq!(slips(every_other), vec![16]);
+        // A long wait (a producer computing between calls, not streaming) ends the run.
+        let mut w = vec![short; 4];
+        w.push(Some(Duration::from_micros(40)));
+        w.extend(vec![short; 9]);
+        assert_eq!(slips(w), vec![13]);
+        // A call that may not slip (it sends) ends the run too.
         let mut s = Streak::default();
         for _ in 0..8 {
             assert!(!s.observe(true, &POLICY));
+            s.waited(Duration::ZERO, &POLICY);
         }
-        // A call that found its frame there ends the run.
-        assert!(!s.observe(false, &POLICY));
+        s.reset();
         assert!(!s.observe(true, &POLICY));
     }
 
