@@ -43,7 +43,8 @@ pub struct Communicator {
     transports: Vec<&'static str>,
     /// How the engine waits with nothing to move.
     idle: Idle,
-    /// Receive-only calls that waited, in a row (`slip.rs`).
+    /// Rounds of small receive-only calls that waited briefly since the last slip
+    /// (`slip.rs`).
     streak: Streak,
     /// Ranks of each host.
     groups: Vec<Vec<usize>>,
@@ -605,12 +606,9 @@ impl Communicator {
         let reduction = Reduction { dtype, op };
         // Only a rank that only receives slips behind its producer, and only where it
         // spins (with a core of its own) rather than giving the core away.
-        let slips = SLIP_POLICY.applies(prepared.receive_only, prepared.received_bytes)
+        let may_slip = SLIP_POLICY.applies(prepared.receive_only, prepared.received_bytes)
             && self.config.slip
             && self.idle.spins > 0;
-        if !slips {
-            self.streak.reset();
-        }
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
@@ -618,10 +616,9 @@ impl Communicator {
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
-            let mut slipped = false;
-            if slips && self.streak.observe(queued, &SLIP_POLICY) {
+            let slipped = self.streak.before_round(may_slip, queued, &SLIP_POLICY);
+            if slipped {
                 crate::progress::slip(&mut self.links, &SLIP_POLICY)?;
-                slipped = true;
             }
             if queued {
                 let how = Drive {
@@ -632,11 +629,10 @@ impl Communicator {
                     call: self.calls,
                     round: i as u32,
                 };
-                // How long a receive-only round waits says whether its producer streams.
-                let waiting = (slips && !slipped).then(std::time::Instant::now);
-                drive(&mut self.links, how)?;
-                if let Some(t) = waiting {
-                    self.streak.waited(t.elapsed(), &SLIP_POLICY);
+                let empty_polls = drive(&mut self.links, how)?;
+                // How long a round that may slip waited says whether its producer streams.
+                if may_slip && !slipped {
+                    self.streak.after_wait(empty_polls, &SLIP_POLICY);
                 }
             }
             if !owned.is_empty() {
@@ -743,7 +739,7 @@ impl Communicator {
         self.queue_sends(round, bases, sig, elem, owned)
     }
 
-    /// Queue what this rank receives in `round` (after `queue_sends` started the round), in
+    /// Queue what this rank receives in `round` (after `start_round` started the round), in
     /// schedule order, each straight into place; a small frame already whole in its ring
     /// lands at once (`queue_receive`). Whether anything was left for `drive`: when
     /// nothing was, the round needs no pass over the links.

@@ -396,6 +396,13 @@ mod tests {
         for rank in 0..2 {
             assert_eq!(only(Collective::AllReduce, Algorithm::RecursiveDoubling, 2, rank), (false, full));
         }
+        // A gather's root receives every other rank's chunk (all of them counted); a
+        // send/recv's bystander neither sends nor receives, so it is not receive-only.
+        let spec = CollectiveSpec::new(Collective::Gather, 3, 1 << 20);
+        let chunks = (spec.input_len(1) + spec.input_len(2)) * 4;
+        assert_eq!(only(Collective::Gather, Algorithm::Direct, 3, 0), (true, chunks));
+        assert_eq!(only(Collective::SendRecv, Algorithm::Direct, 3, 1), (false, 0));
+        assert_eq!(only(Collective::SendRecv, Algorithm::Direct, 3, 2), (true, full));
     }
 
     /// A ring all-reduce of 1 Mi f32 (4 MiB) on 4 ranks: rank 1 sends only to rank 2 and

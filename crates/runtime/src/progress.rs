@@ -19,7 +19,7 @@ use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, 
 use crate::link::{LaneIo, Link};
 use crate::reduce::{reduce_into, RedOp};
 use crate::shm::{Peek, Share, ShmReader, WaitStatus, SHARE_PIECE_BYTES};
-use crate::slip::{hold_back, Policy};
+use crate::slip::{hold_back, Ended, Policy};
 
 /// Received data is reduced into place in slices of this many bytes (a multiple of every
 /// element size), while the slice is in cache.
@@ -745,8 +745,10 @@ pub(crate) fn clear_all(links: &mut [Option<Link>]) {
 }
 
 /// Drive every queued frame of every link to completion (including single-copy
-/// acknowledgements). On error the queues are emptied and the error returned.
-pub fn drive(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
+/// acknowledgements); how many passes over the links found nothing to move (how long
+/// the round waited, without reading a clock: `slip::Streak` uses it). On error the
+/// queues are emptied and the error returned.
+pub fn drive(links: &mut [Option<Link>], how: Drive) -> Result<u32, CommError> {
     let mut published = false;
     let result = drive_until_done(links, how, &mut published);
     // A failed wait stays published: peers diagnosing their own stall follow it here.
@@ -761,21 +763,25 @@ pub fn drive(links: &mut [Option<Link>], how: Drive) -> Result<(), CommError> {
 
 /// Fall back behind the producer of every shared-memory lane with a receive queued
 /// (`slip::hold_back`), the read position published first so it has room to get ahead.
-/// All lanes together hold back at most about `policy.max`.
-pub fn slip(links: &mut [Option<Link>], policy: &Policy) -> Result<(), CommError> {
+/// All lanes together hold back at most `policy.max` and one look (a lane reached after
+/// that is not looked at). Why each lane's slip ended, in lane order (TCP lanes have
+/// none: a slip is about shared cache lines).
+pub fn slip(links: &mut [Option<Link>], policy: &Policy) -> Result<Vec<Ended>, CommError> {
     let start = Instant::now();
+    let mut ended = Vec::new();
     for (peer, link) in links.iter_mut().enumerate() {
         let Some(link) = link else { continue };
         for lane in link.lanes.iter_mut().filter(|l| !l.incoming.is_empty()) {
             if let LaneIo::Shm { rx, .. } = &mut lane.io {
                 rx.release();
                 let gap = policy.gap_for(rx.capacity());
-                hold_back(gap, policy, || rx.ahead(), std::hint::spin_loop, || start.elapsed())
+                let e = hold_back(gap, policy, || rx.ahead(), std::hint::spin_loop, || start.elapsed())
                     .map_err(|e| CommError::io(peer, "receive", e))?;
+                ended.push(e);
             }
         }
     }
-    Ok(())
+    Ok(ended)
 }
 
 /// Publish this rank's wait (or its end) to every shared-memory peer.
@@ -801,9 +807,10 @@ fn first_busy(links: &[Option<Link>]) -> Option<usize> {
     links.iter().enumerate().find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(Lane::busy)).map(|_| peer))
 }
 
-fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool) -> Result<(), CommError> {
+fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool) -> Result<u32, CommError> {
     let Drive { dtype, op, idle, timeout, call, round } = how;
     let mut waits = 0u32;
+    let mut empty = 0u32;
     let mut sleeps = 0u32;
     let mut since: Option<Instant> = None;
     let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -829,7 +836,7 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
             }
         }
         if !pending {
-            return Ok(());
+            return Ok(empty);
         }
         if moved > 0 {
             waits = 0;
@@ -842,6 +849,7 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
             release_all(links);
         }
         waits = waits.saturating_add(1);
+        empty = empty.saturating_add(1);
         if waits <= idle.spins {
             std::hint::spin_loop();
             continue;
@@ -1009,36 +1017,75 @@ mod tests {
 
     const BYTES: Reduction = Reduction { dtype: Dtype::U8, op: RedOp::Sum };
 
-    /// A slip only looks at the producer's position: with a producer that writes nothing
-    /// it returns (after one check), and with one already past the gap at once; either
-    /// way the receive it held back still lands, in order, from the untouched ring.
+    /// How the one shared-memory lane's slip ended. It cannot time out here unless the
+    /// test thread is descheduled for 50 µs between the slip's start and its first look (a
+    /// window of nanoseconds): later stalls end it as `Quiet` or `Gap` first.
+    fn slipped(ended: Result<Vec<Ended>, CommError>) -> Ended {
+        match ended.unwrap()[..] {
+            [Ended::TimedOut] => panic!("descheduled for the whole slip: rerun"),
+            [e] => e,
+            ref other => panic!("one lane slips, not {other:?}"),
+        }
+    }
+
+    /// A slip only looks at the producer's position and holds back for the ring's gap (a
+    /// quarter of a 4 KiB ring): with a producer that writes nothing it gives up (`Quiet`),
+    /// with one already that far ahead it returns at once (`Gap`); either way the receive
+    /// it held back still lands, in order, from the untouched ring.
     #[test]
-    fn a_slip_takes_nothing_and_returns_whether_or_not_the_producer_streams() {
+    fn a_slip_takes_nothing_and_holds_back_for_the_rings_gap() {
         let policy = crate::slip::POLICY;
-        let (mut a, mut b) = shm_pair(64 << 10);
+        assert!(policy.max_call_bytes < CMA_MIN_BYTES as u64, "a slipping call's producer never waits for it");
+        let (mut a, mut b) = shm_pair(crate::shm::MIN_RING_BYTES);
         let call = Call { number: 1, sig: CallSig::default() };
         begin_round(&mut a);
         begin_round(&mut b);
         let mut got = [0u8; 8];
         assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap(), "nothing there yet");
         let mut links: Vec<Option<Link>> = vec![Some(b), None];
-        slip(&mut links, &policy).unwrap();
-        // The frame, then more than the gap (16 KiB of a 64 KiB ring) of later frames.
-        assert!(!queue_send(&mut a, call, &[7u8; 8], 1, 1).unwrap());
-        for _ in 0..20 {
-            assert!(!queue_send(&mut a, call, &[9u8; 1000], 1, 1).unwrap());
+        assert_eq!(slipped(slip(&mut links, &policy)), Ended::Quiet);
+        // The frame, then 20 more 64-byte frames: 1344 bytes, past the 1 KiB gap.
+        for byte in [7u8].into_iter().chain([9u8; 20]) {
+            assert!(!queue_send(&mut a, call, &[byte; 8], 1, 1).unwrap());
         }
         let ahead = |links: &mut Vec<Option<Link>>| match &mut links[0].as_mut().unwrap().lanes[0].io {
             LaneIo::Shm { rx, .. } => rx.ahead().unwrap(),
             _ => unreachable!("a shared-memory pair"),
         };
-        let before = ahead(&mut links);
-        assert!(before >= policy.gap_for(64 << 10), "{before}");
-        slip(&mut links, &policy).unwrap();
-        assert_eq!(ahead(&mut links), before, "the slip read nothing out of the ring");
+        assert_eq!(ahead(&mut links), 21 * 64);
+        assert_eq!(slipped(slip(&mut links, &policy)), Ended::Gap);
+        assert_eq!(ahead(&mut links), 21 * 64, "the slip read nothing out of the ring");
         let b = links[0].take().unwrap();
         drive_one(b, 0).unwrap();
         assert_eq!(got, [7u8; 8]);
+    }
+
+    /// A slip publishes what this rank has read before it holds back, so a producer that
+    /// filled the ring can get ahead.
+    #[test]
+    fn a_slip_gives_the_producer_the_room_already_read() {
+        let (mut a, mut b) = shm_pair(crate::shm::MIN_RING_BYTES);
+        let call = Call { number: 1, sig: CallSig::default() };
+        begin_round(&mut a);
+        begin_round(&mut b);
+        // Seven frames read (448 bytes, under the eighth of the ring that publishes itself).
+        for _ in 0..7 {
+            assert!(!queue_send(&mut a, call, &[1u8; 8], 1, 1).unwrap());
+            let mut got = [0u8; 8];
+            assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap());
+        }
+        let tx = |a: &mut Link| match &mut a.lanes[0].io {
+            LaneIo::Shm { tx, .. } => tx.try_write(&[0u8; 4096]).unwrap(),
+            _ => unreachable!("a shared-memory pair"),
+        };
+        // The producer fills the rest of the ring, as far as it knows.
+        assert_eq!(tx(&mut a), 4096 - 448);
+        assert_eq!(tx(&mut a), 0, "the read position is not published yet");
+        let mut got = [0u8; 8];
+        assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap());
+        let mut links: Vec<Option<Link>> = vec![Some(b), None];
+        assert_eq!(slipped(slip(&mut links, &crate::slip::POLICY)), Ended::Gap);
+        assert_eq!(tx(&mut a), 448, "the slip published the 448 bytes read");
     }
 
     /// A small frame goes out as it is queued, and one already whole in the ring lands as

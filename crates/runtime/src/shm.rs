@@ -494,8 +494,8 @@ impl ShmReader {
 
     /// Publish the read position, so the producer may reuse what has been read. Done
     /// every eighth of the ring (`release_some`) and whenever this rank is about to wait
-    /// (`progress::drive`), so a producer waiting for room never waits on a consumer that
-    /// waits too. Not at the end of a call (with one frame a call that would be every
+    /// (`progress::drive`) or to hold back (`progress::slip`), so a producer waiting for
+    /// room never waits on a consumer that waits too. Not at the end of a call (with one frame a call that would be every
     /// frame again): what was read since the last publication, less than an eighth of the
     /// ring, stays counted as in use until this rank next waits, so a producer running
     /// calls ahead has up to that much less room in the meantime.
