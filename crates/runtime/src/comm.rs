@@ -590,7 +590,7 @@ impl Communicator {
         // write what they land on.
         let mut early = None;
         if let (true, Some(first)) = (prepared.early, prepared.rounds.first()) {
-            match self.start_round(first, bases, sig, elem, &mut owned) {
+            match self.start_round(first, bases, sig, elem, &mut owned, prepared.send_only) {
                 Ok(queued) => early = Some(queued),
                 Err(e) => {
                     // The flight recorder still sees the call that failed.
@@ -612,7 +612,7 @@ impl Communicator {
         for (i, round) in prepared.rounds.iter().enumerate() {
             let mut queued = match early {
                 Some(queued) if i == 0 => queued,
-                _ => self.start_round(round, bases, sig, elem, &mut owned)?,
+                _ => self.start_round(round, bases, sig, elem, &mut owned, prepared.send_only)?,
             };
             queued |= self.queue_receives(round, bases, sig, reduction)?;
             self.recorder.reached(i);
@@ -698,6 +698,7 @@ impl Communicator {
         sig: CallSig,
         elem: usize,
         owned: &mut Vec<Vec<u8>>,
+        one_way: bool,
     ) -> Result<bool, CommError> {
         let mut queued = false;
         for s in &round.sends {
@@ -712,7 +713,7 @@ impl Communicator {
             };
             let call = Call { number: self.calls_with[s.to], sig };
             let link = self.links[s.to].as_mut().ok_or_else(|| no_link(s.to))?;
-            queued |= queue_send(link, call, data, elem, s.to)?;
+            queued |= queue_send(link, call, data, elem, s.to, one_way)?;
         }
         if queued {
             kick(&mut self.links, &round.peers)?;
@@ -729,6 +730,7 @@ impl Communicator {
         sig: CallSig,
         elem: usize,
         owned: &mut Vec<Vec<u8>>,
+        one_way: bool,
     ) -> Result<bool, CommError> {
         for &peer in &round.peers {
             begin_round(self.links.get_mut(peer).and_then(Option::as_mut).ok_or_else(|| no_link(peer))?);
@@ -736,7 +738,7 @@ impl Communicator {
         if round.sends.is_empty() {
             return Ok(false);
         }
-        self.queue_sends(round, bases, sig, elem, owned)
+        self.queue_sends(round, bases, sig, elem, owned, one_way)
     }
 
     /// Queue what this rank receives in `round` (after `start_round` started the round), in

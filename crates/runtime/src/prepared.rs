@@ -115,6 +115,9 @@ pub(crate) struct Prepared {
     pub receive_only: bool,
     /// Bytes this rank receives in the call.
     pub received_bytes: u64,
+    /// This rank only sends in the call (receives nothing): its sends stay in the ring
+    /// longer before single copy takes over (`progress::ONE_WAY_CMA_MIN_BYTES`).
+    pub send_only: bool,
     pub prologue: Vec<LocalStep>,
     pub rounds: Vec<RoundSteps>,
     pub epilogue: Vec<LocalStep>,
@@ -193,6 +196,7 @@ impl Prepared {
         peer_bytes.sort_by_key(|p| p.rank);
         let received_bytes = peer_bytes.iter().map(|p| p.received_bytes).sum();
         let receive_only = rounds.iter().all(|r| r.sends.is_empty()) && rounds.iter().any(|r| !r.receives.is_empty());
+        let send_only = rounds.iter().all(|r| r.receives.is_empty()) && rounds.iter().any(|r| !r.sends.is_empty());
         Ok(Prepared {
             lens,
             layout: schedule.spec.in_place_layout(me),
@@ -202,6 +206,7 @@ impl Prepared {
             early,
             receive_only,
             received_bytes,
+            send_only,
             prologue: steps,
             rounds,
             epilogue,
@@ -388,6 +393,13 @@ mod tests {
             let p = prepared(c, a, ranks, rank);
             (p.receive_only, p.received_bytes)
         };
+        let sends_only = |c, a, ranks, rank| prepared(c, a, ranks, rank).send_only;
+        assert!(sends_only(Collective::Broadcast, Algorithm::Direct, 2, 0));
+        assert!(sends_only(Collective::Scatter, Algorithm::Direct, 3, 0));
+        assert!(!sends_only(Collective::Broadcast, Algorithm::Chain, 3, 1));
+        assert!(!sends_only(Collective::Broadcast, Algorithm::Direct, 2, 1));
+        assert!(!sends_only(Collective::SendRecv, Algorithm::Direct, 3, 1));
+        assert!(!sends_only(Collective::AllReduce, Algorithm::RecursiveDoubling, 2, 0));
         let full = 4u64 << 20;
         assert_eq!(only(Collective::Broadcast, Algorithm::Direct, 2, 1), (true, full));
         assert_eq!(only(Collective::Broadcast, Algorithm::Direct, 2, 0), (false, 0));

@@ -34,6 +34,14 @@ pub const STRIPE_MIN_BYTES: usize = 64 << 10;
 /// --np 2`, 2 KiB made 4–16 KiB all-gathers slower and 8 KiB made 4–8 KiB broadcasts slower.
 pub const CMA_MIN_BYTES: usize = 4 << 10;
 
+/// The same for a rank that only sends in the call (a broadcast's or a scatter's root):
+/// its peer copies each frame out of the ring while it copies the next one in, so the two
+/// copies overlap, and the ring beats a pull (a system call and an acknowledgement) up to
+/// here. 8 B broadcast at N = 2 is not concerned; at 8 KiB the ring took 0.62 µs a call
+/// against 2.18 for the pull, 64 KiB 4.8 against 6.0, 128 KiB 10.0 against 9.2
+/// (`docs/benchmarks.md`).
+pub const ONE_WAY_CMA_MIN_BYTES: usize = 128 << 10;
+
 /// Single-copy receives (plain copies) at least this long are shared with the sender:
 /// it pushes pieces while this side pulls others (`shm.rs`), so a sender that only waits
 /// (a broadcast's root) lends its core. Two pieces at least; shorter ones are one pull
@@ -549,25 +557,39 @@ pub fn begin_round(link: &mut Link) {
 pub const EAGER_MAX_BYTES: usize = 16 << 10;
 
 /// Queue `data` to go to the link's peer; a small frame with nothing ahead of it is
-/// written at once, as far as the stream takes it. Whether anything was left queued (for
-/// `drive`).
-pub fn queue_send(link: &mut Link, call: Call, data: &[u8], elem: usize, peer: usize) -> Result<bool, CommError> {
+/// written at once, as far as the stream takes it. `one_way`: this rank only sends in the
+/// call (`ONE_WAY_CMA_MIN_BYTES`). Whether anything was left queued (for `drive`).
+pub fn queue_send(
+    link: &mut Link,
+    call: Call,
+    data: &[u8],
+    elem: usize,
+    peer: usize,
+    one_way: bool,
+) -> Result<bool, CommError> {
     let lanes = link.lanes.len();
+    // Frames this long or longer are pulled by the peer (single copy), when the link can.
+    let cma_min = match (link.cma, one_way) {
+        (false, _) => usize::MAX,
+        (true, false) => CMA_MIN_BYTES,
+        (true, true) => ONE_WAY_CMA_MIN_BYTES,
+    };
     // One lane and one frame (every shared-memory link's small send): no split to work out.
     if lanes == 1 && data.len() <= MAX_FRAME_BYTES {
-        return send_frame(&mut link.lanes[0], link.cma, call, data, peer);
+        return send_frame(&mut link.lanes[0], cma_min, call, data, peer);
     }
     let mut queued = false;
     for (lane, range) in frames(data.len(), elem, lanes) {
-        queued |= send_frame(&mut link.lanes[lane], link.cma, call, &data[range], peer)?;
+        queued |= send_frame(&mut link.lanes[lane], cma_min, call, &data[range], peer)?;
     }
     Ok(queued)
 }
 
 /// One frame of `queue_send` on lane `l`: written at once when small and nothing is
-/// queued before it, else queued. Whether it was queued.
-fn send_frame(l: &mut Lane, cma: bool, call: Call, bytes: &[u8], peer: usize) -> Result<bool, CommError> {
-    let single_copy = cma && bytes.len() >= CMA_MIN_BYTES;
+/// queued before it, else queued; pulled by the peer when at least `cma_min` bytes.
+/// Whether it was queued.
+fn send_frame(l: &mut Lane, cma_min: usize, call: Call, bytes: &[u8], peer: usize) -> Result<bool, CommError> {
+    let single_copy = bytes.len() >= cma_min;
     let kind = if single_copy { Kind::Descriptor } else { Kind::Data };
     let header = Header { kind, call: call.number, sig: call.sig, piece: l.out_pieces, len: bytes.len() as u64 };
     l.out_pieces += 1;
@@ -1017,6 +1039,32 @@ mod tests {
 
     const BYTES: Reduction = Reduction { dtype: Dtype::U8, op: RedOp::Sum };
 
+    /// A rank that only sends keeps frames below `ONE_WAY_CMA_MIN_BYTES` in the ring (its
+    /// peer copies one out while it copies the next in); in an exchange, frames from
+    /// `CMA_MIN_BYTES` go single-copy (a descriptor frame, queued until pulled).
+    #[test]
+    fn a_rank_that_only_sends_keeps_mid_sized_frames_in_the_ring() {
+        let (mut a, _b) = shm_pair(1 << 20);
+        a.cma = true;
+        let call = Call { number: 1, sig: CallSig::default() };
+        begin_round(&mut a);
+        let descriptor = |a: &Link| a.lanes[0].out.back().map(|o| o.descriptor.is_some());
+        let mid = vec![3u8; 8 << 10];
+        assert!(!queue_send(&mut a, call, &mid, 1, 1, true).unwrap(), "one way: written into the ring at once");
+        assert_eq!(descriptor(&a), None);
+        assert!(queue_send(&mut a, call, &mid, 1, 1, false).unwrap());
+        assert_eq!(descriptor(&a), Some(true), "an exchange pulls it");
+        let (mut a, _b) = shm_pair(1 << 20);
+        a.cma = true;
+        begin_round(&mut a);
+        let below = vec![3u8; ONE_WAY_CMA_MIN_BYTES - 1];
+        assert!(queue_send(&mut a, call, &below, 1, 1, true).unwrap(), "longer than eager: queued");
+        assert_eq!(descriptor(&a), Some(false));
+        let large = vec![3u8; ONE_WAY_CMA_MIN_BYTES];
+        assert!(queue_send(&mut a, call, &large, 1, 1, true).unwrap());
+        assert_eq!(descriptor(&a), Some(true), "one way from ONE_WAY_CMA_MIN_BYTES: pulled");
+    }
+
     /// How the one shared-memory lane's slip ended. It cannot time out here unless the
     /// test thread is descheduled for 50 µs between the slip's start and its first look (a
     /// window of nanoseconds): later stalls end it as `Quiet` or `Gap` first.
@@ -1046,7 +1094,7 @@ mod tests {
         assert_eq!(slipped(slip(&mut links, &policy)), Ended::Quiet);
         // The frame, then 20 more 64-byte frames: 1344 bytes, past the 1 KiB gap.
         for byte in [7u8].into_iter().chain([9u8; 20]) {
-            assert!(!queue_send(&mut a, call, &[byte; 8], 1, 1).unwrap());
+            assert!(!queue_send(&mut a, call, &[byte; 8], 1, 1, false).unwrap());
         }
         let ahead = |links: &mut Vec<Option<Link>>| match &mut links[0].as_mut().unwrap().lanes[0].io {
             LaneIo::Shm { rx, .. } => rx.ahead().unwrap(),
@@ -1070,7 +1118,7 @@ mod tests {
         begin_round(&mut b);
         // Seven frames read (448 bytes, under the eighth of the ring that publishes itself).
         for _ in 0..7 {
-            assert!(!queue_send(&mut a, call, &[1u8; 8], 1, 1).unwrap());
+            assert!(!queue_send(&mut a, call, &[1u8; 8], 1, 1, false).unwrap());
             let mut got = [0u8; 8];
             assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap());
         }
@@ -1100,7 +1148,7 @@ mod tests {
         begin_round(&mut a);
         begin_round(&mut b);
         let first: Vec<u8> = (1..=5).collect();
-        assert!(!queue_send(&mut a, call, &first, 1, 1).unwrap(), "written at once");
+        assert!(!queue_send(&mut a, call, &first, 1, 1, false).unwrap(), "written at once");
         let mut got = [0u8; 5];
         assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, how, 0).unwrap(), "taken at once");
         assert_eq!(got, [1, 2, 3, 4, 5]);
@@ -1108,7 +1156,7 @@ mod tests {
         let mut sum = [10u8; 70];
         assert!(queue_receive(&mut b, call, &mut sum, Op::Reduce, how, 0).unwrap());
         let second = [2u8; 70];
-        assert!(!queue_send(&mut a, call, &second, 1, 1).unwrap());
+        assert!(!queue_send(&mut a, call, &second, 1, 1, false).unwrap());
         drive_one(b, 0).unwrap();
         assert_eq!(sum, [12u8; 70]);
     }
@@ -1124,9 +1172,9 @@ mod tests {
             let smalls: Vec<Vec<u8>> = (0..12).map(|k| vec![k as u8 + 1; k]).collect();
             let sender = std::thread::spawn(move || -> Result<(), CommError> {
                 begin_round(&mut a);
-                queue_send(&mut a, call, &large, 1, 1)?;
+                queue_send(&mut a, call, &large, 1, 1, false)?;
                 for s in &smalls {
-                    queue_send(&mut a, call, s, 1, 1)?;
+                    queue_send(&mut a, call, s, 1, 1, false)?;
                 }
                 drive_one(a, 1).map(|_| ())
             });
@@ -1156,7 +1204,7 @@ mod tests {
             for c in 1..=calls {
                 begin_round(&mut a);
                 let data = vec![c as u8; (c % 9) as usize];
-                if queue_send(&mut a, Call { number: c, sig: CallSig::default() }, &data, 1, 1)? {
+                if queue_send(&mut a, Call { number: c, sig: CallSig::default() }, &data, 1, 1, false)? {
                     a = drive_one(a, 1)?;
                 }
             }
