@@ -18,7 +18,8 @@ use crate::error::CommError;
 use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, MAX_FRAME_BYTES};
 use crate::link::{LaneIo, Link};
 use crate::reduce::{reduce_into, RedOp};
-use crate::shm::{Peek, Share, ShmReader, WaitStatus, SHARE_PIECE_BYTES};
+use crate::share::SHARE_SMALL_PIECE_BYTES;
+use crate::shm::{Peek, Share, ShmReader, WaitStatus};
 use crate::slip::{hold_back, Ended, Policy};
 
 /// Received data is reduced into place in slices of this many bytes (a multiple of every
@@ -37,16 +38,16 @@ pub const CMA_MIN_BYTES: usize = 4 << 10;
 /// The same for a rank that only sends in the call (a broadcast's or a scatter's root):
 /// its peer copies each frame out of the ring while it copies the next one in, so the two
 /// copies overlap, and the ring beats a pull (a system call and an acknowledgement) up to
-/// here. 8 B broadcast at N = 2 is not concerned; at 8 KiB the ring took 0.62 µs a call
-/// against 2.18 for the pull, 64 KiB 4.8 against 6.0, 128 KiB 10.0 against 9.2
-/// (`docs/benchmarks.md`).
+/// here. A 2-rank broadcast through the ring against pulls: 8 KiB 0.62 µs a call against
+/// 2.18, 64 KiB 4.8 against 6.0, 128 KiB 10.0 against 9.2 (`docs/benchmarks.md`).
 pub const ONE_WAY_CMA_MIN_BYTES: usize = 128 << 10;
 
 /// Single-copy receives (plain copies) at least this long are shared with the sender:
 /// it pushes pieces while this side pulls others (`shm.rs`), so a sender that only waits
-/// (a broadcast's root) lends its core. Two pieces at least; shorter ones are one pull
-/// (which also bounds each kernel copy of a plain pull to under 2 MiB).
-pub const SHARE_MIN_BYTES: usize = 2 * SHARE_PIECE_BYTES;
+/// (a broadcast's root) lends its core. Two pieces at least (`share::piece_bytes`);
+/// shorter ones are one pull (which also bounds each kernel copy of a plain pull to
+/// under 512 KiB).
+pub const SHARE_MIN_BYTES: usize = 2 * SHARE_SMALL_PIECE_BYTES;
 
 /// The frames of a transfer of `len` bytes of `elem`-byte elements over `lanes` lanes:
 /// (lane, byte range), in the order each lane carries them. Sender and receiver compute
@@ -243,9 +244,10 @@ impl Lane {
                 match f.op {
                     Op::Copy if len >= SHARE_MIN_BYTES => {
                         let share = *f.share.get_or_insert_with(|| rx.share(addr, dst.as_ptr() as u64, len));
+                        let size = crate::share::piece_bytes(len as u64) as usize;
                         while let Some(piece) = rx.share_claim(share) {
-                            let at = piece * SHARE_PIECE_BYTES;
-                            let d = &mut dst[at..(at + SHARE_PIECE_BYTES).min(len)];
+                            let at = piece * size;
+                            let d = &mut dst[at..(at + size).min(len)];
                             let pulled = pull(d, at);
                             rx.share_piece_done();
                             pulled?;

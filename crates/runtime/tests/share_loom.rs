@@ -59,6 +59,8 @@ impl Shared {
 }
 
 const TWO_PIECES: usize = 2 * SHARE_PIECE_BYTES;
+/// A transfer of one (small) piece.
+const ONE_PIECE: usize = railyard_runtime::share::SHARE_SMALL_PIECE_BYTES;
 
 /// The helper loop of the sender: claim and copy whatever it can, `tries` times.
 fn helper(shared: &Shared, tries: usize) {
@@ -132,7 +134,7 @@ fn a_stale_helper_never_copies_into_the_next_transfer() {
     model(|| {
         let shared = Shared::new();
         let s2 = Arc::clone(&shared);
-        let a = shared.board().open(1, 5, 0, SHARE_PIECE_BYTES);
+        let a = shared.board().open(1, 5, 0, ONE_PIECE);
         let h = loom::thread::spawn(move || helper(&s2, 2));
         while let Some(piece) = shared.board().claim(a) {
             shared.copy(0, piece, 5);
@@ -142,7 +144,7 @@ fn a_stale_helper_never_copies_into_the_next_transfer() {
             loom::thread::yield_now();
         }
         assert_eq!(shared.read(0)[0], 5);
-        let b = shared.board().open(2, 9, 1, SHARE_PIECE_BYTES);
+        let b = shared.board().open(2, 9, 1, ONE_PIECE);
         while let Some(piece) = shared.board().claim(b) {
             shared.copy(1, piece, 9);
             shared.board().piece_done();
