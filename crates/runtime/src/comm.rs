@@ -614,7 +614,7 @@ impl Communicator {
                 Some(queued) if i == 0 => queued,
                 _ => self.start_round(round, bases, sig, elem, &mut owned, prepared.send_only)?,
             };
-            queued |= self.queue_receives(round, bases, sig, reduction)?;
+            queued |= self.queue_receives(round, bases, sig, reduction, prepared.receive_only)?;
             self.recorder.reached(i);
             let slipped = self.streak.before_round(may_slip, queued, &SLIP_POLICY);
             if slipped {
@@ -751,6 +751,7 @@ impl Communicator {
         bases: Bases,
         sig: CallSig,
         reduction: Reduction,
+        one_way: bool,
     ) -> Result<bool, CommError> {
         let mut queued = false;
         for r in &round.receives {
@@ -761,7 +762,7 @@ impl Communicator {
             let dst = unsafe { std::slice::from_raw_parts_mut(bases.at(&r.write), r.write.len) };
             let call = Call { number: self.calls_with[r.from], sig };
             let link = self.links[r.from].as_mut().ok_or_else(|| no_link(r.from))?;
-            queued |= queue_receive(link, call, dst, r.op, reduction, r.from)?;
+            queued |= queue_receive(link, call, dst, r.op, reduction, r.from, one_way)?;
         }
         Ok(queued)
     }

@@ -18,7 +18,7 @@ use crate::error::CommError;
 use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, MAX_FRAME_BYTES};
 use crate::link::{LaneIo, Link};
 use crate::reduce::{reduce_into, RedOp};
-use crate::share::SHARE_SMALL_PIECE_BYTES;
+use crate::share::{SHARE_PIECE_BYTES, SHARE_SMALL_PIECE_BYTES};
 use crate::shm::{Peek, Share, ShmReader, WaitStatus};
 use crate::slip::{hold_back, Ended, Policy};
 
@@ -44,10 +44,16 @@ pub const ONE_WAY_CMA_MIN_BYTES: usize = 128 << 10;
 
 /// Single-copy receives (plain copies) at least this long are shared with the sender:
 /// it pushes pieces while this side pulls others (`shm.rs`), so a sender that only waits
-/// (a broadcast's root) lends its core. Two pieces at least (`share::piece_bytes`);
-/// shorter ones are one pull (which also bounds each kernel copy of a plain pull to
-/// under 512 KiB).
-pub const SHARE_MIN_BYTES: usize = 2 * SHARE_SMALL_PIECE_BYTES;
+/// (a broadcast's root) lends its core. Two 1 MiB pieces at least; shorter ones are one
+/// pull (which also bounds each kernel copy of a plain pull to under 2 MiB). In an
+/// exchange both sides are busy pulling, and sharing smaller transfers measured no
+/// better.
+pub const SHARE_MIN_BYTES: usize = 2 * SHARE_PIECE_BYTES;
+
+/// The same for a rank that only receives in the call (a broadcast's non-root), whose
+/// peer only sends and would otherwise wait: two 256 KiB pieces (`share::piece_bytes`).
+/// 2-rank broadcast of 512 KiB: 19 µs shared against 30 µs pulled whole.
+pub const ONE_WAY_SHARE_MIN_BYTES: usize = 2 * SHARE_SMALL_PIECE_BYTES;
 
 /// The frames of a transfer of `len` bytes of `elem`-byte elements over `lanes` lanes:
 /// (lane, byte range), in the order each lane carries them. Sender and receiver compute
@@ -95,6 +101,9 @@ struct In {
     fill: usize,
     /// A single-copy receive shared with the sender (`shm.rs`), once opened.
     share: Option<Share>,
+    /// Single-copy receives from this long on are shared (`SHARE_MIN_BYTES`,
+    /// `ONE_WAY_SHARE_MIN_BYTES`).
+    share_min: usize,
 }
 
 /// One stream to a peer with its pending work.
@@ -242,7 +251,7 @@ impl Lane {
                     cma::pull(pid, addr + at as u64, d).map_err(|e| CommError::io(peer, "single-copy receive", e))
                 };
                 match f.op {
-                    Op::Copy if len >= SHARE_MIN_BYTES => {
+                    Op::Copy if len >= f.share_min => {
                         let share = *f.share.get_or_insert_with(|| rx.share(addr, dst.as_ptr() as u64, len));
                         let size = crate::share::piece_bytes(len as u64) as usize;
                         while let Some(piece) = rx.share_claim(share) {
@@ -625,7 +634,8 @@ pub struct Reduction {
 /// Queue a receive from the link's peer into `dst`, copied or reduced. A small frame that
 /// is already whole in a shared-memory ring, with nothing queued before it on its lane,
 /// is taken straight into place instead (`take_whole`): the repeated small call whose peer
-/// is ahead never touches the queue. Whether anything was left queued.
+/// is ahead never touches the queue. `one_way`: this rank only receives in the call
+/// (`ONE_WAY_SHARE_MIN_BYTES`). Whether anything was left queued.
 pub fn queue_receive(
     link: &mut Link,
     call: Call,
@@ -633,34 +643,34 @@ pub fn queue_receive(
     op: Op,
     reduction: Reduction,
     peer: usize,
+    one_way: bool,
 ) -> Result<bool, CommError> {
     let lanes = link.lanes.len();
+    let share_min = if one_way { ONE_WAY_SHARE_MIN_BYTES } else { SHARE_MIN_BYTES };
     // One lane and one frame (every shared-memory link's small receive): no split.
     if lanes == 1 && dst.len() <= MAX_FRAME_BYTES {
-        let len = dst.len();
-        return receive_frame(&mut link.lanes[0], call, dst.as_mut_ptr(), len, op, reduction, peer);
+        return receive_frame(&mut link.lanes[0], call, dst, op, reduction, peer, share_min);
     }
     let mut queued = false;
     let elem = reduction.dtype.size_bytes() as usize;
     for (lane, range) in frames(dst.len(), elem, lanes) {
-        let len = range.len();
-        let at = dst[range].as_mut_ptr();
-        queued |= receive_frame(&mut link.lanes[lane], call, at, len, op, reduction, peer)?;
+        queued |= receive_frame(&mut link.lanes[lane], call, &mut dst[range], op, reduction, peer, share_min)?;
     }
     Ok(queued)
 }
 
-/// One frame of `queue_receive` on `lane`, `len` bytes into `at`: taken at once when it is
+/// One frame of `queue_receive` on `lane`, into `dst`: taken at once when it is
 /// already whole in the ring, else queued. Whether it was queued.
 fn receive_frame(
     lane: &mut Lane,
     call: Call,
-    at: *mut u8,
-    len: usize,
+    dst: &mut [u8],
     op: Op,
     reduction: Reduction,
     peer: usize,
+    share_min: usize,
 ) -> Result<bool, CommError> {
+    let (at, len) = (dst.as_mut_ptr(), dst.len());
     let Lane { io, incoming, reduce_buf, in_pieces, .. } = lane;
     let expect = Header { kind: Kind::Data, call: call.number, sig: call.sig, piece: *in_pieces, len: len as u64 };
     *in_pieces += 1;
@@ -685,6 +695,7 @@ fn receive_frame(
         done: 0,
         fill: 0,
         share: None,
+        share_min,
     });
     Ok(true)
 }
@@ -1091,7 +1102,7 @@ mod tests {
         begin_round(&mut a);
         begin_round(&mut b);
         let mut got = [0u8; 8];
-        assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap(), "nothing there yet");
+        assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0, false).unwrap(), "nothing there yet");
         let mut links: Vec<Option<Link>> = vec![Some(b), None];
         assert_eq!(slipped(slip(&mut links, &policy)), Ended::Quiet);
         // The frame, then 20 more 64-byte frames: 1344 bytes, past the 1 KiB gap.
@@ -1122,7 +1133,7 @@ mod tests {
         for _ in 0..7 {
             assert!(!queue_send(&mut a, call, &[1u8; 8], 1, 1, false).unwrap());
             let mut got = [0u8; 8];
-            assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap());
+            assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0, false).unwrap());
         }
         let tx = |a: &mut Link| match &mut a.lanes[0].io {
             LaneIo::Shm { tx, .. } => tx.try_write(&[0u8; 4096]).unwrap(),
@@ -1132,7 +1143,7 @@ mod tests {
         assert_eq!(tx(&mut a), 4096 - 448);
         assert_eq!(tx(&mut a), 0, "the read position is not published yet");
         let mut got = [0u8; 8];
-        assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap());
+        assert!(queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0, false).unwrap());
         let mut links: Vec<Option<Link>> = vec![Some(b), None];
         assert_eq!(slipped(slip(&mut links, &crate::slip::POLICY)), Ended::Gap);
         assert_eq!(tx(&mut a), 448, "the slip published the 448 bytes read");
@@ -1152,11 +1163,11 @@ mod tests {
         let first: Vec<u8> = (1..=5).collect();
         assert!(!queue_send(&mut a, call, &first, 1, 1, false).unwrap(), "written at once");
         let mut got = [0u8; 5];
-        assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, how, 0).unwrap(), "taken at once");
+        assert!(!queue_receive(&mut b, call, &mut got, Op::Copy, how, 0, false).unwrap(), "taken at once");
         assert_eq!(got, [1, 2, 3, 4, 5]);
         // Received before it is sent: queued, then landed by `drive` (here reduced into place).
         let mut sum = [10u8; 70];
-        assert!(queue_receive(&mut b, call, &mut sum, Op::Reduce, how, 0).unwrap());
+        assert!(queue_receive(&mut b, call, &mut sum, Op::Reduce, how, 0, false).unwrap());
         let second = [2u8; 70];
         assert!(!queue_send(&mut a, call, &second, 1, 1, false).unwrap());
         drive_one(b, 0).unwrap();
@@ -1183,9 +1194,9 @@ mod tests {
             begin_round(&mut b);
             let mut got_large = vec![0u8; big];
             let mut got: Vec<Vec<u8>> = (0..12).map(|k| vec![0u8; k]).collect();
-            queue_receive(&mut b, call, &mut got_large, Op::Copy, BYTES, 0).unwrap();
+            queue_receive(&mut b, call, &mut got_large, Op::Copy, BYTES, 0, false).unwrap();
             for g in got.iter_mut() {
-                queue_receive(&mut b, call, g, Op::Copy, BYTES, 0).unwrap();
+                queue_receive(&mut b, call, g, Op::Copy, BYTES, 0, false).unwrap();
             }
             drive_one(b, 0).unwrap();
             sender.join().expect("sender thread").unwrap();
@@ -1217,7 +1228,7 @@ mod tests {
             begin_round(&mut b);
             let mut got = vec![0u8; (c % 9) as usize];
             let call = Call { number: c, sig: CallSig::default() };
-            if queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0).unwrap() {
+            if queue_receive(&mut b, call, &mut got, Op::Copy, BYTES, 0, false).unwrap() {
                 b = drive_one(b, 0).unwrap();
             }
             assert!(got.iter().all(|&x| x == c as u8), "call {c}");
