@@ -59,8 +59,8 @@ impl Shared {
 }
 
 const TWO_PIECES: usize = 2 * SHARE_PIECE_BYTES;
-/// A transfer of one (small) piece.
-const ONE_PIECE: usize = railyard_runtime::share::SHARE_SMALL_PIECE_BYTES;
+/// A transfer of one (the smallest) piece.
+const ONE_PIECE: usize = railyard_runtime::share::SHARE_MIN_PIECE_BYTES;
 
 /// The helper loop of the sender: claim and copy whatever it can, `tries` times.
 fn helper(shared: &Shared, tries: usize) {
