@@ -635,9 +635,7 @@ impl Communicator {
                     self.streak.after_wait(empty_polls, &SLIP_POLICY);
                 }
             }
-            if !owned.is_empty() {
-                owned.clear();
-            }
+            owned.clear();
             // The round's local steps, once what it received has landed.
             for l in &round.local {
                 local_step(bases, l, dtype, op);

@@ -254,10 +254,10 @@ impl Lane {
                 match f.op {
                     Op::Copy if len >= f.share_min => {
                         let share = *f.share.get_or_insert_with(|| rx.share(addr, dst.as_ptr() as u64, len));
-                        let size = crate::share::piece_bytes(len as u64) as usize;
                         while let Some(piece) = rx.share_claim(share) {
-                            let at = piece * size;
-                            let d = &mut dst[at..(at + size).min(len)];
+                            let span = crate::share::piece_span(len as u64, piece as u64);
+                            let at = span.start as usize;
+                            let d = &mut dst[at..span.end as usize];
                             let pulled = pull(d, at);
                             rx.share_piece_done();
                             pulled?;

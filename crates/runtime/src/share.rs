@@ -40,6 +40,14 @@ pub fn piece_bytes(len: u64) -> u64 {
     SHARE_PIECES.iter().find(|&&(below, _)| len < below).map_or(SHARE_PIECE_BYTES as u64, |&(_, size)| size)
 }
 
+/// Where piece `piece` of a shared transfer of `len` bytes lies: its offset and length
+/// (the receiver's claims and the sender's alike).
+pub fn piece_span(len: u64, piece: u64) -> std::ops::Range<u64> {
+    let size = piece_bytes(len);
+    let at = piece.saturating_mul(size).min(len);
+    at..(at + size).min(len)
+}
+
 /// One shared 64-bit word (`AtomicU64` in a mapping; loom's in the model test).
 pub trait Word {
     fn load(&self, order: Ordering) -> u64;
@@ -127,16 +135,15 @@ impl<W: Word> Board<'_, W> {
         let next = self.next.load(Ordering::Acquire);
         let len = self.len.load(Ordering::Relaxed);
         let piece = next & 0xffff_ffff;
-        let size = piece_bytes(len);
-        if len > MAX_SHARE_BYTES || piece >= len.div_ceil(size) {
+        if len > MAX_SHARE_BYTES || piece >= len.div_ceil(piece_bytes(len)) {
             return None;
         }
         let (src, dst) = (self.src.load(Ordering::Relaxed), self.dst.load(Ordering::Relaxed));
         // Claimed only if nobody moved the word since it was read: then the transfer the
         // addresses belong to is still open (see the module comment).
         self.next.compare_exchange(next, next + 1, Ordering::AcqRel, Ordering::Relaxed).ok()?;
-        let at = piece * size;
-        let n = size.min(len - at);
+        let span = piece_span(len, piece);
+        let (at, n) = (span.start, span.end - span.start);
         Some(Claimed { index: piece as usize, src: src.wrapping_add(at), dst: dst.wrapping_add(at), len: n as usize })
     }
 
@@ -217,7 +224,8 @@ mod tests {
         assert_eq!(b.claim(s), Some(0));
         let h = b.help_claim().expect("a piece is left");
         assert_eq!((h.index, h.src, h.dst, h.len), (1, 1000 + (256 << 10), 9000 + (256 << 10), 256 << 10));
-        while b.claim(s).is_some() {}
+        assert_eq!((2..8).map(|_| b.claim(s)).collect::<Vec<_>>(), (2..8).map(Some).collect::<Vec<_>>());
+        assert_eq!(piece_span(len as u64, 7), (7 << 18)..len as u64);
         // The last piece is 256 KiB less one byte.
         let w2 = words();
         let b2 = board(&w2);

@@ -550,8 +550,8 @@ impl ShmReader {
     /// Bytes the producer has published past the read position, read from its position
     /// now (validated): how far ahead of this consumer it is.
     pub fn ahead(&mut self) -> io::Result<usize> {
-        self.tail_seen = self.ring.word(TAIL).load(Ordering::Acquire);
-        self.ring.used(self.head, self.tail_seen)
+        // No count of bytes is already known to be enough: `published` reads it again.
+        self.published(usize::MAX)
     }
 
     /// The `len` published bytes at the read position, if they lie contiguous there:
@@ -1004,8 +1004,8 @@ mod tests {
                     pushed
                 });
                 while let Some(piece) = r.share_claim(share) {
-                    let at = piece * SHARE_PIECE_BYTES;
-                    let end = (at + SHARE_PIECE_BYTES).min(len);
+                    let span = crate::share::piece_span(len as u64, piece as u64);
+                    let (at, end) = (span.start as usize, span.end as usize);
                     crate::cma::pull(std::process::id() as u64, src.as_ptr() as u64 + at as u64, &mut dst[at..end])
                         .unwrap();
                     r.share_piece_done();
