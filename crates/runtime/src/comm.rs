@@ -50,6 +50,9 @@ pub struct Communicator {
     groups: Vec<Vec<usize>>,
     /// Chooses algorithms by the model when none is forced (built on first use).
     tuner: Option<crate::tuner::Tuner>,
+    /// The whole job is on this machine and outnumbers its online cores (the same on
+    /// every rank: the tuner's choices depend on it).
+    crowded: bool,
     config: Config,
     calls: u64,
     /// Calls that exchanged data with each peer: the call number on the wire, so ranks
@@ -139,6 +142,10 @@ impl Communicator {
         let machine = same_machine(&whereabouts, rank);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let idle = Idle::for_machine(machine.len(), cores);
+        // Online cores, not this process's affinity: every rank of the machine must agree.
+        // SAFETY: sysconf only reads a system value.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        let crowded = machine.len() == size && usize::try_from(online).is_ok_and(|c| c > 0 && size > c);
         let pinned = match config.pin {
             true => {
                 machine.iter().position(|&r| r == rank).and_then(|local| crate::affinity::pin(local, machine.len()))
@@ -154,7 +161,11 @@ impl Communicator {
                 std::process::id(),
                 machine.len(),
                 pinned.map_or("none".to_string(), |c| c.to_string()),
-                if idle.spins == 0 { "ranks outnumber cores: waits yield at once" } else { "waits spin first" }
+                match (idle.spins == 0, crowded) {
+                    (true, true) => "ranks outnumber cores: waits yield at once, broadcasts go direct",
+                    (true, false) => "ranks outnumber cores: waits yield at once",
+                    _ => "waits spin first",
+                }
             );
             eprintln!(
                 "{}:{} [{rank}] RAILYARD INFO rank {rank} of {size}: {} shared-memory links ({cma} single-copy), {} tcp links x {} sockets (TCP_NODELAY){}, timeout {:?}, channels {}",
@@ -181,6 +192,7 @@ impl Communicator {
             streak: Streak::default(),
             groups,
             tuner: None,
+            crowded,
             config,
             calls: 0,
             calls_with: vec![0; size],
@@ -375,7 +387,10 @@ impl Communicator {
             Some(a) => a,
             None => {
                 if self.tuner.is_none() {
-                    self.tuner = Some(crate::tuner::Tuner::new(&self.groups, self.config.topology_file.as_deref())?);
+                    self.tuner = Some(
+                        crate::tuner::Tuner::new(&self.groups, self.config.topology_file.as_deref())?
+                            .crowded(self.crowded),
+                    );
                 }
                 let tuned =
                     self.tuner.as_mut().and_then(|t| t.choose(spec, elem as u64, &groups, self.config.channels));
