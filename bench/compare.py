@@ -51,6 +51,16 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
 # the builtin (gcc and clang both), the memset the source asks for stays.
 MPI_COLL_FLAGS = ["-O2", "-fno-builtin-malloc"]
 
+# railyard perf asks for transparent huge pages on its buffers of 4 MiB and more
+# (runtime memory.rs, as numpy does for its arrays, so the Python peers get them too);
+# this machine's THP mode is `madvise`, so mpi_coll.c's plain malloc got none: in a run
+# to 32 MiB each of our ranks held 129 MiB of huge pages and each of its ranks 0. With
+# glibc's tunable its malloc advises its mmap'd chunks the same way (glibc >= 2.35;
+# seen: 129 MiB per rank, as ours). Huge pages shorten single-copy pinning and TLB
+# walks: the peer's 1 MiB all-gather with a 16 MiB buffer took 230-237 us with them,
+# 263-272 without (300 calls).
+PEER_HUGE_PAGES = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
+
 
 def build_peer(name, src_name, compiler, flags, check=None, key_extra=""):
     """One of the peers' C programs, built into target/peers/ under a name keyed by its
@@ -116,7 +126,8 @@ def peer(kind, op, n, max_b, iters, warmup):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         path = f.name
     if kind == "mpic":
-        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(n), mpi_coll_exe(), op, "8", str(max_b), str(iters), str(warmup)]
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-x", PEER_HUGE_PAGES, "-np", str(n), mpi_coll_exe(), op, "8", str(max_b),
+               str(iters), str(warmup)]
         text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         out = {}
         for line in text.splitlines():
@@ -141,6 +152,17 @@ def peer(kind, op, n, max_b, iters, warmup):
             out[r["size"]] = (r["t_batch_us"], r["busbw_batch"])
     os.unlink(path)
     return out
+
+
+def steal_secs():
+    """CPU time the hypervisor gave to others (all CPUs, /proc/stat's steal column), in
+    seconds: on a shared VM a run with much of it is not a measurement of either side."""
+    try:
+        with open("/proc/stat") as f:
+            cols = f.readline().split()
+        return int(cols[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def memcpy_gbps():
@@ -174,6 +196,7 @@ def main():
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M')} on this machine; `python3 bench/compare.py {' '.join(sys.argv[1:])}`.", ""]
     summary = ["| run | ours | 8 B time ratio | min busbw ratio | max busbw ratio | sizes ours ≥ peer |", "|---|---|---|---|---|---|"]
     mem = [memcpy_gbps()]
+    stolen = steal_secs()
     for n in [int(x) for x in a.nprocs.split(",")]:
         for op in a.ops.split(","):
             max_b = a.max_size if op == "allreduce" else a.other_max
@@ -212,7 +235,8 @@ def main():
     mem.append(memcpy_gbps())
     lines = lines[:2] + ["Summary: per run, the smallest size's time ratio (ours/peer; below 1 = we are faster), the smallest and largest busbw ratio over sizes, and at how many sizes ours ≥ peer.", ""] + summary + [""] + lines[2:]
     lines.append(f"memcpy (one thread, 64 MiB, median of the tool's repetitions) at start and end: {mem[0]:.2f} and {mem[1]:.2f} GB/s.")
-    lines.append(f"Wall time {time.time() - started:.0f} s.")
+    wall = time.time() - started
+    lines.append(f"Wall time {wall:.0f} s; CPU time stolen by the hypervisor meanwhile (/proc/stat, both cores): {steal_secs() - stolen:.1f} s.")
     text = "\n".join(lines) + "\n"
     if a.out:
         with open(a.out, "a") as f:

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use railyard_runtime::memory::HugePageBuffer;
 use railyard_runtime::{from_env, Communicator, Config, RedOp, UniqueId};
 use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype};
 use serde::Serialize;
@@ -288,15 +289,16 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     // Buffers for the largest size, allocated once and used by prefix, as nccl-tests does.
     // Fresh multi-MiB buffers per size made the calls right after each allocation up to
     // 1.7x slower here (fresh huge pages on both sides), a cost of the allocator, not of
-    // the call. Large buffers ask for huge pages, as numpy's arrays (the peers') do.
+    // the call. Large buffers ask for huge pages, as numpy's arrays (the peers') do, from
+    // a 2 MiB boundary on, so a small size's prefix is huge pages too (`HugePageBuffer`).
     let largest = spec_for(c, max, elem, p, args.root).0;
     let bytes = |n: u64| n as usize * elem as usize;
     let (max_in, max_out) = (bytes(largest.input_len(rank)), bytes(largest.output_len(rank)));
-    let mut input_pool = railyard_runtime::memory::zeroed(max_in);
-    let mut output_pool = railyard_runtime::memory::zeroed(max_out);
+    let mut input_pool = HugePageBuffer::zeroed(max_in);
+    let mut output_pool = HugePageBuffer::zeroed(max_out);
     // In place, a gather's non-root still holds its chunk where the output would put it.
     let max_buf = in_place_layout(&largest, rank, elem).2.max(max_in + max_out);
-    let mut buf_pool = if args.out_of_place_only { Vec::new() } else { railyard_runtime::memory::zeroed(max_buf) };
+    let mut buf_pool = HugePageBuffer::zeroed(if args.out_of_place_only { 0 } else { max_buf });
     // As nccl-tests: warm up at the largest size, then at the smallest, before timing any
     // size (the first calls on fresh memory ran up to 2x slower here), then per size too.
     for warm in [max, min] {
@@ -314,17 +316,18 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
     while size <= max {
         let (spec, shown, count) = spec_for(c, size, elem, p, args.root);
         let (in_len, out_len) = (bytes(spec.input_len(rank)), bytes(spec.output_len(rank)));
-        if input_pool.capacity() < in_len {
-            input_pool = railyard_runtime::memory::zeroed(in_len);
+        if input_pool.len() < in_len {
+            input_pool = HugePageBuffer::zeroed(in_len);
         }
-        input_pool.clear();
+        let mut staged = Vec::with_capacity(in_len);
         let base = if matches!(c, Collective::AllGather | Collective::Gather) { spec.chunk(rank).start } else { 0 };
         for i in 0..spec.input_len(rank) {
-            encode(dtype, value(rank, base + i), &mut input_pool);
+            encode(dtype, value(rank, base + i), &mut staged);
         }
-        let input = &input_pool[..];
+        input_pool[..in_len].copy_from_slice(&staged);
+        let input = &input_pool[..in_len];
         if output_pool.len() < out_len {
-            output_pool = railyard_runtime::memory::zeroed(out_len);
+            output_pool = HugePageBuffer::zeroed(out_len);
         }
         let output = &mut output_pool[..out_len];
         let mut halves: Vec<Half> = Vec::new();
@@ -338,7 +341,7 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
             let (in_at, out_at, in_place_len) = in_place_layout(&spec, rank, elem);
             let buf_len = if in_place { in_place_len } else { 0 };
             if buf_pool.len() < buf_len {
-                buf_pool = railyard_runtime::memory::zeroed(buf_len);
+                buf_pool = HugePageBuffer::zeroed(buf_len);
             }
             let buf = &mut buf_pool[..buf_len];
             let reset = |buf: &mut [u8]| {
