@@ -49,17 +49,16 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
 # shared zero page: a 2 MiB all-gather then ran in 340 us instead of 490 (its single-copy
 # read hits one cached page). Ours sends from memory it wrote. With malloc not treated as
 # the builtin (gcc and clang both), the memset the source asks for stays.
-MPI_COLL_FLAGS = ["-O2", "-fno-builtin-malloc"]
-
-# railyard perf asks for transparent huge pages on its buffers of 4 MiB and more
-# (runtime memory.rs, as numpy does for its arrays, so the Python peers get them too);
-# this machine's THP mode is `madvise`, so mpi_coll.c's plain malloc got none: in a run
-# to 32 MiB each of our ranks held 129 MiB of huge pages and each of its ranks 0. With
-# glibc's tunable its malloc advises its mmap'd chunks the same way (glibc >= 2.35;
-# seen: 129 MiB per rank, as ours). Huge pages shorten single-copy pinning and TLB
-# walks: the peer's 1 MiB all-gather with a 16 MiB buffer took 230-237 us with them,
-# 263-272 without (300 calls).
-PEER_HUGE_PAGES = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
+#
+# Memory like ours: railyard perf's buffers of 4 MiB and more start on a 2 MiB boundary
+# and are advised for transparent huge pages (runtime memory.rs, HugePageBuffer); this
+# machine's THP mode is `madvise`, so mpi_coll.c's plain malloc got none (in a run to
+# 32 MiB each of our ranks held 129 MiB of huge pages, each of its ranks 0). Huge pages
+# shorten single-copy pinning and TLB walks: the peer's 2-rank all-to-all of 512 KiB
+# took 24-26 us with them and 32-36 without. peer_huge_pages.c, linked in with
+# --wrap=malloc, gives the peer's own large mallocs the same start and advice.
+PEER_SHIM = os.path.join(HERE, "peer_huge_pages.c")
+MPI_COLL_FLAGS = ["-O2", "-fno-builtin-malloc", PEER_SHIM, "-Wl,--wrap=malloc"]
 
 
 def build_peer(name, src_name, compiler, flags, check=None, key_extra=""):
@@ -96,7 +95,9 @@ def mpi_coll_exe():
     """mpi_coll.c built with MPI_COLL_FLAGS, keyed also by the MPI version, and checked not
     to import calloc before it is used."""
     version = subprocess.run(["mpicc", "--showme:version"], capture_output=True, text=True).stdout
-    return build_peer("mpi-coll", "mpi_coll.c", "mpicc", MPI_COLL_FLAGS, check=refuse_calloc, key_extra=version)
+    with open(PEER_SHIM) as f:
+        shim = f.read()
+    return build_peer("mpi-coll", "mpi_coll.c", "mpicc", MPI_COLL_FLAGS, check=refuse_calloc, key_extra=version + shim)
 
 
 def ours(op, n, max_b, iters, warmup, in_place):
@@ -126,8 +127,7 @@ def peer(kind, op, n, max_b, iters, warmup):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         path = f.name
     if kind == "mpic":
-        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-x", PEER_HUGE_PAGES, "-np", str(n), mpi_coll_exe(), op, "8", str(max_b),
-               str(iters), str(warmup)]
+        cmd = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(n), mpi_coll_exe(), op, "8", str(max_b), str(iters), str(warmup)]
         text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         out = {}
         for line in text.splitlines():

@@ -163,15 +163,17 @@ pub fn establish(
     let first = sockets.first_mut().ok_or_else(|| CommError::BadArgs { message: format!("no socket to {peer}") })?;
     first.set_read_timeout(Some(config.timeout)).map_err(io)?;
     first.set_write_timeout(Some(config.timeout)).map_err(io)?;
-    let mut hello = [0u8; 17];
+    let mut hello = [0u8; 21];
     hello[..8].copy_from_slice(&here.host.to_le_bytes());
     hello[8] = u8::from(config.shm);
-    hello[9..].copy_from_slice(&here.machine.to_le_bytes());
+    hello[9..17].copy_from_slice(&here.machine.to_le_bytes());
+    hello[17..].copy_from_slice(&here.cores.to_le_bytes());
     first.write_all(&hello).map_err(io)?;
-    let mut theirs = [0u8; 17];
+    let mut theirs = [0u8; 21];
     first.read_exact(&mut theirs).map_err(io)?;
     let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
-    let peer_at = Whereabouts { host: word(&theirs[..8]), machine: word(&theirs[9..]) };
+    let cores = u32::from_le_bytes(theirs[17..].try_into().unwrap_or_default());
+    let peer_at = Whereabouts { host: word(&theirs[..8]), machine: word(&theirs[9..17]), cores };
     if theirs[..8] == hello[..8] && theirs[8] == 1 && config.shm {
         if let Some(link) = shared_memory(first, me, peer, tag, config, ranks)? {
             return Ok((peer_at, link));
@@ -186,12 +188,14 @@ pub fn establish(
     Ok((peer_at, Link { transport: Transport::Tcp, cma: false, lanes }))
 }
 
-/// Where a rank runs: its host (shared memory reaches it) and its machine (it shares
-/// that machine's cores).
+/// Where a rank runs: its host (shared memory reaches it), its machine (it shares that
+/// machine's cores) and how many cores it may run on (its affinity: a cpuset or a
+/// container's limit counts, as in `Idle::for_machine`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Whereabouts {
     pub host: u64,
     pub machine: u64,
+    pub cores: u32,
 }
 
 impl Whereabouts {
@@ -203,7 +207,8 @@ impl Whereabouts {
         let netns = std::fs::read_link("/proc/self/ns/net").map(|p| p.display().to_string()).unwrap_or_default();
         let machine = format!("{}/{}", hostname(), boot.trim());
         let id = |text: &str| fnv(&text.bytes().map(u64::from).collect::<Vec<_>>());
-        Whereabouts { host: id(&format!("{machine}/{netns}")), machine: id(&machine) }
+        let cores = std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
+        Whereabouts { host: id(&format!("{machine}/{netns}")), machine: id(&machine), cores }
     }
 }
 

@@ -99,8 +99,9 @@ impl Tuner {
         let algorithms: Vec<Algorithm> =
             Algorithm::ALL.into_iter().filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork).collect();
         // The hosts are the server groups of the algorithms that take them; `plan` refuses
-        // groups when none of the candidates does (a broadcast's chain, tree and direct).
-        let groups = algorithms.iter().any(|a| a.uses_groups()).then(|| groups.to_vec());
+        // groups when none of the candidates does (a broadcast's chain, tree and direct),
+        // and an empty list (the caller's unequal hosts).
+        let groups = (!groups.is_empty() && algorithms.iter().any(|a| a.uses_groups())).then(|| groups.to_vec());
         let request = PlanRequest {
             collective: spec.collective,
             bytes: spec.count * elem_bytes,
@@ -165,6 +166,16 @@ mod tests {
     }
 
     #[test]
+    fn unequal_hosts_are_tuned_without_server_groups() {
+        // The communicator passes no groups when hosts differ in size.
+        let hosts = vec![vec![0, 1, 2], vec![3]];
+        let mut t = Tuner::new(&hosts, None).unwrap();
+        for c in [Collective::AllReduce, Collective::Broadcast, Collective::AllGather] {
+            assert!(t.choose(&CollectiveSpec::new(c, 4, 1 << 16), 4, &[], 1).is_some(), "{c:?}");
+        }
+    }
+
+    #[test]
     fn a_crowded_machine_broadcasts_direct_and_nothing_else_changes() {
         let four = vec![vec![0, 1, 2, 3]];
         let pick =
@@ -179,6 +190,11 @@ mod tests {
         {
             assert_eq!(pick(&mut roomy, Collective::Broadcast, count), Some(modelled), "{count}");
             assert_eq!(pick(&mut crowded, Collective::Broadcast, count), Some(Algorithm::Direct), "{count}");
+            assert_eq!(
+                pick(&mut crowded, Collective::Reduce, count),
+                pick(&mut roomy, Collective::Reduce, count),
+                "{count}: reduces do not change"
+            );
             let all_reduce = pick(&mut roomy, Collective::AllReduce, count);
             assert!(all_reduce.is_some());
             assert_eq!(pick(&mut crowded, Collective::AllReduce, count), all_reduce, "{count}: only broadcasts change");

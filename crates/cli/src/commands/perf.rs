@@ -319,12 +319,13 @@ fn rank_body(args: &PerfArgs, comm: &mut Communicator) -> Result<Vec<Row>> {
         if input_pool.len() < in_len {
             input_pool = HugePageBuffer::zeroed(in_len);
         }
-        let mut staged = Vec::with_capacity(in_len);
         let base = if matches!(c, Collective::AllGather | Collective::Gather) { spec.chunk(rank).start } else { 0 };
-        for i in 0..spec.input_len(rank) {
-            encode(dtype, value(rank, base + i), &mut staged);
+        let mut element = Vec::with_capacity(8);
+        for (i, at) in input_pool[..in_len].chunks_exact_mut(elem as usize).enumerate() {
+            element.clear();
+            encode(dtype, value(rank, base + i as u64), &mut element);
+            at.copy_from_slice(&element);
         }
-        input_pool[..in_len].copy_from_slice(&staged);
         let input = &input_pool[..in_len];
         if output_pool.len() < out_len {
             output_pool = HugePageBuffer::zeroed(out_len);
