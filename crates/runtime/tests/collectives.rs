@@ -182,6 +182,29 @@ fn every_collective_algorithm_dtype_and_op_over_shm_and_tcp() {
     }
 }
 
+/// Chain and trees cut into pipelined chunks (what the tuner may pick for broadcasts and
+/// reduces on a roomy machine; the matrix above forces one chunk): every element right,
+/// counts that do and do not divide into the chunks, in and out of place.
+#[test]
+fn pipelined_chain_and_tree_broadcasts_and_reduces() {
+    for p in [3usize, 4] {
+        let results = with_ranks(p, Config { pipeline_chunks: 4, ..Config::default() }, move |comm| {
+            let mut comm = comm.map_err(|e| e.to_string())?;
+            for a in [Algorithm::Chain, Algorithm::Tree] {
+                for c in [Collective::Broadcast, Collective::Reduce] {
+                    for (count, in_place) in [3u64, 4, 37, 4099].into_iter().flat_map(|n| [(n, false), (n, true)]) {
+                        one_call(&mut comm, c, a, Dtype::F32, RedOp::Sum, count, in_place)?;
+                    }
+                }
+            }
+            Ok::<(), String>(())
+        });
+        for r in results {
+            r.unwrap_or_else(|e| panic!("P={p}: {e}"));
+        }
+    }
+}
+
 /// Shared-memory frames that fit in a cache line are padded to end on one: frames of
 /// every payload length modulo 64 (3 ranks, byte elements: the ring algorithms' chunks
 /// are a third of the count) and some longer than the ring (read byte-wise) go round a
