@@ -196,6 +196,8 @@ def main():
     p.add_argument("--reruns", type=int, default=3, help="at most this many reruns of one pair for steal; then it is kept")
     p.add_argument("--out", default="")
     a = p.parse_args()
+    if a.reruns < 0 or not 0 <= a.max_steal <= 1:
+        p.error("--reruns must be at least 0 and --max-steal a share from 0 to 1")
     started = time.time()
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M')} on this machine; `python3 bench/compare.py {' '.join(sys.argv[1:])}`.", ""]
     summary = ["| run | ours | 8 B time ratio | min busbw ratio | max busbw ratio | sizes ours ≥ peer |", "|---|---|---|---|---|---|"]

@@ -50,8 +50,7 @@ pub struct Communicator {
     groups: Vec<Vec<usize>>,
     /// Chooses algorithms by the model when none is forced (built on first use).
     tuner: Option<crate::tuner::Tuner>,
-    /// The whole job is on this machine and outnumbers its online cores (the same on
-    /// every rank: the tuner's choices depend on it).
+    /// `job_is_crowded`: the same on every rank (the tuner's choices depend on it).
     crowded: bool,
     config: Config,
     calls: u64,
@@ -149,7 +148,7 @@ impl Communicator {
         // 4 ranks on 2 cores (pinning both hosts' first ranks to core 0 made calibration
         // measure 450 µs round trips).
         let machine = same_machine(&whereabouts, rank);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = here.cores as usize;
         let idle = Idle::for_machine(machine.len(), cores);
         let crowded = job_is_crowded(&whereabouts, groups.len());
         let pinned = match config.pin {

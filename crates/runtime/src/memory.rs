@@ -2,8 +2,9 @@
 //! them on request (`madvise` mode, as on the development machine). Huge pages make
 //! single-copy pulls (`cma.rs`) pin one 2 MiB folio instead of 512 small pages, and copies
 //! miss the TLB less. numpy asks the same for its arrays of 4 MiB and more, so the peers'
-//! benchmark buffers (mpi4py, torch) get them too; `bench/compare.py` has glibc's malloc
-//! ask it for the C peer (`mpi_coll.c`).
+//! benchmark buffers (mpi4py) get them too; `bench/compare.py` links
+//! `bench/peer_huge_pages.c` into the C peer (`mpi_coll.c`) to give its buffers what
+//! `HugePageBuffer` gives perf's.
 //!
 //! Advice only helps the 2 MiB-aligned stretches of a buffer: a `Vec` of 4 MiB starts
 //! anywhere, and its first bytes up to the first 2 MiB boundary (all that a smaller call

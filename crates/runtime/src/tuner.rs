@@ -9,7 +9,7 @@
 //! `railyard_topology::presets::HOST_COSTS`) are part of the model's total.
 //! Choices are cached per (collective, count, element size), like NCCL's tuner table, and
 //! every rank computes the same one from the same inputs.
-//! One exception the model cannot see: where a job's ranks outnumber its machine's cores
+//! One exception the model cannot see: where a one-host job's ranks outnumber its cores
 //! (`Tuner::crowded`), a broadcast goes direct whatever the model says (see `choose`).
 
 use std::collections::HashMap;
@@ -36,7 +36,8 @@ pub struct Tuner {
     topology: Topology,
     placement: Placement,
     table: HashMap<(Collective, u64, u64, usize), Choice>,
-    /// The whole job is on one machine with more ranks than its online cores.
+    /// The whole job is on one host with more ranks than the fewest cores any of them may
+    /// run on (`comm.rs`'s `job_is_crowded`).
     crowded: bool,
 }
 
@@ -63,8 +64,8 @@ impl Tuner {
         Ok(Tuner { topology, placement, table: HashMap::new(), crowded: false })
     }
 
-    /// Whether the job's ranks outnumber its machine's cores. Every rank must pass the
-    /// same value (the communicator derives it from the machine, not the process).
+    /// Whether the job's ranks outnumber its host's cores. Every rank must pass the same
+    /// value (the communicator derives it from every rank's core count, sent at setup).
     pub fn crowded(mut self, crowded: bool) -> Tuner {
         self.crowded = crowded;
         self
