@@ -7,6 +7,7 @@
 //! launcher (PR_SET_PDEATHSIG); every stderr line comes out whole, prefixed `[rank N]`.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -35,7 +36,66 @@ pub const MAX_RANKS: usize = 256;
 pub const MAX_LINE_BYTES: u64 = 64 * 1024;
 /// How long ranks get between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(1);
+/// Where ranks cannot be watched through pidfds (Linux before 5.3), how often the
+/// launcher looks at them.
 const POLL: Duration = Duration::from_millis(5);
+/// The longest the launcher sleeps at once: a SIGINT/SIGTERM that lands between its look
+/// at the flag the handler sets and the sleep is passed on at most this late.
+const MAX_NAP: Duration = Duration::from_millis(100);
+
+/// Waits on the ranks' pidfds, so the launcher sleeps until a rank ends, a signal
+/// arrives or a deadline passes. A 5 ms poll woke it 200 times a second on cores whose
+/// ranks spin while they wait (pinned, one each), and each wake-up took a time slice
+/// from a rank in the middle of a timed call.
+struct ExitWatch {
+    /// Per rank: its pidfd while it runs; None once it has been reaped.
+    fds: Vec<Option<OwnedFd>>,
+    /// Every rank got a pidfd (else the launcher falls back to polling every `POLL`).
+    all: bool,
+}
+
+impl ExitWatch {
+    fn new(children: &[Child]) -> ExitWatch {
+        let fds: Vec<Option<OwnedFd>> = children.iter().map(|c| pidfd_open(c.id())).collect();
+        let all = fds.iter().all(Option::is_some);
+        ExitWatch { fds, all }
+    }
+
+    /// Rank `rank` has been reaped: its pidfd would stay readable.
+    fn reaped(&mut self, rank: usize) {
+        if let Some(fd) = self.fds.get_mut(rank) {
+            *fd = None;
+        }
+    }
+
+    /// Sleep until a running rank ends, a signal interrupts the wait, or `at_most` passes.
+    fn nap(&self, at_most: Duration) {
+        if !self.all {
+            std::thread::sleep(at_most.min(POLL));
+            return;
+        }
+        let mut polls: Vec<libc::pollfd> = self
+            .fds
+            .iter()
+            .flatten()
+            .map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        // Rounded up, so a deadline a fraction of a millisecond away does not spin.
+        let ms = at_most.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: `polls` is a live array of `polls.len()` pollfd entries, each holding a
+        // pidfd this watch owns; poll(2) only writes their `revents`.
+        unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
+    }
+}
+
+/// A pidfd for a child this launcher has not reaped yet (so `pid` is still that child's);
+/// None where the kernel has no pidfd_open.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative result is a descriptor the kernel just opened for us alone.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
 
 /// The signal the launcher received (0: none).
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
@@ -196,11 +256,13 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
     let mut stop_reason: Option<String> = None;
     let mut code = 0;
     let mut term_sent: Option<Instant> = None;
+    let mut watch = ExitWatch::new(&children);
     loop {
         for (rank, child) in children.iter_mut().enumerate() {
             if status[rank].is_none() {
                 if let Some(s) = child.try_wait()? {
                     status[rank] = Some(s);
+                    watch.reaped(rank);
                     if !s.success() && first_failure.is_none() && stop_reason.is_none() {
                         first_failure = Some((rank, s));
                     }
@@ -233,7 +295,13 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
         } else if term_sent.is_some_and(|t| t.elapsed() >= GRACE) {
             signal_group(pgid, libc::SIGKILL);
         }
-        std::thread::sleep(POLL);
+        // Until the next deadline: the end of the grace period, or --timeout.
+        let deadline = match (term_sent, job.timeout) {
+            (Some(t), _) => Some(GRACE.saturating_sub(t.elapsed())),
+            (None, Some(limit)) => Some(limit.saturating_sub(started.elapsed())),
+            (None, None) => None,
+        };
+        watch.nap(deadline.map_or(MAX_NAP, |d| d.min(MAX_NAP)));
     }
     for r in relays {
         let _ = r.join();
@@ -278,5 +346,32 @@ pub fn run(args: &LaunchArgs) -> Result<String> {
     match run_job(&job)?.failure {
         Some((reason, code)) => exit_with(&reason, code),
         None => Ok(String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nap_ends_when_a_rank_ends_and_a_reaped_rank_no_longer_wakes_it() {
+        let spawn = |prog: &str, args: &[&str]| Command::new(prog).args(args).spawn().expect("spawn");
+        let mut children = vec![spawn("sleep", &["30"]), spawn("true", &[])];
+        let mut watch = ExitWatch::new(&children);
+        if !watch.all {
+            eprintln!("no pidfd_open on this kernel: the launcher polls every {POLL:?}");
+            return;
+        }
+        let t = Instant::now();
+        watch.nap(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(20), "woke when `true` ended, not at the deadline");
+        children[1].wait().expect("reap");
+        watch.reaped(1);
+        // Only `sleep 30` is watched now: the nap lasts until its deadline.
+        let t = Instant::now();
+        watch.nap(Duration::from_millis(50));
+        assert!(t.elapsed() >= Duration::from_millis(50), "an ended, reaped rank still woke the launcher");
+        children[0].kill().expect("kill");
+        children[0].wait().expect("reap");
     }
 }
