@@ -620,15 +620,8 @@ impl Communicator {
             }
         }
         self.recorder.begin(self.calls, sig, prepared.rounds.len(), &prepared.peer_bytes);
-        // Out of place, the prologue may wait until round 0's receives have landed (see
-        // `Prepared::prologue_after_round0`); in place its regions alias the round's.
-        let aliased = (views.input as usize) < views.output as usize + views.output_len
-            && (views.output as usize) < views.input as usize + views.input_len;
-        let mut prologue_due = prepared.prologue_after_round0 && !aliased;
-        if !prologue_due {
-            for l in &prepared.prologue {
-                local_step(bases, l, dtype, op);
-            }
+        for l in &prepared.prologue {
+            local_step(bases, l, dtype, op);
         }
         let reduction = Reduction { dtype, op };
         // Only a rank that only receives slips behind its producer, and only where it
@@ -661,16 +654,7 @@ impl Communicator {
                     timeout: self.config.timeout,
                     call: self.calls,
                     round: i as u32,
-                    until_received: false,
                 };
-                if prologue_due {
-                    // Round 0's receives first; the prologue while peers take our sends.
-                    drive(&mut self.links, Drive { until_received: true, ..how })?;
-                    for l in &prepared.prologue {
-                        local_step(bases, l, dtype, op);
-                    }
-                    prologue_due = false;
-                }
                 let empty_polls = drive(&mut self.links, how)?;
                 // How long a round that may slip waited says whether its producer streams.
                 if may_slip && !slipped {
@@ -678,13 +662,6 @@ impl Communicator {
                 }
             }
             owned.clear();
-            if prologue_due {
-                // Round 0 had nothing to wait for.
-                for l in &prepared.prologue {
-                    local_step(bases, l, dtype, op);
-                }
-                prologue_due = false;
-            }
             // The round's local steps, once what it received has landed.
             for l in &round.local {
                 local_step(bases, l, dtype, op);

@@ -110,16 +110,6 @@ pub(crate) struct Prepared {
     /// the peers receive (or pull) while this rank copies. (In place, the input is only
     /// read in round 0 where the prologue copies it onto itself, which is skipped.)
     pub early: bool,
-    /// Round 0 may run before the prologue, not just start before it: its sends read
-    /// nothing the prologue writes (`early`) and its receives land on nothing the prologue
-    /// reads or writes. The prologue then runs once round 0's receives have landed, while
-    /// the peers still take this rank's sends, so their acknowledgements cross during the
-    /// copy instead of after it (an exchange's own chunk, as Open MPI's two-process
-    /// all-gather and all-to-all copy it after their send-receive). Only for copies of
-    /// at least `progress::CMA_MIN_BYTES`: below, sends go through the ring, no
-    /// acknowledgement is waited for, and a second pass of the progress engine would only
-    /// add to a small call. Out of place only: in place, input and output regions alias.
-    pub prologue_after_round0: bool,
     /// This rank only receives in the call (sends nothing): the calls that may slip
     /// behind a streaming producer (`slip.rs`).
     pub receive_only: bool,
@@ -184,16 +174,6 @@ impl Prepared {
                 .filter(|t| t.from == me)
                 .all(|t| !locals[..in_prologue].iter().any(|l| l.write.overlaps(&t.read)))
         });
-        let prologue = &locals[..in_prologue];
-        let prologue_bytes: u64 = prologue.iter().map(|l| l.write.len * elem as u64).sum();
-        let prologue_after_round0 = early
-            && prologue_bytes >= crate::progress::CMA_MIN_BYTES as u64
-            && schedule.rounds.first().is_some_and(|r| {
-                r.transfers
-                    .iter()
-                    .filter(|t| t.to == me)
-                    .all(|t| !prologue.iter().any(|l| l.write.overlaps(&t.write) || l.read.overlaps(&t.write)))
-            });
         // Whether each local op's destination is read again later in the call.
         let read_later = |i: usize, w: &Region| {
             // A local op reads `w` when its source or (reducing) its destination overlaps it.
@@ -224,7 +204,6 @@ impl Prepared {
             peers: (0..talks.len()).filter(|&p| talks[p]).collect(),
             peer_bytes: peer_bytes.into(),
             early,
-            prologue_after_round0,
             receive_only,
             received_bytes,
             send_only,
@@ -403,46 +382,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// An exchange's own chunk (all-gather, all-to-all) is copied after round 0's
-    /// receives, while the peers still take this rank's sends, and so is recursive
-    /// doubling's input copy (round 0 receives into scratch and reduces into the copy in
-    /// its local steps, which come after the prologue); a prologue whose copy round 0
-    /// sends from (the ring all-reduce) runs first.
-    #[test]
-    fn the_prologue_waits_for_round_0_only_where_their_regions_are_apart() {
-        for (c, a, ranks) in [
-            (Collective::AllReduce, Algorithm::RecursiveDoubling, 2),
-            (Collective::AllReduce, Algorithm::RecursiveDoubling, 4),
-            (Collective::AllGather, Algorithm::Ring, 2),
-            (Collective::AllGather, Algorithm::Ring, 3),
-            (Collective::AllGather, Algorithm::Direct, 4),
-            (Collective::AllToAll, Algorithm::Direct, 2),
-            (Collective::AllToAll, Algorithm::Direct, 3),
-        ] {
-            for rank in 0..ranks {
-                let p = prepared(c, a, ranks, rank);
-                assert!(p.prologue_after_round0, "{c:?} {a} {ranks} ranks, rank {rank}");
-            }
-        }
-        for (c, a, ranks) in [(Collective::AllReduce, Algorithm::Ring, 2), (Collective::AllReduce, Algorithm::Ring, 4)]
-        {
-            for rank in 0..ranks {
-                let p = prepared(c, a, ranks, rank);
-                assert!(!p.prologue.is_empty() && !p.prologue_after_round0, "{c:?} {a} {ranks} ranks, rank {rank}");
-            }
-        }
-        // Not for small copies (their sends need no acknowledgement).
-        let spec = CollectiveSpec::new(Collective::AllToAll, 2, 1024);
-        let options = GenOptions { channels: 1, pipeline_chunks: 1, ..GenOptions::default() };
-        let s = generate_compact(Algorithm::Direct, &spec, &options, 4).expect("generates");
-        assert!(!Prepared::new(&s.for_rank(0), 0, 4).expect("prepares").prologue_after_round0);
-        // Out of place, a broadcast's root copies its input into its output while the
-        // others pull; a receiver has no prologue to defer.
-        assert!(prepared(Collective::Broadcast, Algorithm::Direct, 2, 0).prologue_after_round0);
-        let receiver = prepared(Collective::Broadcast, Algorithm::Direct, 2, 1);
-        assert!(receiver.prologue.is_empty() && !receiver.prologue_after_round0);
     }
 
     /// The ranks that may slip behind a streaming producer (`slip.rs`) are those that only

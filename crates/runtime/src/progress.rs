@@ -765,10 +765,6 @@ pub struct Drive {
     /// rank that does not move.
     pub call: u64,
     pub round: u32,
-    /// Return once every receive queued has landed and every send has gone out, without
-    /// waiting for peers to acknowledge single-copy sends (the caller has local work
-    /// to do meanwhile, then drives again).
-    pub until_received: bool,
 }
 
 /// Whether no frame is queued on any link.
@@ -848,7 +844,7 @@ fn first_busy(links: &[Option<Link>]) -> Option<usize> {
 }
 
 fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool) -> Result<u32, CommError> {
-    let Drive { dtype, op, idle, timeout, call, round, until_received } = how;
+    let Drive { dtype, op, idle, timeout, call, round } = how;
     let mut waits = 0u32;
     let mut empty = 0u32;
     let mut sleeps = 0u32;
@@ -872,7 +868,7 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
                         moved += tx.help().map_err(|e| CommError::io(peer, "single-copy send", e))?;
                     }
                 }
-                pending |= if until_received { !lane.out.is_empty() || !lane.incoming.is_empty() } else { lane.busy() };
+                pending |= lane.busy();
             }
         }
         if !pending {
@@ -1050,15 +1046,7 @@ mod tests {
         let mut links: Vec<Option<Link>> = (0..2).map(|_| None).collect();
         links[peer] = Some(link);
         let idle = Idle { spins: 10, yields: 10, yield_for: Duration::from_millis(1) };
-        let how = Drive {
-            dtype: Dtype::U8,
-            op: RedOp::Sum,
-            idle,
-            timeout: Duration::from_secs(5),
-            call: 1,
-            round: 0,
-            until_received: false,
-        };
+        let how = Drive { dtype: Dtype::U8, op: RedOp::Sum, idle, timeout: Duration::from_secs(5), call: 1, round: 0 };
         drive(&mut links, how)?;
         links[peer].take().ok_or_else(|| CommError::BadArgs { message: "the link went".into() })
     }
