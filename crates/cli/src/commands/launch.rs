@@ -39,8 +39,9 @@ const GRACE: Duration = Duration::from_secs(1);
 /// Where ranks cannot be watched through pidfds (Linux before 5.3), how often the
 /// launcher looks at them.
 const POLL: Duration = Duration::from_millis(5);
-/// The longest the launcher sleeps at once: a SIGINT/SIGTERM that lands between its look
-/// at the flag the handler sets and the sleep is passed on at most this late.
+/// The longest the launcher sleeps at once. A SIGINT/SIGTERM interrupts the sleep only
+/// when it lands on the main thread (not on a stderr relay thread) after the launcher
+/// looked at the flag the handler sets; either way it is passed on at most this late.
 const MAX_NAP: Duration = Duration::from_millis(100);
 
 /// Waits on the ranks' pidfds, so the launcher sleeps until a rank ends, a signal
@@ -50,15 +51,22 @@ const MAX_NAP: Duration = Duration::from_millis(100);
 struct ExitWatch {
     /// Per rank: its pidfd while it runs; None once it has been reaped.
     fds: Vec<Option<OwnedFd>>,
-    /// Every rank got a pidfd (else the launcher falls back to polling every `POLL`).
+    /// Every rank got a pidfd (else the launcher polls every `POLL`, as without pidfds).
     all: bool,
+    /// The last sleep ended on a pidfd and no rank has been reaped since: a rank that
+    /// ended but that this launcher cannot reap (a debugger traces it) keeps its pidfd
+    /// readable, so until a rank is reaped the launcher polls every `POLL` instead.
+    unreaped_exit: bool,
 }
 
 impl ExitWatch {
     fn new(children: &[Child]) -> ExitWatch {
-        let fds: Vec<Option<OwnedFd>> = children.iter().map(|c| pidfd_open(c.id())).collect();
+        let mut fds: Vec<Option<OwnedFd>> = children.iter().map(|c| pidfd_open(c.id())).collect();
         let all = fds.iter().all(Option::is_some);
-        ExitWatch { fds, all }
+        if !all {
+            fds.clear();
+        }
+        ExitWatch { fds, all, unreaped_exit: false }
     }
 
     /// Rank `rank` has been reaped: its pidfd would stay readable.
@@ -66,11 +74,14 @@ impl ExitWatch {
         if let Some(fd) = self.fds.get_mut(rank) {
             *fd = None;
         }
+        self.unreaped_exit = false;
     }
 
-    /// Sleep until a running rank ends, a signal interrupts the wait, or `at_most` passes.
-    fn nap(&self, at_most: Duration) {
-        if !self.all {
+    /// Sleep until a running rank ends, a signal interrupts the wait, or `at_most` (at
+    /// least a millisecond) passes.
+    fn nap(&mut self, at_most: Duration) {
+        let at_most = at_most.max(Duration::from_millis(1));
+        if !self.all || self.unreaped_exit {
             std::thread::sleep(at_most.min(POLL));
             return;
         }
@@ -81,11 +92,29 @@ impl ExitWatch {
             .map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 })
             .collect();
         // Rounded up, so a deadline a fraction of a millisecond away does not spin.
-        let ms = at_most.as_micros().div_ceil(1000).clamp(1, i32::MAX as u128) as libc::c_int;
+        let ms = at_most.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
         // SAFETY: `polls` is a live array of `polls.len()` pollfd entries, each holding a
         // pidfd this watch owns; poll(2) only writes their `revents`.
-        unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
+        let ready = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
+        if ready > 0 {
+            self.unreaped_exit = true;
+        } else if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            // Not a signal: never retry a failing poll at once.
+            std::thread::sleep(POLL);
+        }
     }
+}
+
+/// How long the launcher may sleep: until the grace period after SIGTERM ends (then
+/// SIGKILL), or until `--timeout`, at most `MAX_NAP`. Once the grace is over (SIGKILL
+/// sent, ranks not all reaped) there is no deadline left, only `MAX_NAP`.
+fn nap_for(since_term: Option<Duration>, timeout_left: Option<Duration>) -> Duration {
+    let deadline = match (since_term, timeout_left) {
+        (Some(t), _) if t < GRACE => Some(GRACE - t),
+        (Some(_), _) => None,
+        (None, left) => left,
+    };
+    deadline.map_or(MAX_NAP, |d| d.min(MAX_NAP))
 }
 
 /// A pidfd for a child this launcher has not reaped yet (so `pid` is still that child's);
@@ -106,6 +135,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 fn forward_signals() {
+    // A launcher started with SIGCHLD ignored would have its ranks reaped by the kernel:
+    // no exit status, and pidfds of pids that may be reused.
+    // SAFETY: restoring the default disposition of SIGCHLD installs no handler.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `on_signal` is an `extern "C"` function that only stores to an atomic,
         // which is async-signal-safe; installing it replaces the default handler only.
@@ -260,7 +295,12 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
     loop {
         for (rank, child) in children.iter_mut().enumerate() {
             if status[rank].is_none() {
-                if let Some(s) = child.try_wait()? {
+                let waited = child.try_wait();
+                if waited.is_err() {
+                    // Never leave ranks running behind an error.
+                    signal_group(pgid, libc::SIGKILL);
+                }
+                if let Some(s) = waited.context("waiting for a rank")? {
                     status[rank] = Some(s);
                     watch.reaped(rank);
                     if !s.success() && first_failure.is_none() && stop_reason.is_none() {
@@ -295,13 +335,8 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
         } else if term_sent.is_some_and(|t| t.elapsed() >= GRACE) {
             signal_group(pgid, libc::SIGKILL);
         }
-        // Until the next deadline: the end of the grace period, or --timeout.
-        let deadline = match (term_sent, job.timeout) {
-            (Some(t), _) => Some(GRACE.saturating_sub(t.elapsed())),
-            (None, Some(limit)) => Some(limit.saturating_sub(started.elapsed())),
-            (None, None) => None,
-        };
-        watch.nap(deadline.map_or(MAX_NAP, |d| d.min(MAX_NAP)));
+        let timeout_left = job.timeout.map(|limit| limit.saturating_sub(started.elapsed()));
+        watch.nap(nap_for(term_sent.map(|t| t.elapsed()), timeout_left));
     }
     for r in relays {
         let _ = r.join();
@@ -353,25 +388,54 @@ pub fn run(args: &LaunchArgs) -> Result<String> {
 mod tests {
     use super::*;
 
+    /// Kills and reaps its children when dropped, so a failing test leaves none behind.
+    struct Reaper(Vec<Child>);
+
+    impl Drop for Reaper {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
     #[test]
     fn a_nap_ends_when_a_rank_ends_and_a_reaped_rank_no_longer_wakes_it() {
         let spawn = |prog: &str, args: &[&str]| Command::new(prog).args(args).spawn().expect("spawn");
-        let mut children = vec![spawn("sleep", &["30"]), spawn("true", &[])];
-        let mut watch = ExitWatch::new(&children);
+        let mut children = Reaper(vec![spawn("sleep", &["30"]), spawn("true", &[])]);
+        let mut watch = ExitWatch::new(&children.0);
         if !watch.all {
             eprintln!("no pidfd_open on this kernel: the launcher polls every {POLL:?}");
             return;
         }
         let t = Instant::now();
         watch.nap(Duration::from_secs(20));
-        assert!(t.elapsed() < Duration::from_secs(20), "woke when `true` ended, not at the deadline");
-        children[1].wait().expect("reap");
+        assert!(t.elapsed() < Duration::from_secs(2), "woke when `true` ended, not at the deadline");
+        assert!(watch.unreaped_exit, "the wake-up came from a pidfd");
+        children.0[1].wait().expect("reap");
         watch.reaped(1);
+        assert!(!watch.unreaped_exit);
         // Only `sleep 30` is watched now: the nap lasts until its deadline.
         let t = Instant::now();
         watch.nap(Duration::from_millis(50));
         assert!(t.elapsed() >= Duration::from_millis(50), "an ended, reaped rank still woke the launcher");
-        children[0].kill().expect("kill");
-        children[0].wait().expect("reap");
+        assert!(!watch.unreaped_exit, "a nap that timed out saw no exit");
+    }
+
+    #[test]
+    fn the_launcher_sleeps_to_the_next_deadline_and_never_for_nothing() {
+        let ms = Duration::from_millis;
+        // Nothing pending: the longest nap.
+        assert_eq!(nap_for(None, None), MAX_NAP);
+        // --timeout soon, or already passed (the next pass stops the job).
+        assert_eq!(nap_for(None, Some(ms(30))), ms(30));
+        assert_eq!(nap_for(None, Some(Duration::ZERO)), Duration::ZERO);
+        assert_eq!(nap_for(None, Some(ms(5000))), MAX_NAP);
+        // In the grace period: until SIGKILL is due.
+        assert_eq!(nap_for(Some(GRACE - ms(20)), None), ms(20));
+        // After it (SIGKILL sent, a rank not yet gone): no deadline, not a spin.
+        assert_eq!(nap_for(Some(GRACE), Some(Duration::ZERO)), MAX_NAP);
+        assert_eq!(nap_for(Some(GRACE + ms(500)), None), MAX_NAP);
     }
 }
