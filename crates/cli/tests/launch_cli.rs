@@ -133,3 +133,23 @@ fn killing_perf_takes_its_ranks() {
     }
     assert!(ranks.iter().all(|&p| !alive(p)), "perf's ranks outlived it");
 }
+
+#[test]
+fn a_rank_that_left_the_process_group_is_stopped_too() {
+    // Rank 1 starts its own session (setsid, which execs in place in a process that does
+    // not lead its group), so a signal to the job's process group misses it; it writes its
+    // pid from inside the new session, and only then does rank 0 fail.
+    let dir = scratch("setsid");
+    let d = dir.display();
+    let script = format!(
+        "if [ $RANK = 1 ]; then exec setsid sh -c 'echo $$ > {d}/pid.1; exec sleep 60'; fi; \
+         while [ ! -s {d}/pid.1 ]; do sleep 0.05; done; exit 3"
+    );
+    let start = Instant::now();
+    let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", &script]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(start.elapsed() < Duration::from_secs(30), "the rank outside the group was not stopped");
+    let rank1: i32 = std::fs::read_to_string(dir.join("pid.1")).unwrap().trim().parse().unwrap();
+    assert!(!alive(rank1), "rank 1 ({rank1}) outlived the launcher");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -150,12 +150,23 @@ fn forward_signals() {
     }
 }
 
-/// Signal the whole job: every rank is in the process group `pgid`.
-fn signal_group(pgid: u32, sig: libc::c_int) {
+/// Signal the whole job: the process group `pgid` (the ranks and whatever they started
+/// in it) and every rank not yet reaped by itself, since a rank may have left the group
+/// (setsid) and would otherwise outlive the SIGKILL.
+fn signal_job(pgid: u32, children: &[Child], status: &[Option<ExitStatus>], sig: libc::c_int) {
     // SAFETY: kill(2) with a negative pid signals a process group; `pgid` is the group
     // this launcher created for its ranks (the first rank's pid), never 0 or 1.
     unsafe {
         libc::kill(-(pgid as libc::pid_t), sig);
+    }
+    for (child, status) in children.iter().zip(status) {
+        if status.is_none() {
+            // SAFETY: kill(2) on a child this launcher has not reaped: until it is reaped
+            // its pid cannot be reused, so the signal reaches that rank (or its zombie).
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, sig);
+            }
+        }
     }
 }
 
@@ -263,7 +274,7 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
             Ok(c) => c,
             Err(e) => {
                 if let Some(p) = pgid {
-                    signal_group(p, libc::SIGKILL);
+                    signal_job(p, &children, &vec![None; children.len()], libc::SIGKILL);
                 }
                 for c in &mut children {
                     let _ = c.wait();
@@ -293,12 +304,12 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
     let mut term_sent: Option<Instant> = None;
     let mut watch = ExitWatch::new(&children);
     loop {
-        for (rank, child) in children.iter_mut().enumerate() {
+        for rank in 0..children.len() {
             if status[rank].is_none() {
-                let waited = child.try_wait();
+                let waited = children[rank].try_wait();
                 if waited.is_err() {
                     // Never leave ranks running behind an error.
-                    signal_group(pgid, libc::SIGKILL);
+                    signal_job(pgid, &children, &status, libc::SIGKILL);
                 }
                 if let Some(s) = waited.context("waiting for a rank")? {
                     status[rank] = Some(s);
@@ -326,14 +337,19 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
                 code = 124;
             }
             if stop_reason.is_some() {
-                signal_group(pgid, if sig != 0 && first_failure.is_none() { sig } else { libc::SIGTERM });
+                signal_job(
+                    pgid,
+                    &children,
+                    &status,
+                    if sig != 0 && first_failure.is_none() { sig } else { libc::SIGTERM },
+                );
                 // A stopped rank (SIGSTOP, a debugger) keeps the signal pending until it
                 // runs again: let it run, so it ends now rather than at the SIGKILL.
-                signal_group(pgid, libc::SIGCONT);
+                signal_job(pgid, &children, &status, libc::SIGCONT);
                 term_sent = Some(Instant::now());
             }
         } else if term_sent.is_some_and(|t| t.elapsed() >= GRACE) {
-            signal_group(pgid, libc::SIGKILL);
+            signal_job(pgid, &children, &status, libc::SIGKILL);
         }
         let timeout_left = job.timeout.map(|limit| limit.saturating_sub(started.elapsed()));
         watch.nap(nap_for(term_sent.map(|t| t.elapsed()), timeout_left));
