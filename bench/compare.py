@@ -14,11 +14,11 @@ peers as for us).
 memcpy bandwidth is measured in the same run (the peers' memcpy_bw.c) for the
 large-message target.
 
-  python3 bench/compare.py --ops allreduce --nprocs 2 --pairs 5 --out docs/benchmarks.md
+  python3 bench/compare.py --ops allreduce --nprocs 2 --pairs 15 --out docs/benchmarks.md
 
 Peers come from ../shared/bench/peers (install: openmpi-bin, pip mpi4py numpy torch).
 """
-import argparse, hashlib, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, hashlib, json, math, os, statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -154,6 +154,23 @@ def peer(kind, op, n, max_b, iters, warmup):
     return out
 
 
+def median_interval(xs, level=0.95):
+    """A distribution-free interval for the median of what `xs` sample: the order
+    statistics x_(k) and x_(n+1-k) with the largest k such that Binom(n, 1/2) puts at
+    most (1 - level) / 2 below k. None when n is too small for the level (n < 6 at 95%).
+    Where it holds 1.0, the pairs cannot tell ours from the peer at that size."""
+    xs = sorted(xs)
+    n = len(xs)
+    tail = (1 - level) / 2
+    k, below = 0, 0.0
+    while k < n:
+        below_next = below + math.comb(n, k) / 2 ** n
+        if below_next > tail:
+            break
+        below, k = below_next, k + 1
+    return (xs[k - 1], xs[n - k]) if k >= 1 else None
+
+
 def steal_secs():
     """CPU time the hypervisor gave to others (all CPUs, /proc/stat's steal column), in
     seconds: on a shared VM a run with much of it is not a measurement of either side."""
@@ -181,7 +198,7 @@ def main():
     p.add_argument("--ops", default="allreduce,allgather,reducescatter,alltoall,broadcast")
     p.add_argument("--nprocs", default="2,4")
     p.add_argument("--peers", default="mpi,gloo")
-    p.add_argument("--pairs", type=int, default=5)
+    p.add_argument("--pairs", type=int, default=15, help="interleaved pairs per run; 6 at least for the interval of the median")
     p.add_argument("--max-size", type=int, default=256 << 20)
     p.add_argument("--other-max", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=10)
@@ -198,9 +215,14 @@ def main():
     a = p.parse_args()
     if a.reruns < 0 or not 0 <= a.max_steal <= 1:
         p.error("--reruns must be at least 0 and --max-steal a share from 0 to 1")
+    if a.pairs < 1:
+        p.error("--pairs must be at least 1")
+    if a.pairs < 6:
+        print(f"note: with {a.pairs} pairs the tables give no interval for their medians (6 pairs at least)", file=sys.stderr)
     started = time.time()
     lines = [f"Run {time.strftime('%Y-%m-%d %H:%M')} on this machine; `python3 bench/compare.py {' '.join(sys.argv[1:])}`.", ""]
-    summary = ["| run | ours | 8 B time ratio | min busbw ratio | max busbw ratio | sizes ours ≥ peer |", "|---|---|---|---|---|---|"]
+    summary = ["| run | ours | 8 B time ratio | min busbw ratio | max busbw ratio | sizes ours ≥ peer | sizes time ratio ≤ 1 | sizes whose interval holds 1 |",
+               "|---|---|---|---|---|---|---|---|"]
     mem = [memcpy_gbps()]
     stolen = steal_secs()
     for n in [int(x) for x in a.nprocs.split(",")]:
@@ -232,22 +254,33 @@ def main():
                 again = f" ({reran} reruns for steal)" if reran else ""
                 lines.append(f"### {title} (ours {form}): medians over {a.pairs} interleaved pairs{again}")
                 lines.append("")
-                lines.append("| size/rank | time ratio (ours/peer) | busbw ratio (ours/peer) | our busbw GB/s | peer busbw GB/s |")
-                lines.append("|---|---|---|---|---|")
+                lines.append("| size/rank | time ratio (ours/peer) | 95% interval of that median | pairs ours slower | busbw ratio (ours/peer) | our busbw GB/s | peer busbw GB/s |")
+                lines.append("|---|---|---|---|---|---|---|")
                 for size in sorted(ratios):
                     rs = ratios[size]
                     med = lambda i: statistics.median(x[i] for x in rs)
-                    lines.append(f"| {fmt_size(size)} | {med(0):.3f} | {med(1):.2f} | {med(2):.3f} | {med(3):.3f} |")
+                    ci = median_interval([x[0] for x in rs])
+                    ci = f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else "(too few pairs)"
+                    slower = sum(x[0] > 1 for x in rs)
+                    lines.append(f"| {fmt_size(size)} | {med(0):.3f} | {ci} | {slower}/{len(rs)} | {med(1):.2f} | {med(2):.3f} | {med(3):.3f} |")
                 lines.append("")
                 if ratios:
                     bw = {size: statistics.median(x[1] for x in rs) for size, rs in ratios.items()}
                     lo, hi = min(bw, key=bw.get), max(bw, key=bw.get)
                     first = min(ratios)
                     t8 = statistics.median(x[0] for x in ratios[first])
-                    summary.append(f"| {title} | {form} | {t8:.2f} ({fmt_size(first)}) | {bw[lo]:.2f} ({fmt_size(lo)}) | {bw[hi]:.2f} ({fmt_size(hi)}) | {sum(v >= 1 for v in bw.values())}/{len(bw)} |")
+                    t = {size: statistics.median(x[0] for x in rs) for size, rs in ratios.items()}
+                    cis = [c for c in (median_interval([x[0] for x in rs]) for rs in ratios.values()) if c]
+                    unsure = f"{sum(c[0] <= 1 <= c[1] for c in cis)}/{len(cis)}" if cis else "(too few pairs)"
+                    if 0 < len(cis) < len(ratios):
+                        unsure += f" ({len(ratios) - len(cis)} sizes with too few pairs)"
+                    summary.append(f"| {title} | {form} | {t8:.2f} ({fmt_size(first)}) | {bw[lo]:.2f} ({fmt_size(lo)}) | {bw[hi]:.2f} ({fmt_size(hi)}) | "
+                                   f"{sum(v >= 1 for v in bw.values())}/{len(bw)} | {sum(v <= 1 for v in t.values())}/{len(t)} | {unsure} |")
                 print("\n".join(lines[-len(ratios) - 4:]), flush=True)
     mem.append(memcpy_gbps())
-    lines = lines[:2] + ["Summary: per run, the smallest size's time ratio (ours/peer; below 1 = we are faster), the smallest and largest busbw ratio over sizes, and at how many sizes ours ≥ peer.", ""] + summary + [""] + lines[2:]
+    lines = lines[:2] + ["Summary: per run, the smallest size's time ratio (ours/peer; below 1 = we are faster), the smallest and largest busbw ratio over sizes, "
+                         "at how many sizes ours ≥ peer (median busbw ratio) and the median time ratio ≤ 1, and at how many the 95% interval of the median "
+                         "time ratio (order statistics of the pairs; needs 6 pairs) holds 1.0, where the pairs cannot tell the two apart.", ""] + summary + [""] + lines[2:]
     lines.append(f"memcpy (one thread, 64 MiB, median of the tool's repetitions) at start and end: {mem[0]:.2f} and {mem[1]:.2f} GB/s.")
     wall = time.time() - started
     lines.append(f"Wall time {wall:.0f} s; CPU time stolen by the hypervisor meanwhile (/proc/stat, all {os.cpu_count()} cores): "

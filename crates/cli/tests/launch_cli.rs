@@ -137,19 +137,39 @@ fn killing_perf_takes_its_ranks() {
 #[test]
 fn a_rank_that_left_the_process_group_is_stopped_too() {
     // Rank 1 starts its own session (setsid, which execs in place in a process that does
-    // not lead its group), so a signal to the job's process group misses it; it writes its
-    // pid from inside the new session, and only then does rank 0 fail.
+    // not lead its group), so a signal to the job's process group misses it, and starts a
+    // child there that holds its stderr; it writes both pids from inside the new session,
+    // and only then does rank 0 fail.
     let dir = scratch("setsid");
     let d = dir.display();
     let script = format!(
-        "if [ $RANK = 1 ]; then exec setsid sh -c 'echo $$ > {d}/pid.1; exec sleep 60'; fi; \
+        "if [ $RANK = 1 ]; then exec setsid sh -c 'sleep 60 & echo $! > {d}/child; echo $$ > {d}/pid.1; wait'; fi; \
          while [ ! -s {d}/pid.1 ]; do sleep 0.05; done; exit 3"
     );
     let start = Instant::now();
     let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", &script]);
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(start.elapsed() < Duration::from_secs(30), "the rank outside the group was not stopped");
-    let rank1: i32 = std::fs::read_to_string(dir.join("pid.1")).unwrap().trim().parse().unwrap();
-    assert!(!alive(rank1), "rank 1 ({rank1}) outlived the launcher");
+    for file in ["pid.1", "child"] {
+        let pid: i32 = std::fs::read_to_string(dir.join(file)).unwrap().trim().parse().unwrap();
+        assert!(!alive(pid), "{file} ({pid}) outlived the launcher");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn what_a_rank_leaves_behind_ends_with_the_job() {
+    // Rank 1 starts a background process in the job's group and exits 0 without waiting
+    // for it; the job succeeds, and the launcher (their reaper once rank 1 is gone) kills
+    // it rather than leave it running.
+    let dir = scratch("leftover");
+    let script = format!("if [ $RANK = 1 ]; then sleep 60 & echo $! > {}/left; fi; exit 0", dir.display());
+    let start = Instant::now();
+    let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", &script]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(start.elapsed() < Duration::from_secs(30), "the launcher waited for the leftover");
+    assert!(out.stderr.contains("killed 1 process(es) the ranks left behind"), "{}", out.stderr);
+    let pid: i32 = std::fs::read_to_string(dir.join("left")).unwrap().trim().parse().unwrap();
+    assert!(!alive(pid), "the leftover ({pid}) outlived the launcher");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,7 +4,10 @@
 //! and manage the job as torchrun does: the first rank to fail (non-zero exit or a
 //! signal) stops the others (SIGTERM, then SIGKILL after a second) and its exit code is
 //! the launcher's; SIGINT/SIGTERM to the launcher go to every rank; ranks die with the
-//! launcher (PR_SET_PDEATHSIG); every stderr line comes out whole, prefixed `[rank N]`.
+//! launcher (PR_SET_PDEATHSIG); a rank that left the job's process group (setsid) is
+//! signalled by its pid; processes the ranks leave behind come back to the launcher
+//! (PR_SET_CHILD_SUBREAPER) and are killed when the job ends; every stderr line comes out
+//! whole, prefixed `[rank N]`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -151,22 +154,114 @@ fn forward_signals() {
 }
 
 /// Signal the whole job: the process group `pgid` (the ranks and whatever they started
-/// in it) and every rank not yet reaped by itself, since a rank may have left the group
-/// (setsid) and would otherwise outlive the SIGKILL.
-fn signal_job(pgid: u32, children: &[Child], status: &[Option<ExitStatus>], sig: libc::c_int) {
+/// in it), then each rank of `unreaped` that has left that group (setsid) by its pid and,
+/// when it leads a group of its own, that group too. A rank still in the job's group gets
+/// the signal once, from the group: a second copy would cut short its handler of the
+/// first (a Python rank's KeyboardInterrupt clean-up).
+fn signal_job(pgid: u32, unreaped: impl IntoIterator<Item = u32>, sig: libc::c_int) {
     // SAFETY: kill(2) with a negative pid signals a process group; `pgid` is the group
     // this launcher created for its ranks (the first rank's pid), never 0 or 1.
     unsafe {
         libc::kill(-(pgid as libc::pid_t), sig);
     }
-    for (child, status) in children.iter().zip(status) {
-        if status.is_none() {
-            // SAFETY: kill(2) on a child this launcher has not reaped: until it is reaped
-            // its pid cannot be reused, so the signal reaches that rank (or its zombie).
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, sig);
+    for pid in unreaped {
+        let pid = pid as libc::pid_t;
+        // SAFETY: getpgid(2) and kill(2) on a child this launcher has not reaped: until
+        // it is reaped its pid cannot be reused, nor can a group it leads (its pid), so
+        // the signals reach that rank (or its zombie) and its own group.
+        unsafe {
+            let group = libc::getpgid(pid);
+            if group < 0 || group == pgid as libc::pid_t {
+                continue;
+            }
+            libc::kill(pid, sig);
+            if group == pid {
+                libc::kill(-pid, sig);
             }
         }
+    }
+}
+
+/// The pids of the ranks not yet reaped.
+fn unreaped<'a>(children: &'a [Child], status: &'a [Option<ExitStatus>]) -> impl Iterator<Item = u32> + 'a {
+    children.iter().zip(status).filter(|(_, s)| s.is_none()).map(|(c, _)| c.id())
+}
+
+/// The most processes left behind by ranks that the launcher kills and reaps, and how
+/// long it tries.
+const MAX_LEFTOVERS: usize = 4096;
+const LEFTOVER_WAIT: Duration = Duration::from_secs(1);
+
+/// Make this process the reaper of its orphaned descendants: a process a rank started and
+/// left behind (a daemon, a child of a rank killed at teardown, a `setsid` that forked)
+/// comes back to the launcher, which kills it when the job ends (`kill_leftovers`).
+fn adopt_orphans() {
+    // SAFETY: prctl(2) PR_SET_CHILD_SUBREAPER takes a flag and changes only which process
+    // inherits this one's orphaned descendants.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
+}
+
+/// This process's children: every thread's list, or only the main thread's (which
+/// started the ranks and, while it lives, is the one orphans are handed to).
+fn children_now(every_thread: bool) -> Vec<libc::pid_t> {
+    let read = |path: std::path::PathBuf, pids: &mut Vec<libc::pid_t>| {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<libc::pid_t>().ok()));
+        }
+    };
+    let mut pids = Vec::new();
+    if every_thread {
+        for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+            read(task.path().join("children"), &mut pids);
+        }
+    } else {
+        read(format!("/proc/self/task/{}/children", std::process::id()).into(), &mut pids);
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids.truncate(MAX_LEFTOVERS);
+    pids
+}
+
+/// Reap the leftovers that have already ended, so a long job whose ranks leave short-lived
+/// processes behind does not pile up zombies; never a rank (`ranks`), whose status
+/// `Child::try_wait` collects.
+fn reap_ended_leftovers(ranks: &[Child]) {
+    for pid in children_now(false) {
+        if !ranks.iter().any(|c| c.id() as libc::pid_t == pid) {
+            // SAFETY: waitpid(2) with WNOHANG on a child of this process that is not a
+            // rank: it reaps it if it has ended and returns at once otherwise.
+            unsafe {
+                libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+            }
+        }
+    }
+}
+
+/// Kill and reap the processes the ranks left behind (called once every rank is reaped,
+/// so every child is such a leftover; their own children come back here as they die).
+/// How many were killed.
+fn kill_leftovers() -> usize {
+    let deadline = Instant::now() + LEFTOVER_WAIT;
+    let mut killed = std::collections::BTreeSet::new();
+    loop {
+        let pids = children_now(true);
+        if pids.is_empty() || Instant::now() >= deadline || killed.len() >= MAX_LEFTOVERS {
+            return killed.len();
+        }
+        for pid in pids {
+            // SAFETY: `pid` is a child of this process not yet reaped (listed by the
+            // kernel just now; only this loop reaps leftovers), so it cannot be reused.
+            unsafe {
+                if killed.insert(pid) {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+                libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -227,6 +322,7 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
     let addr = railyard_runtime::loopback_rendezvous_addr()?;
     let id = UniqueId::new(addr)?;
     forward_signals();
+    adopt_orphans();
     let parent = std::process::id();
     let program = job.program;
     let mut children: Vec<Child> = Vec::new();
@@ -274,7 +370,7 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
             Ok(c) => c,
             Err(e) => {
                 if let Some(p) = pgid {
-                    signal_job(p, &children, &vec![None; children.len()], libc::SIGKILL);
+                    signal_job(p, children.iter().map(Child::id), libc::SIGKILL);
                 }
                 for c in &mut children {
                     let _ = c.wait();
@@ -308,8 +404,10 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
             if status[rank].is_none() {
                 let waited = children[rank].try_wait();
                 if waited.is_err() {
-                    // Never leave ranks running behind an error.
-                    signal_job(pgid, &children, &status, libc::SIGKILL);
+                    // Never leave ranks running behind an error; not by the pid of the
+                    // rank whose wait failed (someone else may have reaped it).
+                    let failed = children[rank].id();
+                    signal_job(pgid, unreaped(&children, &status).filter(|&p| p != failed), libc::SIGKILL);
                 }
                 if let Some(s) = waited.context("waiting for a rank")? {
                     status[rank] = Some(s);
@@ -339,22 +437,32 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
             if stop_reason.is_some() {
                 signal_job(
                     pgid,
-                    &children,
-                    &status,
+                    unreaped(&children, &status),
                     if sig != 0 && first_failure.is_none() { sig } else { libc::SIGTERM },
                 );
                 // A stopped rank (SIGSTOP, a debugger) keeps the signal pending until it
                 // runs again: let it run, so it ends now rather than at the SIGKILL.
-                signal_job(pgid, &children, &status, libc::SIGCONT);
+                signal_job(pgid, unreaped(&children, &status), libc::SIGCONT);
                 term_sent = Some(Instant::now());
             }
         } else if term_sent.is_some_and(|t| t.elapsed() >= GRACE) {
-            signal_job(pgid, &children, &status, libc::SIGKILL);
+            signal_job(pgid, unreaped(&children, &status), libc::SIGKILL);
         }
+        reap_ended_leftovers(&children);
         let timeout_left = job.timeout.map(|limit| limit.saturating_sub(started.elapsed()));
         watch.nap(nap_for(term_sent.map(|t| t.elapsed()), timeout_left));
     }
-    for r in relays {
+    let leftovers = kill_leftovers();
+    if leftovers > 0 {
+        eprintln!("railyard: killed {leftovers} process(es) the ranks left behind");
+    }
+    // A process that escaped (not a descendant any more) may hold a rank's stderr open:
+    // pass on what comes within the grace period, then stop waiting for it.
+    let relay_deadline = Instant::now() + GRACE;
+    while relays.iter().any(|r| !r.is_finished()) && Instant::now() < relay_deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for r in relays.into_iter().filter(|r| r.is_finished()) {
         let _ = r.join();
     }
     // Ranks killed while setting up their shared-memory links leave ring files behind.
