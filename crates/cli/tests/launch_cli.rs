@@ -160,16 +160,35 @@ fn a_rank_that_left_the_process_group_is_stopped_too() {
 #[test]
 fn what_a_rank_leaves_behind_ends_with_the_job() {
     // Rank 1 starts a background process in the job's group and exits 0 without waiting
-    // for it; the job succeeds, and the launcher (their reaper once rank 1 is gone) kills
-    // it rather than leave it running.
+    // for it; the job succeeds, and the launcher (its reaper once rank 1 is gone) gives it
+    // a grace period, then stops it rather than leave it running. One that ends within
+    // the grace (a log pipeline finishing) is only reaped.
     let dir = scratch("leftover");
     let script = format!("if [ $RANK = 1 ]; then sleep 60 & echo $! > {}/left; fi; exit 0", dir.display());
     let start = Instant::now();
     let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", &script]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(start.elapsed() < Duration::from_secs(30), "the launcher waited for the leftover");
-    assert!(out.stderr.contains("killed 1 process(es) the ranks left behind"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("the ranks left processes running after the job: 1 sent SIGTERM, 0 SIGKILL, 0 still running"),
+        "{}",
+        out.stderr
+    );
     let pid: i32 = std::fs::read_to_string(dir.join("left")).unwrap().trim().parse().unwrap();
     assert!(!alive(pid), "the leftover ({pid}) outlived the launcher");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn what_a_rank_leaves_behind_gets_a_grace_period_to_finish() {
+    // A process that ends on its own shortly after its rank (a log pipeline flushing) is
+    // reaped, not killed: its work is done and nothing is reported.
+    let dir = scratch("late");
+    let script = format!("if [ $RANK = 1 ]; then (sleep 0.3; echo done > {}/late) & fi; exit 0", dir.display());
+    let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", &script]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(dir.join("late")).unwrap_or_default(), "done\n", "{}", out.stderr);
+    assert!(!out.stderr.contains("left processes running"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }

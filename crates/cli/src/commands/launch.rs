@@ -5,15 +5,15 @@
 //! signal) stops the others (SIGTERM, then SIGKILL after a second) and its exit code is
 //! the launcher's; SIGINT/SIGTERM to the launcher go to every rank; ranks die with the
 //! launcher (PR_SET_PDEATHSIG); a rank that left the job's process group (setsid) is
-//! signalled by its pid; processes the ranks leave behind come back to the launcher
-//! (PR_SET_CHILD_SUBREAPER) and are killed when the job ends; every stderr line comes out
-//! whole, prefixed `[rank N]`.
+//! signalled by its own group or pid; processes the ranks leave behind come back to the
+//! launcher (PR_SET_CHILD_SUBREAPER), which gives them a grace period after the job, then
+//! SIGTERM, then SIGKILL; every stderr line comes out whole, prefixed `[rank N]`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -154,30 +154,37 @@ fn forward_signals() {
 }
 
 /// Signal the whole job: the process group `pgid` (the ranks and whatever they started
-/// in it), then each rank of `unreaped` that has left that group (setsid) by its pid and,
-/// when it leads a group of its own, that group too. A rank still in the job's group gets
-/// the signal once, from the group: a second copy would cut short its handler of the
-/// first (a Python rank's KeyboardInterrupt clean-up).
+/// in it), and each rank of `unreaped` that has left that group (setsid): by its own group
+/// when it leads one, else by its pid. Every rank gets the signal once: a second copy
+/// would cut short its handler of the first (a Python rank's KeyboardInterrupt clean-up).
+/// The job's group is signalled only while an unreaped rank is in it: once its last rank
+/// is reaped its number may be reused by a stranger's group (whatever the ranks left in
+/// it comes back to the launcher as an orphan, `stop_leftovers`).
 fn signal_job(pgid: u32, unreaped: impl IntoIterator<Item = u32>, sig: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals a process group; `pgid` is the group
-    // this launcher created for its ranks (the first rank's pid), never 0 or 1.
-    unsafe {
-        libc::kill(-(pgid as libc::pid_t), sig);
-    }
+    let pgid = pgid as libc::pid_t;
+    let mut group_held = false;
     for pid in unreaped {
         let pid = pid as libc::pid_t;
         // SAFETY: getpgid(2) and kill(2) on a child this launcher has not reaped: until
-        // it is reaped its pid cannot be reused, nor can a group it leads (its pid), so
-        // the signals reach that rank (or its zombie) and its own group.
+        // it is reaped its pid cannot be reused, nor can a group it leads (its pid) or is
+        // in, so the signals reach that rank (or its zombie) and its own group.
         unsafe {
             let group = libc::getpgid(pid);
-            if group < 0 || group == pgid as libc::pid_t {
-                continue;
-            }
-            libc::kill(pid, sig);
-            if group == pid {
+            if group == pgid {
+                group_held = true;
+            } else if group == pid {
                 libc::kill(-pid, sig);
+            } else if group > 0 {
+                libc::kill(pid, sig);
             }
+        }
+    }
+    if group_held {
+        // SAFETY: kill(2) with a negative pid signals a process group; `pgid` is the group
+        // this launcher created for its ranks (the first rank's pid, never 0 or 1), held
+        // by an unreaped rank in it, so the number is still this job's.
+        unsafe {
+            libc::kill(-pgid, sig);
         }
     }
 }
@@ -187,14 +194,12 @@ fn unreaped<'a>(children: &'a [Child], status: &'a [Option<ExitStatus>]) -> impl
     children.iter().zip(status).filter(|(_, s)| s.is_none()).map(|(c, _)| c.id())
 }
 
-/// The most processes left behind by ranks that the launcher kills and reaps, and how
-/// long it tries.
+/// The most processes left behind by the ranks that the launcher signals.
 const MAX_LEFTOVERS: usize = 4096;
-const LEFTOVER_WAIT: Duration = Duration::from_secs(1);
 
 /// Make this process the reaper of its orphaned descendants: a process a rank started and
 /// left behind (a daemon, a child of a rank killed at teardown, a `setsid` that forked)
-/// comes back to the launcher, which kills it when the job ends (`kill_leftovers`).
+/// comes back to the launcher, which stops it when the job ends (`stop_leftovers`).
 fn adopt_orphans() {
     // SAFETY: prctl(2) PR_SET_CHILD_SUBREAPER takes a flag and changes only which process
     // inherits this one's orphaned descendants.
@@ -240,38 +245,83 @@ fn reap_ended_leftovers(ranks: &[Child]) {
     }
 }
 
-/// Kill and reap the processes the ranks left behind (called once every rank is reaped,
-/// so every child is such a leftover; their own children come back here as they die).
-/// How many were killed.
-fn kill_leftovers() -> usize {
-    let deadline = Instant::now() + LEFTOVER_WAIT;
-    let mut killed = std::collections::BTreeSet::new();
-    loop {
-        let pids = children_now(true);
-        if pids.is_empty() || Instant::now() >= deadline || killed.len() >= MAX_LEFTOVERS {
-            return killed.len();
-        }
-        for pid in pids {
-            // SAFETY: `pid` is a child of this process not yet reaped (listed by the
-            // kernel just now; only this loop reaps leftovers), so it cannot be reused.
-            unsafe {
-                if killed.insert(pid) {
-                    libc::kill(pid, libc::SIGKILL);
+/// What became of the processes the ranks left behind.
+#[derive(Debug, Default, PartialEq)]
+struct Leftovers {
+    /// Still running after the grace period: sent SIGTERM.
+    stopped: usize,
+    /// Of those, still running a grace period later: sent SIGKILL.
+    killed: usize,
+    /// Past `MAX_LEFTOVERS`, or not gone when the launcher gave up: left to init.
+    left: usize,
+}
+
+/// Once every rank is reaped, every child of the launcher is something the ranks left
+/// behind (their own children come back here as they die). Give them the grace period to
+/// end on their own (a log pipeline behind a rank's output, a clean-up a rank started),
+/// then SIGTERM, then after another grace period SIGKILL; reap whatever ends.
+fn stop_leftovers() -> Leftovers {
+    let mut out = Leftovers::default();
+    let mut signalled = std::collections::BTreeSet::new();
+    for sig in [None, Some(libc::SIGTERM), Some(libc::SIGKILL)] {
+        let deadline = Instant::now() + GRACE;
+        let mut first = true;
+        loop {
+            let mut running = Vec::new();
+            for pid in children_now(true) {
+                let mut status = 0;
+                // SAFETY: waitpid(2) with WNOHANG on a child of this process (listed by the
+                // kernel just now; only this thread reaps, so it is still ours): reaps it if
+                // it has ended, else returns 0 at once.
+                if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0 {
+                    running.push(pid);
                 }
-                libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
             }
+            if running.is_empty() {
+                return out;
+            }
+            if first {
+                first = false;
+                if let Some(sig) = sig {
+                    for &pid in &running {
+                        if sig == libc::SIGKILL || signalled.len() < MAX_LEFTOVERS {
+                            // SAFETY: `pid` is a running child of this process that this
+                            // thread has not reaped, so the pid is still that process's.
+                            let sent = unsafe { libc::kill(pid, sig) } == 0;
+                            if sent && sig == libc::SIGKILL {
+                                out.killed += 1;
+                            } else if sent && signalled.insert(pid) {
+                                out.stopped += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                if sig == Some(libc::SIGKILL) {
+                    out.left = running.len();
+                    return out;
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        std::thread::sleep(Duration::from_millis(1));
     }
+    out
 }
 
 /// Pass a rank's stderr on, line by line, each line whole and prefixed.
-fn relay(rank: usize, stderr: impl Read) {
+/// `reading`: set while the relay waits for the rank's next line (not while it writes one
+/// out), so the launcher gives up only on a relay with nothing left to pass on.
+fn relay(rank: usize, stderr: impl Read, reading: &AtomicBool) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.by_ref().take(MAX_LINE_BYTES).read_until(b'\n', &mut line) {
+        reading.store(true, Ordering::SeqCst);
+        let got = reader.by_ref().take(MAX_LINE_BYTES).read_until(b'\n', &mut line);
+        reading.store(false, Ordering::SeqCst);
+        match got {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -380,7 +430,9 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
         };
         pgid.get_or_insert(child.id());
         if let Some(stderr) = child.stderr.take() {
-            relays.push(std::thread::spawn(move || relay(rank, stderr)));
+            let reading = std::sync::Arc::new(AtomicBool::new(false));
+            let flag = reading.clone();
+            relays.push((std::thread::spawn(move || relay(rank, stderr, &flag)), reading));
         }
         if let Some(stdout) = child.stdout.take() {
             captured = Some(std::thread::spawn(move || {
@@ -452,17 +504,25 @@ pub fn run_job(job: &Job) -> Result<Outcome> {
         let timeout_left = job.timeout.map(|limit| limit.saturating_sub(started.elapsed()));
         watch.nap(nap_for(term_sent.map(|t| t.elapsed()), timeout_left));
     }
-    let leftovers = kill_leftovers();
-    if leftovers > 0 {
-        eprintln!("railyard: killed {leftovers} process(es) the ranks left behind");
+    let leftovers = stop_leftovers();
+    if leftovers != Leftovers::default() {
+        eprintln!(
+            "railyard: the ranks left processes running after the job: {} sent SIGTERM, {} SIGKILL, {} still running",
+            leftovers.stopped, leftovers.killed, leftovers.left
+        );
     }
     // A process that escaped (not a descendant any more) may hold a rank's stderr open:
-    // pass on what comes within the grace period, then stop waiting for it.
+    // once a relay has waited a grace period for a line that does not come, stop waiting
+    // for it. A relay still writing (to a slow reader of our stderr) is waited for.
     let relay_deadline = Instant::now() + GRACE;
-    while relays.iter().any(|r| !r.is_finished()) && Instant::now() < relay_deadline {
+    loop {
+        let busy = relays.iter().any(|(r, reading)| !r.is_finished() && !reading.load(Ordering::SeqCst));
+        if relays.iter().all(|(r, _)| r.is_finished()) || (!busy && Instant::now() >= relay_deadline) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
-    for r in relays.into_iter().filter(|r| r.is_finished()) {
+    for (r, _) in relays.into_iter().filter(|(r, _)| r.is_finished()) {
         let _ = r.join();
     }
     // Ranks killed while setting up their shared-memory links leave ring files behind.
