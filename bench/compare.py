@@ -256,10 +256,11 @@ def main():
                 lines.append("")
                 lines.append("| size/rank | time ratio (ours/peer) | 95% interval of that median | pairs ours slower | busbw ratio (ours/peer) | our busbw GB/s | peer busbw GB/s |")
                 lines.append("|---|---|---|---|---|---|---|")
+                intervals = {size: median_interval([x[0] for x in rs]) for size, rs in ratios.items()}
                 for size in sorted(ratios):
                     rs = ratios[size]
                     med = lambda i: statistics.median(x[i] for x in rs)
-                    ci = median_interval([x[0] for x in rs])
+                    ci = intervals[size]
                     ci = f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else "(too few pairs)"
                     slower = sum(x[0] > 1 for x in rs)
                     lines.append(f"| {fmt_size(size)} | {med(0):.3f} | {ci} | {slower}/{len(rs)} | {med(1):.2f} | {med(2):.3f} | {med(3):.3f} |")
@@ -268,9 +269,9 @@ def main():
                     bw = {size: statistics.median(x[1] for x in rs) for size, rs in ratios.items()}
                     lo, hi = min(bw, key=bw.get), max(bw, key=bw.get)
                     first = min(ratios)
-                    t8 = statistics.median(x[0] for x in ratios[first])
                     t = {size: statistics.median(x[0] for x in rs) for size, rs in ratios.items()}
-                    cis = [c for c in (median_interval([x[0] for x in rs]) for rs in ratios.values()) if c]
+                    t8 = t[first]
+                    cis = [c for c in intervals.values() if c]
                     unsure = f"{sum(c[0] <= 1 <= c[1] for c in cis)}/{len(cis)}" if cis else "(too few pairs)"
                     if 0 < len(cis) < len(ratios):
                         unsure += f" ({len(ratios) - len(cis)} sizes with too few pairs)"

@@ -230,19 +230,26 @@ fn children_now(every_thread: bool) -> Vec<libc::pid_t> {
     pids
 }
 
-/// Reap the leftovers that have already ended, so a long job whose ranks leave short-lived
-/// processes behind does not pile up zombies; never a rank (`ranks`), whose status
-/// `Child::try_wait` collects.
-fn reap_ended_leftovers(ranks: &[Child]) {
-    for pid in children_now(false) {
-        if !ranks.iter().any(|c| c.id() as libc::pid_t == pid) {
-            // SAFETY: waitpid(2) with WNOHANG on a child of this process that is not a
-            // rank: it reaps it if it has ended and returns at once otherwise.
-            unsafe {
-                libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
-            }
+/// Reap those of `pids` (children of this process that are not ranks) that have ended;
+/// the ones still running.
+fn reap_ended(pids: impl IntoIterator<Item = libc::pid_t>) -> Vec<libc::pid_t> {
+    let mut running = Vec::new();
+    for pid in pids {
+        // SAFETY: waitpid(2) with WNOHANG on a child of this process (listed by the kernel
+        // just now; only the main thread reaps, so it is still ours) that is not a rank,
+        // whose status `Child::try_wait` collects: reaps it if it has ended, else returns
+        // 0 at once.
+        if unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0 {
+            running.push(pid);
         }
     }
+    running
+}
+
+/// Reap the leftovers that have already ended, so a long job whose ranks leave short-lived
+/// processes behind does not pile up zombies; never a rank (`ranks`).
+fn reap_ended_leftovers(ranks: &[Child]) {
+    reap_ended(children_now(false).into_iter().filter(|&pid| !ranks.iter().any(|c| c.id() as libc::pid_t == pid)));
 }
 
 /// What became of the processes the ranks left behind.
@@ -250,61 +257,41 @@ fn reap_ended_leftovers(ranks: &[Child]) {
 struct Leftovers {
     /// Still running after the grace period: sent SIGTERM.
     stopped: usize,
-    /// Of those, still running a grace period later: sent SIGKILL.
+    /// Still running a grace period later: sent SIGKILL.
     killed: usize,
-    /// Past `MAX_LEFTOVERS`, or not gone when the launcher gave up: left to init.
+    /// Not gone when the launcher gave up: left to init.
     left: usize,
 }
 
 /// Once every rank is reaped, every child of the launcher is something the ranks left
 /// behind (their own children come back here as they die). Give them the grace period to
 /// end on their own (a log pipeline behind a rank's output, a clean-up a rank started),
-/// then SIGTERM, then after another grace period SIGKILL; reap whatever ends.
+/// then SIGTERM, then after another grace period SIGKILL; reap whatever ends. At most
+/// `MAX_LEFTOVERS` are looked at (and signalled) at a time (`children_now`).
 fn stop_leftovers() -> Leftovers {
     let mut out = Leftovers::default();
-    let mut signalled = std::collections::BTreeSet::new();
     for sig in [None, Some(libc::SIGTERM), Some(libc::SIGKILL)] {
         let deadline = Instant::now() + GRACE;
-        let mut first = true;
-        loop {
-            let mut running = Vec::new();
-            for pid in children_now(true) {
-                let mut status = 0;
-                // SAFETY: waitpid(2) with WNOHANG on a child of this process (listed by the
-                // kernel just now; only this thread reaps, so it is still ours): reaps it if
-                // it has ended, else returns 0 at once.
-                if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0 {
-                    running.push(pid);
-                }
+        let mut running = reap_ended(children_now(true));
+        if let Some(sig) = sig {
+            // SAFETY: each pid is a running child of this process that has not been
+            // reaped since it was listed, so the pid is still that process's.
+            let sent = running.iter().filter(|&&pid| unsafe { libc::kill(pid, sig) } == 0).count();
+            if sig == libc::SIGKILL {
+                out.killed = sent;
+            } else {
+                out.stopped = sent;
             }
-            if running.is_empty() {
-                return out;
-            }
-            if first {
-                first = false;
-                if let Some(sig) = sig {
-                    for &pid in &running {
-                        if sig == libc::SIGKILL || signalled.len() < MAX_LEFTOVERS {
-                            // SAFETY: `pid` is a running child of this process that this
-                            // thread has not reaped, so the pid is still that process's.
-                            let sent = unsafe { libc::kill(pid, sig) } == 0;
-                            if sent && sig == libc::SIGKILL {
-                                out.killed += 1;
-                            } else if sent && signalled.insert(pid) {
-                                out.stopped += 1;
-                            }
-                        }
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                if sig == Some(libc::SIGKILL) {
-                    out.left = running.len();
-                    return out;
-                }
-                break;
-            }
+        }
+        while !running.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
+            running = reap_ended(children_now(true));
+        }
+        if running.is_empty() {
+            break;
+        }
+        if sig == Some(libc::SIGKILL) {
+            out.left = running.len();
         }
     }
     out
