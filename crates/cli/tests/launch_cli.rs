@@ -192,3 +192,23 @@ fn what_a_rank_leaves_behind_gets_a_grace_period_to_finish() {
     assert!(!out.stderr.contains("left processes running"), "{}", out.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_leftover_that_ignores_sigterm_is_killed_with_its_children() {
+    // A leftover ignoring SIGTERM, with a child that inherited the ignored signal: the
+    // child comes back to the launcher only once its parent has been killed, after the
+    // SIGKILLs went out, and must be killed too.
+    let dir = scratch("ignores-term");
+    let script = format!(
+        "if [ $RANK = 1 ]; then sh -c 'trap \"\" TERM; sleep 60 & echo $! > {}/grandchild; wait' & fi; \
+         while [ $RANK = 1 ] && [ ! -s {}/grandchild ]; do sleep 0.05; done; exit 0",
+        dir.display(),
+        dir.display()
+    );
+    let out = railyard(&["launch", "-n", "2", "--", "sh", "-c", &script]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("0 still running"), "{}", out.stderr);
+    let pid: i32 = std::fs::read_to_string(dir.join("grandchild")).unwrap().trim().parse().unwrap();
+    assert!(!alive(pid), "the leftover's child ({pid}) outlived the launcher");
+    let _ = std::fs::remove_dir_all(&dir);
+}

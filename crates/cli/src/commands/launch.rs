@@ -257,7 +257,8 @@ fn reap_ended_leftovers(ranks: &[Child]) {
 struct Leftovers {
     /// Still running after the grace period: sent SIGTERM.
     stopped: usize,
-    /// Still running a grace period later: sent SIGKILL.
+    /// Still running a grace period later, or handed to the launcher after that (the
+    /// children of those): sent SIGKILL.
     killed: usize,
     /// Not gone when the launcher gave up: left to init.
     left: usize,
@@ -283,9 +284,21 @@ fn stop_leftovers() -> Leftovers {
                 out.stopped = sent;
             }
         }
+        let mut killed: std::collections::BTreeSet<libc::pid_t> = running.iter().copied().collect();
         while !running.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
             running = reap_ended(children_now(true));
+            if let Some(sig @ libc::SIGKILL) = sig {
+                // What a killed leftover had started comes here only once it is dead, after
+                // the SIGKILLs went out (it inherited an ignored SIGTERM, say): kill it too.
+                for &pid in &running {
+                    // SAFETY: as above, a running child not reaped since it was listed.
+                    if killed.len() < MAX_LEFTOVERS && !killed.contains(&pid) && unsafe { libc::kill(pid, sig) } == 0 {
+                        killed.insert(pid);
+                        out.killed += 1;
+                    }
+                }
+            }
         }
         if running.is_empty() {
             break;
