@@ -437,7 +437,12 @@ impl Communicator {
                 p
             }
         };
-        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm);
+        let channels = if algorithm.uses_channels() { self.config.channels } else { 0 };
+        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm).with_shape(
+            channels,
+            pipeline_chunks,
+            crate::agreement::counts_digest(spec),
+        );
         Ok(Box::new(LastCall { spec: spec.clone(), asked: algorithm_asked, dtype, op, algorithm, prepared, sig }))
     }
 

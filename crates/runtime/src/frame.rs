@@ -1,6 +1,7 @@
 //! The wire format: every message is a 56-byte header then the payload. The header
 //! carries a magic, the call number with this peer, the call itself (collective, element
-//! count, dtype, op, root, peer, algorithm: so a rank that runs a different call is
+//! count, dtype, op, root, peer, algorithm, and the channels, pipeline chunks and
+//! all-to-allv matrix that shape its schedule: so a rank that runs a different call is
 //! detected, not silently combined, and the error names the field that differs and both
 //! values), the piece number, the payload's kind (the bytes themselves, a single-copy
 //! descriptor of them, `cma.rs`, or an abort notice) and the payload length, bounded by
@@ -13,7 +14,7 @@ use railyard_schedule::{Algorithm, Collective, Dtype};
 use crate::error::CommError;
 use crate::reduce::RedOp;
 
-pub const MAGIC: u32 = 0x5259_4432; // "RYD2"
+pub const MAGIC: u32 = 0x5259_4433; // "RYD3"
 pub const HEADER_BYTES: usize = 56;
 /// The largest payload of one frame; longer transfers are cut into pieces.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
@@ -32,7 +33,10 @@ pub enum Kind {
 }
 
 /// A call as every frame describes it: indices into `Collective::ALL`, `Dtype::ALL`,
-/// `RedOp::ALL` and `Algorithm::ALL`, the roots and the element count.
+/// `RedOp::ALL` and `Algorithm::ALL`, the roots and the element count, and what shapes
+/// the schedule beyond them (its channels and pipeline chunks where the algorithm has
+/// them, a digest of an all-to-allv's matrix), so ranks that would run different
+/// schedules under one name differ here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CallSig {
     pub collective: u8,
@@ -42,6 +46,9 @@ pub struct CallSig {
     pub root: u32,
     pub peer: u32,
     pub count: u64,
+    pub channels: u8,
+    pub chunks: u16,
+    pub counts: u32,
 }
 
 fn index_of<T: PartialEq>(all: &[T], x: &T) -> u8 {
@@ -70,11 +77,26 @@ impl CallSig {
             root: root.min(u32::MAX as usize) as u32,
             peer: peer.min(u32::MAX as usize) as u32,
             count,
+            channels: 0,
+            chunks: 0,
+            counts: 0,
+        }
+    }
+
+    /// The schedule's shape beyond the call's fields: channels and pipeline chunks
+    /// (saturated to the fields' widths; the runtime's limits are far below them) and the
+    /// all-to-allv matrix's digest.
+    pub fn with_shape(self, channels: usize, chunks: usize, counts: u32) -> CallSig {
+        CallSig {
+            channels: channels.min(u8::MAX as usize) as u8,
+            chunks: chunks.min(u16::MAX as usize) as u16,
+            counts,
+            ..self
         }
     }
 
     /// The call's fields by name, as text, in the order a mismatch is reported.
-    pub fn fields(&self) -> [(&'static str, String); 7] {
+    pub fn fields(&self) -> [(&'static str, String); 10] {
         [
             ("collective", name(&Collective::ALL, self.collective, Collective::as_str)),
             ("size", format!("{} elements", self.count)),
@@ -83,6 +105,9 @@ impl CallSig {
             ("root", self.root.to_string()),
             ("peer", self.peer.to_string()),
             ("algorithm", name(&Algorithm::ALL, self.algorithm, Algorithm::as_str)),
+            ("channels", self.channels.to_string()),
+            ("pipeline chunks", self.chunks.to_string()),
+            ("all-to-allv counts", format!("digest {:08x}", self.counts)),
         ]
     }
 
@@ -111,8 +136,11 @@ impl Header {
         b[6] = self.sig.dtype;
         b[7] = self.sig.op;
         b[8] = self.sig.algorithm;
+        b[9] = self.sig.channels;
+        b[10..12].copy_from_slice(&self.sig.chunks.to_le_bytes());
         b[12..16].copy_from_slice(&self.sig.root.to_le_bytes());
         b[16..20].copy_from_slice(&self.sig.peer.to_le_bytes());
+        b[20..24].copy_from_slice(&self.sig.counts.to_le_bytes());
         b[24..32].copy_from_slice(&self.call.to_le_bytes());
         b[32..40].copy_from_slice(&self.sig.count.to_le_bytes());
         b[40..48].copy_from_slice(&self.piece.to_le_bytes());
@@ -141,6 +169,9 @@ impl Header {
             root: half(12..16),
             peer: half(16..20),
             count: word(32..40),
+            channels: b[9],
+            chunks: u16::from_le_bytes([b[10], b[11]]),
+            counts: half(20..24),
         };
         let h = Header { kind, call: word(24..32), sig, piece: word(40..48), len: word(48..56) };
         let limit = if kind == Kind::Abort { MAX_ABORT_BYTES } else { MAX_FRAME_BYTES };
@@ -192,7 +223,7 @@ mod tests {
     use super::*;
 
     fn sig() -> CallSig {
-        CallSig::new(Collective::AllReduce, 1024, 0, 0, Dtype::F32, RedOp::Sum, Algorithm::Ring)
+        CallSig::new(Collective::AllReduce, 1024, 0, 0, Dtype::F32, RedOp::Sum, Algorithm::Ring).with_shape(1, 1, 0)
     }
 
     #[test]
@@ -217,14 +248,14 @@ mod tests {
     proptest::proptest! {
         /// The receive fast path compares raw header bytes with the expected header's
         /// encoding (`progress::take_whole`): equal bytes must be a data header that decodes
-        /// and passes `check`, and an encoded header (padding zero) that passes must be
+        /// and passes `check`, and an encoded header that passes must be
         /// equal. Any 56 bytes, and headers one field off, are tried. (No unsafe code: not
         /// for Miri, where proptest cannot reach its files.)
         #[test]
         #[cfg_attr(miri, ignore)]
         fn equal_bytes_are_exactly_a_header_that_checks(
             raw in proptest::collection::vec(proptest::prelude::any::<u8>(), HEADER_BYTES),
-            field in 0usize..9,
+            field in 0usize..12,
             delta in 1u64..3,
         ) {
             let want = Header { kind: Kind::Data, call: 5, sig: sig(), piece: 2, len: 64 };
@@ -238,6 +269,9 @@ mod tests {
                 5 => near.sig.root += delta as u32,
                 6 => near.sig.dtype += delta as u8,
                 7 => near.sig.algorithm += delta as u8,
+                8 => near.sig.channels += delta as u8,
+                9 => near.sig.chunks += delta as u16,
+                10 => near.sig.counts += delta as u32,
                 _ => {}
             }
             let raw: [u8; HEADER_BYTES] = raw.try_into().expect("56 bytes");
@@ -255,7 +289,7 @@ mod tests {
     #[test]
     fn a_mismatch_names_the_field_and_both_values() {
         let ours = Header { kind: Kind::Data, call: 3, sig: sig(), piece: 0, len: 4096 };
-        let cases: [(CallSig, &str, &str, &str); 7] = [
+        let cases: [(CallSig, &str, &str, &str); 10] = [
             (CallSig { count: 2048, ..sig() }, "size", "2048 elements", "1024 elements"),
             (CallSig { dtype: 1, ..sig() }, "dtype", "f64", "f32"),
             (CallSig { op: 3, ..sig() }, "op", "max", "sum"),
@@ -263,6 +297,9 @@ mod tests {
             (CallSig { peer: 1, ..sig() }, "peer", "1", "0"),
             (CallSig { collective: 2, ..sig() }, "collective", Collective::ALL[2].as_str(), "allreduce"),
             (CallSig { algorithm: 2, ..sig() }, "algorithm", Algorithm::ALL[2].as_str(), "ring"),
+            (CallSig { channels: 2, ..sig() }, "channels", "2", "1"),
+            (CallSig { chunks: 4, ..sig() }, "pipeline chunks", "4", "1"),
+            (CallSig { counts: 0xab, ..sig() }, "all-to-allv counts", "digest 000000ab", "digest 00000000"),
         ];
         for (theirs, field, t, o) in cases {
             let got = Header::decode(&Header { sig: theirs, ..ours }.encode(), 2).unwrap();

@@ -10,6 +10,7 @@
 //! by the model; `slip` holds a streaming receiver back behind its producer; `handle` runs calls asynchronously.
 
 pub mod affinity;
+mod agreement;
 pub mod bootstrap;
 pub mod cma;
 pub mod comm;

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use railyard_schedule::{in_place_hazard, Buffer, InPlaceLayout, LocalOp, Op, Region, Schedule};
+use railyard_schedule::{in_place_hazard, Buffer, CollectiveSpec, InPlaceLayout, LocalOp, Op, Region, Schedule};
 
 use crate::error::CommError;
 use crate::recorder::PeerBytes;
@@ -164,6 +164,14 @@ impl Prepared {
             steps.peers = peers;
             rounds.push(steps);
         }
+        // Decided on the data alone: the agreement's empty frames change no transport choice.
+        let receive_only = rounds.iter().all(|r| r.sends.is_empty()) && rounds.iter().any(|r| !r.receives.is_empty());
+        let send_only = rounds.iter().all(|r| r.receives.is_empty()) && rounds.iter().any(|r| !r.sends.is_empty());
+        add_agreement(&mut rounds, &schedule.spec, me, &mut talks);
+        // Agreement peers too (no bytes): the flight recorder lists whom the call waits on.
+        for peer in (0..talks.len()).filter(|&p| talks[p]) {
+            bytes.entry(peer).or_default();
+        }
         // This rank's local ops, prologue then epilogue.
         let locals: Vec<&LocalOp> =
             schedule.prologue.iter().chain(&schedule.epilogue).filter(|l| l.rank == me).collect();
@@ -195,8 +203,6 @@ impl Prepared {
             .collect();
         peer_bytes.sort_by_key(|p| p.rank);
         let received_bytes = peer_bytes.iter().map(|p| p.received_bytes).sum();
-        let receive_only = rounds.iter().all(|r| r.sends.is_empty()) && rounds.iter().any(|r| !r.receives.is_empty());
-        let send_only = rounds.iter().all(|r| r.receives.is_empty()) && rounds.iter().any(|r| !r.sends.is_empty());
         Ok(Prepared {
             lens,
             layout: schedule.spec.in_place_layout(me),
@@ -211,6 +217,36 @@ impl Prepared {
             rounds,
             epilogue,
         })
+    }
+}
+
+/// Merge the agreement's empty frames (`agreement.rs`) into this rank's first rounds:
+/// in round k one to its dissemination partner and one from the other, unless the round
+/// already carries data along that edge. Sends go first, so they leave before the round's
+/// data; an empty frame reads and writes nothing.
+fn add_agreement(rounds: &mut Vec<RoundSteps>, spec: &CollectiveSpec, me: usize, talks: &mut [bool]) {
+    let agreement = crate::agreement::rounds(spec);
+    if rounds.len() < agreement {
+        rounds.resize_with(agreement, RoundSteps::default);
+    }
+    // Empty spans: an empty send reads nothing of the input, an empty receive writes
+    // nothing of the output (so neither disturbs the early start or the in-place verdict).
+    let (read_nothing, write_nothing) =
+        (Span { buffer: Buffer::Input, start: 0, len: 0 }, Span { buffer: Buffer::Output, start: 0, len: 0 });
+    for (k, steps) in rounds.iter_mut().enumerate().take(agreement) {
+        let (to, from) = crate::agreement::partners(me, spec.ranks, k);
+        if !steps.sends.iter().any(|s| s.to == to) {
+            steps.sends.insert(0, SendStep { to, read: read_nothing, clash: false });
+        }
+        if !steps.receives.iter().any(|r| r.from == from) {
+            steps.receives.push(ReceiveStep { from, write: write_nothing, op: Op::Copy });
+        }
+        for peer in [to, from] {
+            talks[peer] = true;
+            if let Err(at) = steps.peers.binary_search(&peer) {
+                steps.peers.insert(at, peer);
+            }
+        }
     }
 }
 

@@ -346,7 +346,7 @@ fn takes_whole(rx: &ShmReader, len: u64) -> bool {
 /// before it leave room for it), so a short one is waited for.
 ///
 /// The header is compared byte for byte with the expected one: the encoding is one to
-/// one (padding zero), so equal bytes are a header that decodes and passes `check`
+/// one (every byte is a field), so equal bytes are a header that decodes and passes `check`
 /// (`frame.rs` tests this), and any other goes the byte-wise way to be named. Everything
 /// is copied out of the ring before use (`Published`): a reduction reads a private copy.
 fn take_whole(

@@ -266,13 +266,25 @@ fn all_reduce_of(comm: &mut Communicator, n: usize, dtype: Dtype, op: RedOp, alg
     comm.run(&spec, Some(algo), &vec![0u8; bytes], &mut vec![0u8; bytes], dtype, op)
 }
 
-/// Each field of a call, mismatched on one rank, fails every rank long before the
-/// timeout (the detecting rank's abort reaches the others; a rank whose own call had
-/// nothing to receive fails in the next call, a barrier here), and every message names
-/// the field with both values. A wrong frame count or a timeout would not name them.
+/// Each field of a call, mismatched on one rank, fails every rank in that call long
+/// before the timeout (the detecting rank's abort reaches the others; see
+/// `agreement.rs` for why no rank can finish it), and every message names the field
+/// with both values. A wrong frame count or a timeout would not name them.
 #[test]
 fn each_mismatched_field_fails_every_rank_naming_the_field_and_both_values() {
-    let cases: [(&str, usize, Mismatched, [&str; 2]); 7] = [
+    let cases: [(&str, usize, Mismatched, [&str; 2]); 8] = [
+        // Matrices with the same largest row (the size field) that differ in rank 0's row.
+        (
+            "all-to-allv counts",
+            2,
+            |c| {
+                let counts = if c.rank() == 0 { vec![vec![1, 2], vec![3, 4]] } else { vec![vec![2, 1], vec![3, 4]] };
+                let (sent, got) =
+                    (counts[c.rank()].iter().sum::<u64>(), counts.iter().map(|r| r[c.rank()]).sum::<u64>());
+                c.all_to_allv(&vec![1.0f32; sent as usize], &mut vec![0.0f32; got as usize], counts)
+            },
+            ["digest", "digest"],
+        ),
         (
             "size",
             2,
@@ -297,10 +309,6 @@ fn each_mismatched_field_fails_every_rank_naming_the_field_and_both_values() {
             |c| all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, [Algorithm::Ring, Algorithm::Rhd][c.rank()]),
             ["ring", "rhd"],
         ),
-        // Forced to the chain, whose frames reach the rank that disagrees: on a host with
-        // fewer cores than ranks broadcasts go direct, where rank 2 (root 1 to it) waits on
-        // rank 1, which never sends to it, and learns of the mismatch from rank 1's next
-        // call (a barrier): caught as fast, but as "collective differs".
         (
             "root",
             3,
@@ -347,7 +355,7 @@ fn each_mismatched_field_fails_every_rank_naming_the_field_and_both_values() {
         let results = with_ranks(p, config, move |comm| {
             let mut comm = comm.unwrap();
             let start = std::time::Instant::now();
-            let first = call(&mut comm).and_then(|()| comm.barrier());
+            let first = call(&mut comm);
             // The error is sticky.
             let second = comm.barrier();
             (first.err().map(|e| e.to_string()), matches!(second, Err(CommError::Broken(_))), start.elapsed())
@@ -362,6 +370,89 @@ fn each_mismatched_field_fails_every_rank_naming_the_field_and_both_values() {
             }
             // Found by the frames, not by the 20 s timeout.
             assert!(took < timeout / 4, "{field}: rank {rank} took {took:?}: {err}");
+        }
+    }
+}
+
+/// A broadcast on a 3-rank call: every rank's buffer starts as 10 + rank.
+fn broadcast_from(c: &mut Communicator, root: usize, algo: Algorithm) -> Result<Vec<f32>, CommError> {
+    let spec = CollectiveSpec::new(Collective::Broadcast, c.size(), 8).with_root(root);
+    let mut buf: Vec<f32> = vec![10.0 + c.rank() as f32; 8];
+    let bytes: &mut [u8] = bytemuck_f32(&mut buf);
+    c.run_in_place(&spec, Some(algo), bytes, Dtype::F32, RedOp::Sum).map(|()| buf)
+}
+
+fn bytemuck_f32(v: &mut [f32]) -> &mut [u8] {
+    // SAFETY: f32 has no padding and any bytes are a valid u8; the length is in bytes.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// Issue 41: ranks that disagree on a call's root, collective or algorithm all fail in
+/// that call (no barrier after it, no rank returns its result), within a second, each
+/// error naming the field and both values. Over shared memory and TCP, with each
+/// disagreeing rank in turn, and the broadcast on its chain, direct and tree forms.
+#[test]
+fn a_call_that_ranks_disagree_on_fails_on_every_rank_in_that_call() {
+    type Case = (&'static str, fn(&mut Communicator) -> Result<Vec<f32>, CommError>, [&'static str; 2]);
+    let cases: [Case; 7] = [
+        // The issue's trial: rank 0 on root 0, ranks 1 and 2 on root 1.
+        ("root", |c| broadcast_from(c, usize::from(c.rank() != 0), Algorithm::Chain), ["0", "1"]),
+        ("root", |c| broadcast_from(c, usize::from(c.rank() != 0), Algorithm::Direct), ["0", "1"]),
+        ("root", |c| broadcast_from(c, usize::from(c.rank() == 2), Algorithm::Tree), ["0", "1"]),
+        (
+            "collective",
+            |c| match c.rank() {
+                0 => all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, Algorithm::Ring).map(|()| vec![]),
+                _ => broadcast_from(c, 0, Algorithm::Direct),
+            },
+            ["allreduce", "broadcast"],
+        ),
+        (
+            "collective",
+            |c| match c.rank() {
+                2 => all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, Algorithm::Ring).map(|()| vec![]),
+                _ => broadcast_from(c, 0, Algorithm::Chain),
+            },
+            ["allreduce", "broadcast"],
+        ),
+        (
+            "algorithm",
+            |c| {
+                let a = if c.rank() == 1 { Algorithm::Rhd } else { Algorithm::Ring };
+                all_reduce_of(c, 8, Dtype::F32, RedOp::Sum, a).map(|()| vec![])
+            },
+            ["ring", "rhd"],
+        ),
+        (
+            "algorithm",
+            |c| broadcast_from(c, 0, if c.rank() == 0 { Algorithm::Direct } else { Algorithm::Chain }),
+            ["direct", "chain"],
+        ),
+    ];
+    let timeout = Duration::from_secs(20);
+    for shm in [true, false] {
+        for (field, call, values) in cases {
+            for run in 0..20 {
+                let config = Config { timeout, shm, ..Config::default() };
+                let results = with_ranks(3, config, move |comm| {
+                    let mut comm = comm.unwrap();
+                    let start = std::time::Instant::now();
+                    let got = call(&mut comm);
+                    (got, start.elapsed())
+                });
+                for (rank, (got, took)) in results.into_iter().enumerate() {
+                    let what = format!("{field} (shm {shm}, run {run}), rank {rank}");
+                    let err = match got {
+                        Ok(data) => panic!("{what} returned {data:?}"),
+                        Err(e) => e.to_string(),
+                    };
+                    assert!(err.contains(&format!("{field} differs")), "{what}: {err}");
+                    for v in values {
+                        assert!(err.contains(v), "{what} does not name {v}: {err}");
+                    }
+                    assert!(took < Duration::from_secs(1), "{what} took {took:?}: {err}");
+                }
+            }
         }
     }
 }
