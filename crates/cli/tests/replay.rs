@@ -28,11 +28,8 @@ fn fnv(bytes: &[u8]) -> u64 {
 
 /// A file name for a case: its words, then a digest of the whole line.
 fn file_name(line: &str) -> String {
-    let words: String = line
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' })
-        .take(72)
-        .collect();
+    let words: String =
+        line.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' }).take(72).collect();
     format!("{words}-{:08x}.txt", fnv(line.as_bytes()) as u32)
 }
 
@@ -172,5 +169,8 @@ fn wall_clock_fields_are_masked() {
     let json = "  {\n      \"wall_secs\": 0.000129282,\n      \"x\": 1\n";
     assert_eq!(mask_wall(json), "  {\n      \"wall_secs\": \"*\",\n      \"x\": 1\n");
     let md = "| algorithm | model | wall   |\n|-----------|-------|--------|\n| ring      | 1 ms  | 0.01 s |\n\nafter | x |\n";
-    assert_eq!(mask_wall(md), "| algorithm | model | * |\n|-----------|-------| * |\n| ring      | 1 ms  | * |\n\nafter | x |\n");
+    assert_eq!(
+        mask_wall(md),
+        "| algorithm | model | * |\n|-----------|-------| * |\n| ring      | 1 ms  | * |\n\nafter | x |\n"
+    );
 }

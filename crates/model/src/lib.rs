@@ -8,6 +8,8 @@
 //! - [`closed_form`]: the α-β closed forms the per-round model must reproduce (seed 000 §8.1.3).
 //! - [`ring_search`]: the best ring order over a topology's GPUs.
 
+#![forbid(unsafe_code)]
+
 pub mod closed_form;
 pub mod error;
 pub mod in_network;

@@ -3,6 +3,8 @@
 //! them (`tuner.rs`, `tuner_constants.rs`) — and the expectations railyard's model puts
 //! beside measured curves (`verdict.rs`).
 
+#![forbid(unsafe_code)]
+
 pub mod error;
 pub mod log;
 pub mod log_report;

@@ -9,6 +9,8 @@
 //!
 //! Costing a schedule on a topology is the `railyard-model` crate.
 
+#![forbid(unsafe_code)]
+
 pub mod clos;
 pub mod concurrency;
 pub mod connection_state;

@@ -8,6 +8,8 @@
 //!
 //! Data flow of the workspace: `topology -> schedule -> {model, sim} -> planner -> cli`.
 
+#![forbid(unsafe_code)]
+
 pub mod bucketing;
 pub mod comm;
 pub mod error;

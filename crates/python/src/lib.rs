@@ -283,6 +283,7 @@ impl Comm {
             let input: &[u8] = if send.bytes == 0 {
                 &[]
             } else {
+                // SAFETY: the contract above, for `send`.
                 unsafe { std::slice::from_raw_parts(send.addr as *const u8, send.bytes) }
             };
             if in_place {
@@ -290,6 +291,7 @@ impl Comm {
                 let buf: &mut [u8] = if send.bytes == 0 {
                     &mut []
                 } else {
+                    // SAFETY: the contract above; `send` is writable in place.
                     unsafe { std::slice::from_raw_parts_mut(send.addr as *mut u8, send.bytes) }
                 };
                 return comm.run_in_place(&spec, None, buf, dtype, op).map_err(|e| e.to_string());
@@ -298,6 +300,7 @@ impl Comm {
             let output: &mut [u8] = if recv.bytes == 0 {
                 &mut []
             } else {
+                // SAFETY: the contract above, for `recv`.
                 unsafe { std::slice::from_raw_parts_mut(recv.addr as *mut u8, recv.bytes) }
             };
             comm.run(&spec, None, input, output, dtype, op).map_err(|e| e.to_string())

@@ -102,6 +102,7 @@ fn typed<T: Copy>(dst: &mut [u8], src: &[u8], f: impl Fn(T, T) -> T) -> bool {
     // SAFETY: `align_to` only hands out the middle part when it is properly aligned and
     // sized for T; T is a primitive number for which every bit pattern is valid.
     let (dp, d, ds) = unsafe { dst.align_to_mut::<T>() };
+    // SAFETY: as above, for the source.
     let (sp, s, ss) = unsafe { src.align_to::<T>() };
     if !(dp.is_empty() && ds.is_empty() && sp.is_empty() && ss.is_empty()) {
         return false;

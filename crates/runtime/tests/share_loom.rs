@@ -50,10 +50,12 @@ impl Shared {
 
     /// Copy piece `index` of the transfer whose destination is buffer `dst`.
     fn copy(&self, dst: u64, index: usize, value: u64) {
+        // SAFETY: loom's cell hands out a valid pointer and checks the access for races.
         self.buffers[dst as usize][index].with_mut(|p| unsafe { *p = value });
     }
 
     fn read(&self, dst: usize) -> [u64; 2] {
+        // SAFETY: as in `copy`; loom reports a read racing a write.
         [0, 1].map(|i| self.buffers[dst][i].with(|p| unsafe { *p }))
     }
 }

@@ -3,6 +3,8 @@
 //! The same schedule is costed by the model, simulated, and executed by the runtime;
 //! the symbolic checker (`check`) proves it implements its collective.
 
+#![forbid(unsafe_code)]
+
 pub mod algorithm;
 pub mod bruck;
 pub mod chain;

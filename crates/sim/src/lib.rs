@@ -11,6 +11,8 @@
 //!
 //! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
 
+#![forbid(unsafe_code)]
+
 pub mod component;
 pub mod engine;
 pub mod error;

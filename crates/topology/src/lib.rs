@@ -3,6 +3,8 @@
 //!
 //! Data flow of the workspace: `topology -> schedule -> {model, sim, runtime} -> cli`.
 
+#![forbid(unsafe_code)]
+
 pub mod derated;
 pub mod error;
 pub mod failure;
