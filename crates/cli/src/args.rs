@@ -1,7 +1,7 @@
 //! Parsers for command-line values: sizes, rank lists, groups, formats.
 
 use clap::ValueEnum;
-use railyard_topology::units;
+use railyard_units::units;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {

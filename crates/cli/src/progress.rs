@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use railyard_sim::Progress;
-use railyard_topology::units::format_secs;
+use railyard_units::units::format_secs;
 
 const DELAY: Duration = Duration::from_secs(1);
 const EVERY: Duration = Duration::from_millis(200);

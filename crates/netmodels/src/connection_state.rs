@@ -7,9 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::NetModelError;
-use crate::quantity;
-use crate::report::Table;
-use railyard_topology::units::{format_bytes, format_secs, trim_float};
+use railyard_units::quantity;
+use railyard_units::units::{format_bytes, format_secs, trim_float};
+use railyard_units::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

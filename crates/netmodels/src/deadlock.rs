@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::NetModelError;
-use crate::report::Table;
+use railyard_units::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -12,8 +12,8 @@ use num_traits::{One, ToPrimitive, Zero};
 use serde::{Deserialize, Serialize};
 
 use crate::error::NetModelError;
-use crate::report::Table;
-use railyard_topology::units::trim_float;
+use railyard_units::units::trim_float;
+use railyard_units::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

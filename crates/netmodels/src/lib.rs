@@ -25,11 +25,9 @@ pub mod message;
 pub mod multipath;
 pub mod nic_relay;
 pub mod packets;
-pub mod quantity;
 pub mod queue;
 pub mod registry;
 pub mod remote_read;
-pub mod report;
 pub mod slots;
 pub mod spray;
 

@@ -5,10 +5,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::positive;
 use crate::error::NetModelError;
-use crate::quantity::{self, positive};
-use crate::report::Table;
-use railyard_topology::units::{format_bytes_per_sec, format_secs, trim_float};
+use railyard_units::quantity;
+use railyard_units::units::{format_bytes_per_sec, format_secs, trim_float};
+use railyard_units::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -228,7 +229,7 @@ impl QueueOutput {
         out.push_str(&format!(
             "\nWith every demand on, the backlog grows at {}; a {} buffer absorbs {} of overlap from an empty queue.\n",
             format_bytes_per_sec(self.peak_excess_bytes_per_sec),
-            railyard_topology::units::format_bytes(input.buffer_bytes),
+            railyard_units::units::format_bytes(input.buffer_bytes),
             format_secs(self.tolerable_overlap_secs)
         ));
         out

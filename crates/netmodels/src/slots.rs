@@ -6,10 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::positive;
 use crate::error::NetModelError;
-use crate::quantity::{self, positive};
-use crate::report::Table;
-use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
+use railyard_units::quantity;
+use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
+use railyard_units::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -6,12 +6,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::positive;
 use crate::error::NetModelError;
 use crate::multipath::packet_count;
 use crate::packets::{deliver, round_robin, Path};
-use crate::quantity::{self, positive};
-use crate::report::Table;
-use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs, trim_float};
+use railyard_units::quantity;
+use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs, trim_float};
+use railyard_units::Table;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -4,7 +4,7 @@
 //! stream), and the step's exposed communication is what runs past the backward pass.
 //! Overlap ratio = (T_comm + T_comp − T_total) / T_comm.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::{CommInput, Coster, Engine};

@@ -6,10 +6,10 @@
 
 use railyard_model::{plan, PlanRequest};
 use railyard_netmodels::concurrency::{concurrency, ConcurrencyInput};
-use railyard_netmodels::quantity;
 use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
 use railyard_sim::{simulate, JobSpec, SimOptions};
 use railyard_topology::{LinkClass, Placement, PlacementPolicy, Topology};
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use std::cell::{Cell, RefCell};
@@ -143,8 +143,8 @@ impl Coster {
                     nic_bytes_per_sec: None,
                     source: format!(
                         "cut bound: {} across {} (seed 001 §7.1.2)",
-                        railyard_topology::units::format_bytes(bytes),
-                        railyard_topology::units::format_bytes_per_sec(bw)
+                        railyard_units::units::format_bytes(bytes),
+                        railyard_units::units::format_bytes_per_sec(bw)
                     ),
                 })
             }
@@ -291,7 +291,7 @@ impl Coster {
         let what = format!(
             "{algorithm}, {} of {} on {topo}",
             collective.as_str(),
-            railyard_topology::units::format_bytes(bytes as f64)
+            railyard_units::units::format_bytes(bytes as f64)
         );
         match self.engine {
             Engine::Model => Ok(CommTime {

@@ -4,7 +4,7 @@
 //! two terms are equal. Also: the tail of a set of communications (mean and the
 //! ⌈qN⌉-th smallest), and state-migration transfer times.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::{CommInput, Coster, Engine};
@@ -138,7 +138,7 @@ pub fn evaluate(input: &LatencyInput, coster: &Coster) -> Result<LatencyReport, 
                 Some(base.with_bandwidth_scaled(f)),
             ),
             WhatIf::Startup(a) => (
-                format!("start-up {} per round", railyard_topology::units::format_secs(a)),
+                format!("start-up {} per round", railyard_units::units::format_secs(a)),
                 format!("latency.startup_secs[{}]", v - 1 - input.bandwidth_factors.len()),
                 Some(base.with_round_startup(a)),
             ),

@@ -2,7 +2,7 @@
 //! state or inference weights, the cards and servers that hold them, with a per-card
 //! reserve for activations, KV and workspace.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{positive, within, PlannerError};

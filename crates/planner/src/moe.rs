@@ -5,7 +5,7 @@
 //! once per remote node it goes to, then fans out over NVLink); and what node-limited
 //! routing (fraction f leaving the node) changes.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::{CommInput, CommTime, Coster};

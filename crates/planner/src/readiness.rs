@@ -3,7 +3,7 @@
 //! what-ifs act on different nodes of the dependency graph: a faster exchange moves
 //! the end, earlier readiness moves the start.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::{CommInput, CommTime, Coster};

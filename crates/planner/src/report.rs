@@ -1,8 +1,8 @@
 //! The planner's report in Markdown: one section per scenario section, every time with
 //! where it came from, and the solved answers with their sensitivities.
 
-use railyard_netmodels::report::Table;
-use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs, trim_float};
+use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs, trim_float};
+use railyard_units::Table;
 
 use crate::Report;
 

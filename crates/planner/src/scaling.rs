@@ -2,7 +2,7 @@
 //! compute shrinks as 20/x, the cut's transfer does not; sequential takes the sum,
 //! full overlap the larger, and the crossover is where the two are equal.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::{CommInput, CommTime, Coster};

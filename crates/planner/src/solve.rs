@@ -5,7 +5,7 @@
 //! ring — and, for each step answer, the input it is most sensitive to: the change in
 //! step time when each input moves 10% in the direction that helps.
 
-use railyard_topology::units::{format_bytes_per_sec, format_secs};
+use railyard_units::units::{format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
 use crate::comm::Coster;

@@ -5,7 +5,7 @@
 //! is the sequential step; every timeline of figures 7-54…7-59 is this one formula
 //! with its own communication and ready time.
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::comm::{CommInput, CommTime, Coster};

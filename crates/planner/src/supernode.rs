@@ -5,7 +5,7 @@
 //! at peak × MFU), the TP all-reduces and the update. Recovery overhead follows
 //! ε ≈ C/I + λ(I/2 + R).
 
-use railyard_netmodels::quantity;
+use railyard_units::quantity;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{positive, within, PlannerError};

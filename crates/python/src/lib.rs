@@ -87,17 +87,17 @@ fn topology_json(spec: &str) -> PyResult<String> {
 
 #[pyfunction]
 fn parse_bytes(text: &str) -> PyResult<u64> {
-    railyard_topology::units::parse_bytes(text).map_err(|e| value_error("size", e))
+    railyard_units::units::parse_bytes(text).map_err(|e| value_error("size", e))
 }
 
 #[pyfunction]
 fn parse_bytes_per_sec(text: &str) -> PyResult<f64> {
-    railyard_topology::units::parse_bytes_per_sec(text).map_err(|e| value_error("bandwidth", e))
+    railyard_units::units::parse_bytes_per_sec(text).map_err(|e| value_error("bandwidth", e))
 }
 
 #[pyfunction]
 fn parse_secs(text: &str) -> PyResult<f64> {
-    railyard_topology::units::parse_secs(text).map_err(|e| value_error("time", e))
+    railyard_units::units::parse_secs(text).map_err(|e| value_error("time", e))
 }
 
 /// A communicator joined from the launcher's environment.

@@ -30,8 +30,8 @@ use railyard_schedule::{
     generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
     ScheduleBuilder,
 };
-use railyard_topology::units::{parse_bytes, parse_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_units::units::{parse_bytes, parse_secs};
 use serde::Deserialize;
 use thiserror::Error;
 

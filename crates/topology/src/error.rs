@@ -1,23 +1,5 @@
+use railyard_units::UnitError;
 use thiserror::Error;
-
-/// A number with a unit that could not be read.
-#[derive(Debug, Clone, PartialEq, Error)]
-pub enum UnitError {
-    #[error("\"{text}\" is not a number followed by a unit")]
-    NotNumber { text: String },
-    #[error("\"{text}\" has an unknown unit (expected one of {expected})")]
-    UnknownUnit { text: String, expected: &'static str },
-    #[error("\"{text}\" is too large")]
-    Overflow { text: String },
-    #[error("\"{text}\" is negative")]
-    Negative { text: String },
-    #[error("\"{text}\" must be greater than zero")]
-    NotPositive { text: String },
-    #[error("\"{text}\" is not a whole number of bytes")]
-    NotWhole { text: String },
-    #[error("\"{text}\" is more than the largest size, {max} bytes")]
-    TooLarge { text: String, max: u64 },
-}
 
 /// Everything that can be wrong with a topology, a route or a placement.
 #[derive(Debug, Clone, PartialEq, Error)]

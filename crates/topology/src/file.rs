@@ -40,7 +40,7 @@ use crate::error::TopologyError;
 use crate::graph::{
     Device, DeviceKind, HostCosts, Interface, InterfaceUse, Link, LinkClass, Routing, Topology, TopologyBuilder,
 };
-use crate::units::{parse_bytes_per_sec, parse_secs};
+use railyard_units::units::{parse_bytes_per_sec, parse_secs};
 
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

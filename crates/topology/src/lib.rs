@@ -14,9 +14,8 @@ pub mod import;
 pub mod placement;
 pub mod presets;
 pub mod route;
-pub mod units;
 
-pub use error::{TopologyError, UnitError};
+pub use error::TopologyError;
 pub use graph::{
     Device, DeviceId, DeviceKind, HostCosts, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource,
     Routing, Topology, TopologyBuilder,

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use railyard_netmodels::clos::{clos_cut, leaf_ports, leaf_ports_explicit, ClosCut, ClosInput};
-use railyard_netmodels::report::Table;
 use railyard_netmodels::{
     concurrency, connection_state, dag, deadlock, ecmp, ep_dispatch, feedback, incast, message, multipath, nic_relay,
     queue, remote_read, slots, spray,
 };
-use railyard_topology::units::format_bytes_per_sec;
+use railyard_units::units::format_bytes_per_sec;
+use railyard_units::Table;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -377,7 +377,7 @@ fn clos_markdown(c: &ClosCut) -> String {
         c.ports,
         c.leaf_down,
         c.leaf_up,
-        railyard_topology::units::trim_float(c.oversubscription, 4),
+        railyard_units::units::trim_float(c.oversubscription, 4),
         match c.leaf_idle {
             0 => String::new(),
             1 => ", 1 port idle".to_string(),

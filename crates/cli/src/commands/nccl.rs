@@ -9,10 +9,10 @@ use railyard_nccl::nccl_tests::{self, TestKind, TestsOutput};
 use railyard_nccl::shape::{self, Overrides, Shape};
 use railyard_nccl::tuner::{self, Arch, Coll};
 use railyard_nccl::verdict::{self, Analysis};
-use railyard_netmodels::report::Table;
 use railyard_schedule::Collective;
-use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
+use railyard_units::Table;
 use serde::Serialize;
 
 use crate::args::{parse_size, Format, TopologyArgs};

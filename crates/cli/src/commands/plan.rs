@@ -5,13 +5,13 @@ use clap::Args;
 use railyard_model::selection::{choose, in_network_available, sweep, sweep_sizes, Choice, PlanWithChoice, Sweep};
 use railyard_model::{plan, Breakdown, Plan, PlanRequest, RoundCost};
 use railyard_schedule::{Algorithm, Collective, Dtype};
-use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy};
+use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
 
 use crate::args::{
     parse_channels, parse_groups, parse_order, parse_pipeline_chunks, parse_size, Format, Groups, RankList,
 };
-use railyard_netmodels::report::Table;
+use railyard_units::Table;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \

@@ -7,11 +7,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use railyard_model::per_round::{cost, Breakdown};
 use railyard_model::plan::{plan, PlanRequest};
-use railyard_netmodels::report::Table;
 use railyard_schedule::msccl::{self, MscclInfo};
 use railyard_schedule::{check, Algorithm, Collective, CompactSchedule};
-use railyard_topology::units::{format_bytes, format_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_units::units::{format_bytes, format_secs};
+use railyard_units::Table;
 use serde::Serialize;
 
 use crate::args::{parse_size, Format, TopologyArgs};

@@ -13,15 +13,15 @@ use railyard_schedule::{
 use railyard_sim::fluid::{simulate_fluid, FlowControl, FluidOptions};
 use railyard_sim::{simulate, simulate_with_progress, Dependencies, JobSpec, Paths, SimOptions, SimReport};
 use railyard_topology::failure::Failure;
-use railyard_topology::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
 use crate::args::{parse_channels, parse_pipeline_chunks, parse_size, Format};
 use crate::chart::{Bar, Gantt, LineChart, Series};
 use crate::commands::plan::algorithms;
 use crate::progress::ProgressLine;
-use railyard_netmodels::report::Table;
+use railyard_units::Table;
 
 /// Trace events kept at most (each transfer and each round is one).
 const MAX_TRACE_EVENTS: usize = 2_000_000;
@@ -199,7 +199,7 @@ pub enum FlowControlArg {
 }
 
 fn parse_time(text: &str) -> Result<f64, String> {
-    railyard_topology::units::parse_secs(text).map_err(|e| e.to_string())
+    railyard_units::units::parse_secs(text).map_err(|e| e.to_string())
 }
 
 /// Per-rank times (a newtype, so clap takes the list as one value).
@@ -208,7 +208,7 @@ pub struct Times(pub Vec<f64>);
 
 fn parse_times(text: &str) -> Result<Times, String> {
     let list: Result<Vec<f64>, String> =
-        text.split(',').map(|t| railyard_topology::units::parse_secs(t.trim()).map_err(|e| e.to_string())).collect();
+        text.split(',').map(|t| railyard_units::units::parse_secs(t.trim()).map_err(|e| e.to_string())).collect();
     let list = list?;
     if list.len() > railyard_schedule::limits::MAX_RANKS {
         return Err(format!(

@@ -8,13 +8,13 @@ use railyard_model::ring_search::best_ring;
 use railyard_topology::file;
 use railyard_topology::import::{nccl_xml, nvidia_smi, LinkDefaults};
 use railyard_topology::presets::PRESETS;
-use railyard_topology::units::{format_bytes_per_sec, format_secs};
 use railyard_topology::{DeviceKind, Topology};
 use railyard_topology::{Placement, PlacementPolicy};
+use railyard_units::units::{format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
 use crate::args::{parse_bandwidth, Format};
-use railyard_netmodels::report::Table;
+use railyard_units::Table;
 
 #[derive(Debug, Subcommand)]
 pub enum TopoCommand {
@@ -177,7 +177,7 @@ fn summary_markdown(t: &Topology) -> String {
     if let Some(h) = t.host.counted().then_some(&t.host) {
         out.push_str(&format!(
             "Host costs: local copies and reductions at {}, {} per message.\n\n",
-            h.local_bytes_per_sec.map_or("- (not counted)".into(), railyard_topology::units::format_bytes_per_sec),
+            h.local_bytes_per_sec.map_or("- (not counted)".into(), railyard_units::units::format_bytes_per_sec),
             format_secs(h.message_secs)
         ));
     }
@@ -234,8 +234,7 @@ fn import(a: &ImportArgs) -> Result<String> {
         pcie_bytes_per_sec: a.pcie_bw,
         inter_socket_bytes_per_sec: a.socket_bw,
         nic_bytes_per_sec: a.nic_bw,
-        round_startup_secs: railyard_topology::units::parse_secs(&a.alpha)
-            .map_err(|e| anyhow::anyhow!("--alpha: {e}"))?,
+        round_startup_secs: railyard_units::units::parse_secs(&a.alpha).map_err(|e| anyhow::anyhow!("--alpha: {e}"))?,
     };
     let (path, t) = match (&a.nvidia_smi, &a.nccl_xml) {
         (Some(p), None) => {

@@ -18,7 +18,7 @@ pub use rail::{rail_optimized, server_name, RailParams};
 
 use crate::error::TopologyError;
 use crate::graph::Topology;
-use crate::units::{parse_bytes_per_sec, parse_secs};
+use railyard_units::units::{parse_bytes_per_sec, parse_secs};
 
 /// Documentation of one preset, as `railyard topo list` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]

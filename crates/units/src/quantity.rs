@@ -6,7 +6,7 @@
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-use railyard_topology::units::{parse_bytes, parse_bytes_per_sec, parse_secs};
+use crate::units::{parse_bytes, parse_bytes_per_sec, parse_secs};
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -118,16 +118,4 @@ pub fn bytes_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error>
 }
 pub fn secs_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
     list(d, time, "a duration")
-}
-
-/// Positive-value check for inputs where zero would divide or mean nothing.
-pub fn positive(field: &str, value: f64) -> Result<(), crate::NetModelError> {
-    if value > 0.0 && value.is_finite() {
-        Ok(())
-    } else {
-        Err(crate::NetModelError::BadInput {
-            field: field.to_string(),
-            message: format!("must be greater than zero (got {value})"),
-        })
-    }
 }

@@ -5,7 +5,26 @@
 //! Parsing accepts a number followed by an optional unit, with or without a
 //! space: `192MiB`, `450 GB/s`, `400Gbit/s`, `0.833us`.
 
-use crate::error::UnitError;
+use thiserror::Error;
+
+/// A number with a unit that could not be read.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum UnitError {
+    #[error("\"{text}\" is not a number followed by a unit")]
+    NotNumber { text: String },
+    #[error("\"{text}\" has an unknown unit (expected one of {expected})")]
+    UnknownUnit { text: String, expected: &'static str },
+    #[error("\"{text}\" is too large")]
+    Overflow { text: String },
+    #[error("\"{text}\" is negative")]
+    Negative { text: String },
+    #[error("\"{text}\" must be greater than zero")]
+    NotPositive { text: String },
+    #[error("\"{text}\" is not a whole number of bytes")]
+    NotWhole { text: String },
+    #[error("\"{text}\" is more than the largest size, {max} bytes")]
+    TooLarge { text: String, max: u64 },
+}
 
 const KIB: f64 = 1024.0;
 

@@ -1,0 +1,12 @@
+//! What every railyard crate prints and reads: sizes, bandwidths and times in the seeds'
+//! units (`units`), quantities with units in input files (`quantity`), and aligned
+//! Markdown tables (`table`). No dependency on the rest of railyard.
+
+#![forbid(unsafe_code)]
+
+pub mod quantity;
+pub mod table;
+pub mod units;
+
+pub use table::Table;
+pub use units::UnitError;
