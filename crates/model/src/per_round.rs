@@ -407,10 +407,9 @@ fn host_cost(schedule: &CompactSchedule, topology: &Topology) -> Option<HostCost
     }
     let work = schedule.host_work();
     let local_elements = work.copied_elements_max + work.reduced_elements_max;
-    let local_secs =
-        costs.local_bytes_per_sec.map_or(0.0, |bw| local_elements.saturating_mul(schedule.elem_bytes) as f64 / bw);
+    let (local_secs, message_secs) =
+        costs.secs(local_elements.saturating_mul(schedule.elem_bytes), work.messages_max);
     let messages = usize::try_from(work.messages_max).unwrap_or(usize::MAX);
-    let message_secs = messages as f64 * costs.message_secs;
     Some(HostCost { local_elements, local_secs, messages, message_secs, secs: local_secs + message_secs })
 }
 

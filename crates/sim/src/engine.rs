@@ -1022,17 +1022,12 @@ impl Engine<'_, '_> {
     }
 }
 
-/// The busiest rank's host work, as the per-round model counts it (`HostCosts`): local
-/// copies and reductions at the host's memory bandwidth plus a fixed overhead per message.
+/// The busiest rank's host work, as the per-round model counts it (`HostCosts::secs`).
 fn host_secs(schedule: &CompactSchedule, topology: &Topology) -> f64 {
-    let costs = topology.host;
-    if !costs.counted() {
-        return 0.0;
-    }
     let work = schedule.host_work();
     let elements = work.copied_elements_max + work.reduced_elements_max;
-    let local = costs.local_bytes_per_sec.map_or(0.0, |bw| elements.saturating_mul(schedule.elem_bytes) as f64 / bw);
-    local + work.messages_max as f64 * costs.message_secs
+    let (local, messages) = topology.host.secs(elements.saturating_mul(schedule.elem_bytes), work.messages_max);
+    local + messages
 }
 
 /// The watched resources' utilisation from now on (the rates just computed).

@@ -217,6 +217,14 @@ impl HostCosts {
     pub fn counted(&self) -> bool {
         self.local_bytes_per_sec.is_some() || self.message_secs > 0.0
     }
+
+    /// What a rank's host adds to a collective (the one formula of the model and the
+    /// simulator): `local_bytes` copied or reduced at the memory bandwidth, and `messages`
+    /// sent or received at the per-message overhead. (local secs, message secs).
+    pub fn secs(&self, local_bytes: u64, messages: u64) -> (f64, f64) {
+        let local = self.local_bytes_per_sec.map_or(0.0, |bw| local_bytes as f64 / bw);
+        (local, messages as f64 * self.message_secs)
+    }
 }
 
 /// A built, validated topology.
