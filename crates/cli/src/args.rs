@@ -1,6 +1,11 @@
 //! Parsers for command-line values: sizes, rank lists, groups, formats.
 
 use clap::ValueEnum;
+use railyard_model::request::parse_algorithms;
+use railyard_model::{ChunkPolicy, CollectiveRequest, ModelError, MscclProblem};
+use railyard_schedule::limits::{fewer_words, Fewer};
+use railyard_schedule::{Collective, Dtype, InterStage, ScheduleError};
+use railyard_topology::PlacementPolicy;
 use railyard_units::units;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,6 +40,111 @@ impl TopologyArgs {
         }
         Ok(t)
     }
+}
+
+/// One collective request, as `plan`, `sim` and `explain`-style commands take it: the
+/// flags every such command shares, defined once and flattened into each, turned into the
+/// library's `CollectiveRequest` (which resolves it; see `railyard_model::request`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RequestArgs {
+    #[command(flatten)]
+    pub topology: TopologyArgs,
+    /// Collective: allreduce, reducescatter, allgather, broadcast, reduce, gather, scatter, alltoall, barrier, sendrecv
+    #[arg(long, default_value = "allreduce")]
+    pub collective: Collective,
+    /// Message size (binary units: 192MiB, 8KiB; the large buffer, as nccl-tests counts it)
+    #[arg(long, default_value = "192MiB", value_parser = parse_size, allow_hyphen_values = true)]
+    pub size: u64,
+    /// Element type: f32, f64, f16, bf16, i32, i64, u8
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
+    /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective):
+    /// ring, interleaved-ring, chain, tree, double-tree, rhd, recursive-doubling, bruck, pairwise, direct,
+    /// hierarchical, in-network; an MSCCL XML file (FILE.xml) runs beside them
+    #[arg(long, default_value = "all")]
+    pub algo: String,
+    /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv; the receiver is the last rank)
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Parallel rings (channels) for the ring algorithms, each carrying 1/k of every chunk (1-64)
+    #[arg(long, default_value_t = 1, value_parser = parse_channels)]
+    pub channels: usize,
+    /// Pipelined chunks (1-4096) for chain, trees and the hierarchical all-reduces (default:
+    /// chain and trees try 1, 2, 4, ... 128 and keep the one the per-round model finds
+    /// fastest; the hierarchical all-reduces run their stages one after another)
+    #[arg(long, value_parser = parse_pipeline_chunks)]
+    pub pipeline_chunks: Option<usize>,
+    /// How hierarchical all-reduce crosses servers: ring (2(S-1) rounds) or rhd
+    /// (recursive halving-doubling, 2 log2 S rounds, for thousands of servers)
+    #[arg(long, default_value = "ring")]
+    pub inter_stage: InterStage,
+    /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
+    #[arg(long, default_value = "contiguous")]
+    pub placement: PlacementPolicy,
+    /// Number of ranks (default: every GPU of the topology)
+    #[arg(long)]
+    pub ranks: Option<usize>,
+    /// Rank order for `ring` and `chain`, e.g. 0,8,1,9 or 0-7,15-8
+    #[arg(long, value_parser = parse_order)]
+    pub order: Option<RankList>,
+    /// Server groups for the hierarchical algorithms, `/`-separated (default: by server).
+    /// Rank j of every group holds shard j, so the order inside groups sets the pairing.
+    #[arg(long, value_parser = parse_groups)]
+    pub groups: Option<Groups>,
+}
+
+impl RequestArgs {
+    /// The library's request (algorithm names and MSCCL files read there).
+    pub fn request(&self) -> anyhow::Result<CollectiveRequest> {
+        let (algorithms, strict) = parse_algorithms(&self.algo, self.collective).map_err(model_error)?;
+        Ok(CollectiveRequest {
+            root: self.root,
+            algorithms,
+            strict,
+            channels: self.channels,
+            chunks: self.pipeline_chunks.map_or(ChunkPolicy::Search, ChunkPolicy::Fixed),
+            inter_stage: self.inter_stage,
+            placement: self.placement.clone(),
+            ranks: self.ranks,
+            order: self.order.as_ref().map(|o| o.0.clone()),
+            groups: self.groups.as_ref().map(|g| g.0.clone()),
+            ..CollectiveRequest::new(self.collective, self.size, self.dtype.size_bytes(), vec![])
+        })
+    }
+}
+
+/// A library error in this command line's words: the request's fields as the flags
+/// that set them, with the flags that would change the outcome.
+pub fn model_error(e: ModelError) -> anyhow::Error {
+    let flag = |field: &str| match field {
+        "algorithms" => "--algo".to_string(),
+        "size" | "ranks" | "order" | "groups" | "root" | "channels" | "placement" => format!("--{field}"),
+        other => other.to_string(),
+    };
+    anyhow::anyhow!(match &e {
+        ModelError::BadInput { field, message } => format!("{}: {message}", flag(field)),
+        ModelError::SizeNotMultiple { .. } => format!("{e} (--size must be a multiple of the --dtype size)"),
+        ModelError::TooManyTransfers { .. } => {
+            format!(
+                "{e}; use fewer ranks (--ranks), another algorithm (--algo), or for a ring a --size that splits evenly"
+            )
+        }
+        ModelError::RoundTooLarge { .. } => format!("{e}; use fewer ranks (--ranks) or another algorithm (--algo)"),
+        ModelError::Msccl { problem: MscclProblem::Ranks { .. }, .. } => format!("{e} (--ranks)"),
+        ModelError::Schedule(ScheduleError::TooLarge { algorithm, what, value, limit, why, fewer }) => {
+            let flagged = fewer_words(fewer, |f| {
+                let flag = match f {
+                    Fewer::Ranks => "--ranks",
+                    Fewer::Channels => "--channels",
+                    Fewer::PipelineChunks => "--pipeline-chunks",
+                };
+                format!("{} ({flag})", f.as_str())
+            });
+            let why = if why.is_empty() { String::new() } else { format!("{why}; ") };
+            format!("{algorithm}: {value} {what} is more than the limit of {limit}; {why}{flagged}")
+        }
+        _ => e.to_string(),
+    })
 }
 
 /// How a report says which routing it used.

@@ -144,7 +144,7 @@ fn plan_on_a_calibrated_file_predicts_the_runtime_tuner() {
             let host = &plan["algorithms"][0]["host"];
             assert!(host["secs"].as_f64().unwrap() > 0.0, "the file's host costs are counted: {host}");
             let spec = CollectiveSpec::new(collective, 6, bytes / 4);
-            let choice = tuner.choose(&spec, 4, &groups, 1).unwrap();
+            let choice = tuner.choose(&spec, 4, &groups, 1, railyard_model::ChunkPolicy::Search, None).unwrap();
             assert_eq!(plan["fastest"], choice.algorithm.as_str(), "{name} {bytes} B");
             assert_eq!(plan["choice"]["algorithm"], choice.algorithm.as_str(), "{name} {bytes} B");
             picked.insert(choice.algorithm.as_str().to_string());

@@ -1,29 +1,51 @@
-use railyard_schedule::ScheduleError;
+use railyard_schedule::{Collective, ScheduleError};
 use railyard_topology::TopologyError;
 use thiserror::Error;
 
+/// What can be wrong with a request or a costing. Errors name the request's fields
+/// (`size`, `ranks`, `algorithms`, `order`, `groups`), never a front end's flags: the CLI
+/// and Python say which of their options those are.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ModelError {
     #[error(transparent)]
     Topology(#[from] TopologyError),
+    /// The request's placement (policy and ranks) does not fit the topology.
+    #[error("placement: {0}")]
+    Placement(TopologyError),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
     #[error("the schedule has {schedule} ranks but the placement has {placement}")]
     RankMismatch { schedule: usize, placement: usize },
-    #[error("{bytes} bytes is not a whole number of {elem_bytes}-byte elements (--size must be a multiple of the --dtype size)")]
+    #[error("{bytes} bytes is not a whole number of {elem_bytes}-byte elements")]
     SizeNotMultiple { bytes: u64, elem_bytes: u64 },
     #[error(
         "costing this schedule would make up to {transfers} transfers round by round, more than the limit of \
          {limit} (a round that repeats its predecessor is costed once: an all-to-all's never do, a ring's do when \
-         the size splits evenly over ranks x channels); use fewer ranks (--ranks), another algorithm (--algo), \
-         or for a ring a --size that splits evenly"
+         the size splits evenly over ranks x channels)"
     )]
     TooManyTransfers { transfers: u128, limit: u64 },
-    #[error(
-        "one round of this schedule has up to {transfers} transfers, more than the limit of {limit} made at \
-         once; use fewer ranks (--ranks) or another algorithm (--algo)"
-    )]
+    #[error("one round of this schedule has up to {transfers} transfers, more than the limit of {limit} made at once")]
     RoundTooLarge { transfers: usize, limit: usize },
     #[error("{field}: {message}")]
     BadInput { field: String, message: String },
+    /// Every algorithm asked for was skipped.
+    #[error("no algorithm can run here:\n  {}", skipped.iter().map(|(a, why)| format!("{a}: {why}")).collect::<Vec<_>>().join("\n  "))]
+    NothingRuns { skipped: Vec<(String, String)> },
+    #[error("MSCCL algorithm {file}: {message}")]
+    MscclUnreadable { file: String, message: String },
+    #[error("{} is less than one element per chunk of the program ({chunks} chunks)", railyard_units::units::format_bytes(*bytes as f64))]
+    MscclTooSmall { bytes: u64, chunks: u64 },
+    #[error("{file}: {problem}")]
+    Msccl { file: String, problem: MscclProblem },
+}
+
+/// Why an MSCCL program does not fit a request.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum MscclProblem {
+    #[error("an MSCCL {} program, not {}", program.as_str(), asked.as_str())]
+    Collective { program: Collective, asked: Collective },
+    #[error("written for {gpus} GPUs, the plan has {ranks} ranks")]
+    Ranks { gpus: usize, ranks: usize },
+    #[error("the checker refuses it: {problem}")]
+    Refused { problem: String },
 }

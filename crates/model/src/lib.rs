@@ -3,7 +3,8 @@
 //! ECMP, incast and the rest — are the `railyard-netmodels` crate.)
 //!
 //! - [`per_round`]: the per-round resource model of a schedule on a topology (seed 001 §7.2.1).
-//! - [`plan`]: generate and cost several algorithms for one collective.
+//! - [`request`]: one collective request and its one resolver, for every front end.
+//! - [`plan`]: cost a request's algorithms and take the fastest.
 //! - [`selection`]: the fastest algorithm per size, and NCCL's rule of thumb beside it.
 //! - [`closed_form`]: the α-β closed forms the per-round model must reproduce (seed 000 §8.1.3).
 //! - [`ring_search`]: the best ring order over a topology's GPUs.
@@ -15,10 +16,14 @@ pub mod error;
 pub mod in_network;
 pub mod per_round;
 pub mod plan;
+pub mod request;
 pub mod ring_search;
 pub mod selection;
 mod server_pairs;
 
-pub use error::ModelError;
+pub use error::{ModelError, MscclProblem};
 pub use per_round::{cost, cost_with, Breakdown, HostCost, ResourceLoad, RoundCost, StageCost};
-pub use plan::{plan, Plan, PlanRequest};
+pub use plan::{fastest, plan, plan_on, Plan};
+pub use request::{
+    gen_options, resolve, resolve_on, AlgorithmRef, AlgorithmSpec, ChunkPolicy, CollectiveRequest, Resolved, Variant,
+};

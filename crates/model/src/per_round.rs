@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::ModelError;
 use crate::in_network::InNetworkCache;
+use crate::request::AlgorithmRef;
 use crate::server_pairs::ServerPairBytes;
 
 /// Two resources whose times differ by less than this (relative) are a tie; the
@@ -43,6 +44,11 @@ pub struct RoundCost {
     pub index: usize,
     pub label: String,
     pub phase: String,
+    /// The label's parts: step `step` (from 1) of the phase's `steps`.
+    #[serde(skip)]
+    pub step: usize,
+    #[serde(skip)]
+    pub steps: usize,
     /// α + transfer_secs
     pub secs: f64,
     pub alpha_secs: f64,
@@ -93,6 +99,9 @@ pub struct HostCost {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Breakdown {
     pub name: String,
+    /// The algorithm `name` names, typed.
+    #[serde(skip)]
+    pub algorithm: AlgorithmRef,
     /// Pipelined chunks used (chain and trees).
     pub pipeline_chunks: Option<usize>,
     /// Parallel rings (ring algorithms).
@@ -329,6 +338,8 @@ fn cost_rounds(
                 index,
                 label: schedule.round_label(phase_index, k),
                 phase: phase.name.clone(),
+                step: k + 1,
+                steps: phase.rounds.rounds(),
                 secs: alpha + transfer_secs,
                 alpha_secs: alpha,
                 transfer_secs,
@@ -378,6 +389,7 @@ fn cost_rounds(
     let total_secs = host.as_ref().map_or(link_secs, |h| link_secs + h.local_secs + h.message_secs);
     Ok(Breakdown {
         name: schedule.algorithm.clone(),
+        algorithm: AlgorithmRef::from_name(&schedule.algorithm),
         pipeline_chunks: None,
         channels: 1,
         total_secs,
@@ -407,8 +419,7 @@ fn host_cost(schedule: &CompactSchedule, topology: &Topology) -> Option<HostCost
     }
     let work = schedule.host_work();
     let local_elements = work.copied_elements_max + work.reduced_elements_max;
-    let (local_secs, message_secs) =
-        costs.secs(local_elements.saturating_mul(schedule.elem_bytes), work.messages_max);
+    let (local_secs, message_secs) = costs.secs(local_elements.saturating_mul(schedule.elem_bytes), work.messages_max);
     let messages = usize::try_from(work.messages_max).unwrap_or(usize::MAX);
     Some(HostCost { local_elements, local_secs, messages, message_secs, secs: local_secs + message_secs })
 }

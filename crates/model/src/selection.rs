@@ -5,7 +5,8 @@
 use serde::Serialize;
 
 use crate::error::ModelError;
-use crate::plan::{plan, PlanRequest};
+use crate::plan::{fastest, plan_on};
+use crate::request::CollectiveRequest;
 use railyard_topology::{Placement, Topology};
 
 /// The seed's rule of thumb (seed 000 §8.3.4, table 8-2): below 256 KB tree, 256 KB to
@@ -67,36 +68,12 @@ pub struct Choice {
     pub nccl_family_compared: bool,
 }
 
-/// The fastest of the plan's algorithms, the first of equals in the plan's order: what
-/// `railyard plan` chooses and what the runtime's tuner runs (the same function, on the
-/// same model — host costs included where the topology counts them).
-/// Whether NCCL's rule may reach for CollNet (in-network reduction) in `request`: only
-/// where it could run — an all-reduce, switches that reduce, and in-network among the
-/// algorithms asked for.
-pub fn in_network_available(topology: &railyard_topology::Topology, request: &crate::plan::PlanRequest) -> bool {
-    topology.devices.iter().any(|d| d.in_network_reduction)
-        && request.collective == railyard_schedule::Collective::AllReduce
-        && request.algorithms.contains(&railyard_schedule::Algorithm::InNetwork)
-}
-
-/// What `railyard plan --format json` prints: the plan and the choice beside it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlanWithChoice<'a> {
-    #[serde(flatten)]
-    pub plan: &'a crate::plan::Plan,
-    pub choice: Option<&'a Choice>,
-}
-
-pub fn fastest(plan: &crate::plan::Plan) -> Option<&crate::per_round::Breakdown> {
-    plan.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))
-}
-
 /// Relative difference below which two predicted times are a tie (float rounding, not a model's verdict).
 pub const TIE: f64 = 1e-9;
 
 /// Pick the fastest of the plan's algorithms and explain the pick.
 pub fn choose(plan: &crate::plan::Plan, in_network_available: bool) -> Option<Choice> {
-    let best = fastest(plan)?;
+    let best = fastest(&plan.algorithms)?;
     let second =
         plan.algorithms.iter().filter(|b| !std::ptr::eq(*b, best)).min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
     let nccl = nccl_rule_of_thumb(plan.bytes, in_network_available);
@@ -186,18 +163,19 @@ pub fn sweep_sizes(from: u64, to: u64, factor: u64, elem_bytes: u64) -> Result<V
 /// Algorithms within 1% of each other are treated as tied.
 pub const TIE_MARGIN: f64 = 0.01;
 
-pub fn sweep(
-    topology: &Topology,
-    placement: &Placement,
-    template: &PlanRequest,
-    sizes: &[u64],
-    in_network_available: bool,
-) -> Result<Sweep, ModelError> {
+/// `template` at every size of `sizes`: each algorithm's time, the fastest per size
+/// (a leader keeps its place through near-ties) and where it changes.
+pub fn sweep(topology: &Topology, template: &CollectiveRequest, sizes: &[u64]) -> Result<Sweep, ModelError> {
+    let placement = &Placement::new(topology, &template.placement, template.ranks).map_err(ModelError::Placement)?;
     let mut series: Vec<SweepSeries> = Vec::new();
     let mut rows = Vec::new();
     let factor = template.collective.bus_bandwidth_factor(placement.len());
     for &bytes in sizes {
-        let p = plan(topology, placement, &PlanRequest { bytes, ..template.clone() })?;
+        // A size no algorithm runs at has no row (the others still do).
+        let p = match plan_on(topology, placement, &CollectiveRequest { bytes, ..template.clone() }) {
+            Err(ModelError::NothingRuns { .. }) => continue,
+            p => p?,
+        };
         for b in &p.algorithms {
             let point = SweepPoint {
                 bytes,
@@ -210,7 +188,7 @@ pub fn sweep(
                 None => series.push(SweepSeries { algorithm: b.name.clone(), points: vec![point] }),
             }
         }
-        if let Some(c) = choose(&p, in_network_available) {
+        if let Some(c) = p.choice.clone() {
             // A leader keeps its place until another algorithm beats it by more than
             // TIE_MARGIN, so near-ties do not read as crossovers.
             let previous = rows.last().map(|r: &SweepRow| r.fastest.clone());

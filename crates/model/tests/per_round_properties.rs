@@ -1,26 +1,14 @@
 //! The per-round model against closed forms it must reproduce for any size.
 
 use proptest::prelude::*;
-use railyard_model::{plan, PlanRequest};
+use railyard_model::{plan, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective};
-use railyard_topology::{presets::preset, Placement, PlacementPolicy};
+use railyard_topology::presets::preset;
 
 fn total_secs(topo: &str, algorithm: Algorithm, elems: u64) -> (f64, usize) {
     let t = preset(topo).unwrap();
-    let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
-    let req = PlanRequest {
-        collective: Collective::AllReduce,
-        bytes: elems * 4,
-        elem_bytes: 4,
-        algorithms: vec![algorithm],
-        order: None,
-        groups: None,
-        root: 0,
-        channels: 1,
-        pipeline_chunks: None,
-        strict: true,
-    };
-    let b = &plan(&t, &p, &req).unwrap().algorithms[0];
+    let req = CollectiveRequest::new(Collective::AllReduce, elems * 4, 4, vec![algorithm]);
+    let b = &plan(&t, &req).unwrap().algorithms[0];
     (b.total_secs, b.rounds)
 }
 

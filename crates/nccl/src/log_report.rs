@@ -9,7 +9,7 @@ use serde::Serialize;
 use railyard_model::per_round::cost;
 use railyard_model::ring_search::best_ring;
 use railyard_schedule::tree::all_reduce_over_trees;
-use railyard_schedule::{check, generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
+use railyard_schedule::{check, generate_compact, Algorithm, Collective, CollectiveSpec};
 use railyard_topology::{Placement, Topology};
 
 use crate::error::NcclError;
@@ -80,7 +80,7 @@ fn costed_ring(
         field: format!("ring of channel {}", channels.first().map_or("(searched)".into(), |c| c.to_string())),
         message: e,
     };
-    let options = GenOptions { order: Some(order.to_vec()), ..GenOptions::default() };
+    let options = railyard_model::gen_options(Algorithm::Ring, 1, 1, Some(order), vec![], Default::default());
     let schedule = generate_compact(Algorithm::Ring, spec, &options, 4).map_err(|e| bad(e.to_string()))?;
     let checked = if spec.ranks <= CHECK_MAX_RANKS {
         let proof = generate_compact(Algorithm::Ring, &small(spec), &options, 4).map_err(|e| bad(e.to_string()))?;

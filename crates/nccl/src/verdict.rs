@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use railyard_model::plan::{plan, PlanRequest};
+use railyard_model::{plan_on, CollectiveRequest, ModelError, Plan};
 use railyard_topology::{Placement, Topology};
 
 use crate::error::NcclError;
@@ -135,11 +135,12 @@ pub fn analyze(
         }
         .max(1);
         let choice = table.as_ref().and_then(|t| tuner::choose(&shape.input, t, row.bytes));
-        let candidates: Vec<railyard_schedule::Algorithm> =
-            railyard_schedule::Algorithm::ALL.into_iter().filter(|a| a.supports(railyard_collective)).collect();
-        let request = PlanRequest::new(railyard_collective, row.bytes - row.bytes % elem_bytes, elem_bytes, candidates);
-        let costed = plan(topology, placement, &request).map_err(|e| bad(e.to_string()))?;
-        let fastest = railyard_model::selection::fastest(&costed);
+        let request = CollectiveRequest::all(railyard_collective, row.bytes - row.bytes % elem_bytes, elem_bytes);
+        let costed = match plan_on(topology, placement, &request) {
+            Err(ModelError::NothingRuns { .. }) => None,
+            p => Some(p.map_err(|e| bad(e.to_string()))?),
+        };
+        let fastest = costed.as_ref().and_then(Plan::fastest);
         let in_switch = choice
             .as_ref()
             .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));

@@ -4,9 +4,9 @@
 //! (`--engine sim`). Requests in flight (§7.3.4) cap the NICs' throughput at
 //! B_eff = min(B, N·m/T, m/δ) before the schedule is costed (§7.6.2, figure 7-56).
 
-use railyard_model::{plan, PlanRequest};
+use railyard_model::{cost, resolve_on, CollectiveRequest};
 use railyard_netmodels::concurrency::{concurrency, ConcurrencyInput};
-use railyard_schedule::{generate_compact, Algorithm, Collective, CollectiveSpec, GenOptions};
+use railyard_schedule::{Algorithm, Collective};
 use railyard_sim::{simulate, JobSpec, SimOptions};
 use railyard_topology::{LinkClass, Placement, PlacementPolicy, Topology};
 use railyard_units::quantity;
@@ -280,13 +280,15 @@ impl Coster {
             ));
         }
         self.costed_work.set(spent);
-        let model_err = |cause| PlannerError::Model { field: field.to_string(), cause };
-        // The model's advice names `railyard plan`'s options; say what they are here.
-        let mut request = PlanRequest::new(collective, bytes, elem_bytes, vec![algorithm]);
-        request.strict = true;
-        let planned = plan(topology, &placement, &request).map_err(model_err)?;
-        let Some(b) = planned.algorithms.first() else {
+        let model_err = |cause| PlannerError::Model { field: field.to_string(), cause: Box::new(cause) };
+        let request = CollectiveRequest::new(collective, bytes, elem_bytes, vec![algorithm]);
+        let resolved = resolve_on(topology, &placement, &request).map_err(model_err)?;
+        let Some(variant) = resolved.variants.into_iter().next() else {
             return Err(PlannerError::bad(format!("{field}.algo"), format!("{algorithm} does not run here")));
+        };
+        let b = match variant.breakdown {
+            Some(b) => b,
+            None => cost(&variant.schedule, topology, &placement).map_err(model_err)?,
         };
         let what = format!(
             "{algorithm}, {} of {} on {topo}",
@@ -302,16 +304,7 @@ impl Coster {
                 source: format!("{what} (per-round model)"),
             }),
             Engine::Sim => {
-                let spec = CollectiveSpec::new(collective, placement.len(), bytes / elem_bytes);
-                let options = GenOptions {
-                    groups: placement.ranks_by_server(topology),
-                    channels: 1,
-                    pipeline_chunks: b.pipeline_chunks.unwrap_or(1),
-                    ..GenOptions::default()
-                };
-                let schedule = generate_compact(algorithm, &spec, &options, elem_bytes)
-                    .map_err(|e| PlannerError::bad(format!("{field}.algo"), e.to_string()))?;
-                let job = JobSpec::new(algorithm.to_string(), &schedule, placement.clone(), 0.0);
+                let job = JobSpec::new(algorithm.to_string(), &variant.schedule, placement.clone(), 0.0);
                 let report = simulate(topology, &[job], &SimOptions::default())
                     .map_err(|e| PlannerError::Sim { field: field.to_string(), message: e.to_string() })?;
                 Ok(CommTime {

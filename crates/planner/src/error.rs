@@ -12,7 +12,7 @@ pub enum PlannerError {
     #[error("{field}: {cause}")]
     Topology { field: String, cause: railyard_topology::TopologyError },
     #[error("{field}: {cause} (in a scenario, the options are the communication's topo, algo and size_bytes)")]
-    Model { field: String, cause: railyard_model::ModelError },
+    Model { field: String, cause: Box<railyard_model::ModelError> },
     #[error("{field}: {message}")]
     Sim { field: String, message: String },
 }

@@ -11,11 +11,10 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use railyard_model::selection::{choose, fastest, in_network_available, PlanWithChoice};
-use railyard_model::{plan, PlanRequest};
+use railyard_model::request::parse_algorithms;
+use railyard_model::{plan, CollectiveRequest, ModelError};
 use railyard_runtime::{from_env, Communicator, Config, RedOp};
-use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Dtype};
-use railyard_topology::{Placement, PlacementPolicy};
+use railyard_schedule::{Collective, CollectiveSpec, Dtype};
 
 create_exception!(_native, CommError, PyRuntimeError, "A collective failed (a peer died, timed out or disagreed).");
 
@@ -40,26 +39,27 @@ fn plan_json(
     let topology = railyard_topology::load(topo).map_err(|e| value_error("topo", e))?;
     let collective: Collective = collective.parse().map_err(|e: String| value_error("collective", e))?;
     let dtype: Dtype = dtype.parse().map_err(|e: String| value_error("dtype", e))?;
-    let placement =
-        Placement::new(&topology, &PlacementPolicy::Contiguous, ranks).map_err(|e| value_error("ranks", e))?;
-    let (algorithms, strict) = Algorithm::parse_list(algo, collective).map_err(|e| value_error("algo", e))?;
+    let (algorithms, strict) = parse_algorithms(algo, collective).map_err(|e| value_error("algo", e))?;
     if !(1..=64).contains(&channels) {
         return Err(value_error("channels", format!("must be 1..=64 (got {channels})")));
     }
-    let mut request = PlanRequest::new(collective, size_bytes, dtype.size_bytes(), algorithms);
-    request.root = root;
-    request.channels = channels;
-    request.strict = strict;
-    let in_network = in_network_available(&topology, &request);
-    let mut result = plan(&topology, &placement, &request).map_err(|e| value_error("plan", e))?;
-    result.fastest = fastest(&result).map(|b| b.name.clone());
-    if result.algorithms.is_empty() {
-        let reasons: Vec<String> = result.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect();
-        return Err(value_error("algo", format!("no algorithm can run here: {}", reasons.join("; "))));
-    }
-    let choice = choose(&result, in_network);
-    serde_json::to_string(&PlanWithChoice { plan: &result, choice: choice.as_ref() })
-        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    let request = CollectiveRequest {
+        root,
+        channels,
+        ranks,
+        algorithms,
+        strict,
+        ..CollectiveRequest::new(collective, size_bytes, dtype.size_bytes(), vec![])
+    };
+    let result = plan(&topology, &request).map_err(|e| match e {
+        ModelError::Placement(e) => value_error("ranks", e),
+        ModelError::NothingRuns { skipped } => {
+            let reasons: Vec<String> = skipped.iter().map(|(a, why)| format!("{a}: {why}")).collect();
+            value_error("algo", format!("no algorithm can run here: {}", reasons.join("; ")))
+        }
+        e => value_error("plan", e),
+    })?;
+    serde_json::to_string(&result).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// Model `name` with `overrides_json` (an object of input fields): `{"inputs", "output"}`.

@@ -8,7 +8,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use railyard_schedule::{generate_compact, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, Op};
+use railyard_model::request::chunk_choices;
+use railyard_model::{gen_options, ChunkPolicy};
+use railyard_schedule::{
+    generate_compact, Algorithm, Buffer, Collective, CollectiveSpec, Dtype, GenOptions, InterStage, Op,
+};
 
 use crate::bootstrap::{rendezvous, UniqueId};
 use crate::config::Config;
@@ -387,40 +391,41 @@ impl Communicator {
         // unequal ones every rank is one server).
         let equal = self.groups.iter().all(|g| g.len() == self.groups[0].len());
         let groups = if equal { self.groups.clone() } else { Vec::new() };
-        let mut pipeline_chunks = self.config.pipeline_chunks;
-        let algorithm = match forced {
-            Some(a) => a,
-            None => {
+        let policy = self.config.chunk_policy(spec.count * elem as u64);
+        // The model chooses what is not forced: the algorithm, and the chunks unless a
+        // count or size is set (`railyard_model::request`'s one chunk policy).
+        let tuned = match (forced, policy) {
+            (Some(_), ChunkPolicy::Fixed(_)) => None,
+            _ => {
                 if self.tuner.is_none() {
                     self.tuner = Some(
                         crate::tuner::Tuner::new(&self.groups, self.config.topology_file.as_deref())?
                             .crowded(self.crowded),
                     );
                 }
-                let tuned =
-                    self.tuner.as_mut().and_then(|t| t.choose(spec, elem as u64, &groups, self.config.channels));
-                match tuned {
-                    Some(c) => {
-                        pipeline_chunks = c.pipeline_chunks;
-                        c.algorithm
-                    }
-                    None => default_algorithm(spec.collective),
-                }
+                self.tuner
+                    .as_mut()
+                    .and_then(|t| t.choose(spec, elem as u64, &groups, self.config.channels, policy, forced))
             }
         };
-        if let (Some(chunk), true) = (self.config.chunk_bytes, algorithm.pipelined()) {
-            pipeline_chunks = (spec.count * elem as u64).div_ceil(chunk).clamp(1, 1024) as usize;
-        }
-        // Only chain and trees are cut into chunks here (the hierarchical pipeline is the
-        // simulator's and the planner's to try).
-        let pipeline_chunks = if algorithm.pipelined() { pipeline_chunks } else { 1 };
-        let options = GenOptions {
-            channels: self.config.channels,
-            pipeline_chunks,
-            groups,
-            order: None,
-            ..GenOptions::default()
+        let (algorithm, pipeline_chunks) = match tuned {
+            Some(c) => (c.algorithm, c.pipeline_chunks),
+            None => {
+                let a = forced.unwrap_or_else(|| default_algorithm(spec.collective));
+                let n = match policy {
+                    ChunkPolicy::Fixed(n) => n,
+                    ChunkPolicy::Search => 1,
+                };
+                (a, chunk_choices(a, ChunkPolicy::Fixed(n), spec.count)[0])
+            }
         };
+        let options = gen_options(algorithm, self.config.channels, pipeline_chunks, None, groups, InterStage::Ring);
+        let channels = if algorithm.uses_channels() { options.channels } else { 0 };
+        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm).with_shape(
+            channels,
+            options.pipeline_chunks,
+            crate::agreement::counts_digest(spec),
+        );
         let key = (algorithm, spec.clone(), options, elem as u64);
         let prepared = match self.schedules.get(&key) {
             Some(p) => Arc::clone(p),
@@ -437,12 +442,6 @@ impl Communicator {
                 p
             }
         };
-        let channels = if algorithm.uses_channels() { self.config.channels } else { 0 };
-        let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm).with_shape(
-            channels,
-            pipeline_chunks,
-            crate::agreement::counts_digest(spec),
-        );
         Ok(Box::new(LastCall { spec: spec.clone(), asked: algorithm_asked, dtype, op, algorithm, prepared, sig }))
     }
 

@@ -3,12 +3,15 @@
 
 use std::time::Duration;
 
+use railyard_model::ChunkPolicy;
 use railyard_schedule::Algorithm;
 
 use crate::error::CommError;
 
 /// RAILYARD_SOCKETS_PER_PEER at most (a bound on the descriptors a job opens).
 pub const MAX_SOCKETS_PER_PEER: usize = 16;
+/// The most pipelined chunks a call is cut into (RAILYARD_PIPELINE_CHUNKS, RAILYARD_CHUNK_BYTES).
+pub const MAX_PIPELINE_CHUNKS: u64 = 1024;
 
 /// 1/true/on or 0/false/off.
 fn switch(v: &str) -> Option<bool> {
@@ -28,8 +31,9 @@ pub struct Config {
     pub algorithm: Option<Algorithm>,
     /// Parallel rings (RAILYARD_NCHANNELS).
     pub channels: usize,
-    /// Pipelined chunks for chain and trees (RAILYARD_PIPELINE_CHUNKS).
-    pub pipeline_chunks: usize,
+    /// Pipelined chunks for chain, trees and the hierarchical all-reduce
+    /// (RAILYARD_PIPELINE_CHUNKS); unset: as many as the model finds fastest.
+    pub pipeline_chunks: Option<usize>,
     /// RAILYARD_DEBUG=INFO: log the links and every call's algorithm to standard error.
     pub debug: bool,
     /// Use shared memory between ranks on one host (RAILYARD_SHM=0 turns it off).
@@ -66,7 +70,7 @@ impl Default for Config {
             timeout: Duration::from_secs(30),
             algorithm: None,
             channels: 1,
-            pipeline_chunks: 1,
+            pipeline_chunks: None,
             debug: false,
             shm: true,
             shm_ring_bytes: 4 << 20,
@@ -84,6 +88,16 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The chunk policy for a call of `bytes`: RAILYARD_CHUNK_BYTES's size, else
+    /// RAILYARD_PIPELINE_CHUNKS's count, else the model's choice.
+    pub fn chunk_policy(&self, bytes: u64) -> ChunkPolicy {
+        match (self.chunk_bytes, self.pipeline_chunks) {
+            (Some(chunk), _) => ChunkPolicy::Fixed(bytes.div_ceil(chunk).clamp(1, MAX_PIPELINE_CHUNKS) as usize),
+            (None, Some(n)) => ChunkPolicy::Fixed(n),
+            (None, None) => ChunkPolicy::Search,
+        }
+    }
+
     /// Every RAILYARD_* variable above, from the process environment.
     pub fn from_env() -> Result<Config, CommError> {
         Config::from_vars(&std::env::vars().collect())
@@ -110,11 +124,12 @@ impl Config {
                 v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| bad("RAILYARD_NCHANNELS", &v))?;
         }
         if let Some(v) = var("RAILYARD_PIPELINE_CHUNKS") {
-            c.pipeline_chunks = v
-                .parse()
-                .ok()
-                .filter(|&n| (1..=1024).contains(&n))
-                .ok_or_else(|| bad("RAILYARD_PIPELINE_CHUNKS", &v))?;
+            c.pipeline_chunks = Some(
+                v.parse()
+                    .ok()
+                    .filter(|&n| (1..=MAX_PIPELINE_CHUNKS as usize).contains(&n))
+                    .ok_or_else(|| bad("RAILYARD_PIPELINE_CHUNKS", &v))?,
+            );
         }
         if let Some(v) = var("RAILYARD_CHUNK_BYTES") {
             c.chunk_bytes = Some(
@@ -201,7 +216,7 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_millis(2500));
         assert_eq!(
             (c.algorithm, c.channels, c.pipeline_chunks, c.chunk_bytes),
-            (Some(Algorithm::Rhd), 4, 8, Some(65536))
+            (Some(Algorithm::Rhd), 4, Some(8), Some(65536))
         );
         assert_eq!(
             (c.shm, c.shm_ring_bytes, c.topology_file.as_deref(), c.debug),

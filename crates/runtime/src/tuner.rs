@@ -1,8 +1,8 @@
-//! Choosing an algorithm per call exactly as `railyard plan` does: `plan` costs every
-//! algorithm that implements the collective (and that the runtime can run: not
-//! in-network) on a topology of this job, and `selection::fastest` takes the fastest —
-//! the same two functions `railyard plan` calls, so `railyard plan --topo FILE` on the
-//! file `railyard calibrate` wrote predicts what the runtime picks.
+//! Choosing an algorithm per call exactly as `railyard plan` does: a `CollectiveRequest`
+//! for every algorithm that implements the collective (and that the runtime can run: not
+//! in-network), costed by `plan` on a topology of this job, whose fastest is the choice —
+//! the same request and function `railyard plan` uses, so `railyard plan --topo FILE` on
+//! the file `railyard calibrate` wrote predicts what the runtime picks.
 //! The topology is RAILYARD_TOPO (e.g. that file, the same on every rank) or, without
 //! it, the job's hosts with default transport figures below. Either way its host costs
 //! (local copies and reductions at memory bandwidth, a fixed overhead per message; see
@@ -14,8 +14,7 @@
 
 use std::collections::HashMap;
 
-use railyard_model::selection::fastest;
-use railyard_model::{plan, PlanRequest};
+use railyard_model::{plan_on, ChunkPolicy, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective, CollectiveSpec};
 use railyard_topology::presets::{hosts, Transport, HOST_COSTS};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
@@ -32,10 +31,13 @@ pub struct Choice {
     pub pipeline_chunks: usize,
 }
 
+/// A choice's inputs: collective, count, element size, root, forced algorithm, chunk policy.
+type Key = (Collective, u64, u64, usize, Option<Algorithm>, ChunkPolicy);
+
 pub struct Tuner {
     topology: Topology,
     placement: Placement,
-    table: HashMap<(Collective, u64, u64, usize), Choice>,
+    table: HashMap<Key, Choice>,
     /// The whole job is on one host with more ranks than the fewest cores any of them may
     /// run on (`comm.rs`'s `job_is_crowded`).
     crowded: bool,
@@ -71,15 +73,18 @@ impl Tuner {
         self
     }
 
-    /// The fastest algorithm for `spec` on this job, by the per-round model.
+    /// The fastest algorithm for `spec` on this job by the per-round model (`forced`: its
+    /// chunks only), cut into chunks as `policy` says.
     pub fn choose(
         &mut self,
         spec: &CollectiveSpec,
         elem_bytes: u64,
         groups: &[Vec<usize>],
         channels: usize,
+        policy: ChunkPolicy,
+        forced: Option<Algorithm>,
     ) -> Option<Choice> {
-        let key = (spec.collective, spec.count, elem_bytes, spec.root);
+        let key = (spec.collective, spec.count, elem_bytes, spec.root, forced, policy);
         if let Some(c) = self.table.get(&key) {
             return Some(*c);
         }
@@ -92,32 +97,34 @@ impl Tuner {
         // call for the chain, 45 for the tree, 3 direct; 16 µs a call direct against 69
         // for the chain, and direct is faster at every size from 8 B to 2 MiB. The model
         // has no notion of ranks sharing a core.
-        if self.crowded && spec.collective == Collective::Broadcast {
+        if self.crowded && spec.collective == Collective::Broadcast && forced.is_none() {
             let choice = Choice { algorithm: Algorithm::Direct, pipeline_chunks: 1 };
             self.table.insert(key, choice);
             return Some(choice);
         }
-        let algorithms: Vec<Algorithm> =
-            Algorithm::ALL.into_iter().filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork).collect();
+        let algorithms: Vec<Algorithm> = match forced {
+            Some(a) => vec![a],
+            None => Algorithm::ALL
+                .into_iter()
+                .filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork)
+                .collect(),
+        };
         // The hosts are the server groups of the algorithms that take them; `plan` refuses
         // groups when none of the candidates does (a broadcast's chain, tree and direct),
         // and an empty list (the caller's unequal hosts).
         let groups = (!groups.is_empty() && algorithms.iter().any(|a| a.uses_groups())).then(|| groups.to_vec());
-        let request = PlanRequest {
-            collective: spec.collective,
-            bytes: spec.count * elem_bytes,
-            elem_bytes,
-            algorithms,
-            order: None,
-            groups,
+        let request = CollectiveRequest {
             root: spec.root,
+            groups,
             channels,
-            pipeline_chunks: None,
+            chunks: policy,
             strict: false,
+            ..CollectiveRequest::new(spec.collective, spec.count * elem_bytes, elem_bytes, algorithms)
         };
-        let p = plan(&self.topology, &self.placement, &request).ok()?;
-        let best = fastest(&p)?;
-        let choice = Choice { algorithm: best.name.parse().ok()?, pipeline_chunks: best.pipeline_chunks.unwrap_or(1) };
+        let p = plan_on(&self.topology, &self.placement, &request).ok()?;
+        let best = p.fastest()?;
+        let choice =
+            Choice { algorithm: best.algorithm.builtin()?, pipeline_chunks: best.pipeline_chunks.unwrap_or(1) };
         self.table.insert(key, choice);
         Some(choice)
     }
@@ -136,11 +143,14 @@ mod tests {
         let two_hosts = vec![vec![0, 1], vec![2, 3]];
         let mut t = Tuner::new(&two_hosts, None).unwrap();
         let big = CollectiveSpec::new(Collective::AllReduce, 4, 1 << 20);
-        assert_eq!(t.choose(&big, 4, &two_hosts, 1).unwrap().algorithm, Algorithm::Hierarchical);
+        assert_eq!(
+            t.choose(&big, 4, &two_hosts, 1, ChunkPolicy::Search, None).unwrap().algorithm,
+            Algorithm::Hierarchical
+        );
         let one_host = vec![vec![0, 1, 2, 3, 4, 5, 6, 7]];
         let mut t = Tuner::new(&one_host, None).unwrap();
         let tiny = CollectiveSpec::new(Collective::AllReduce, 8, 2);
-        let a = t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm;
+        let a = t.choose(&tiny, 4, &one_host, 1, ChunkPolicy::Search, None).unwrap().algorithm;
         assert!(
             matches!(a, Algorithm::Tree | Algorithm::DoubleTree | Algorithm::Rhd | Algorithm::RecursiveDoubling),
             "{a}"
@@ -149,21 +159,22 @@ mod tests {
         // large ones it reduces twice what the ring does.
         let pair = vec![vec![0, 1]];
         let mut two = Tuner::new(&pair, None).unwrap();
-        let choose =
-            |t: &mut Tuner, count| t.choose(&CollectiveSpec::new(Collective::AllReduce, 2, count), 4, &pair, 1);
+        let choose = |t: &mut Tuner, count| {
+            t.choose(&CollectiveSpec::new(Collective::AllReduce, 2, count), 4, &pair, 1, ChunkPolicy::Search, None)
+        };
         assert_eq!(choose(&mut two, 512).unwrap().algorithm, Algorithm::RecursiveDoubling);
         assert_ne!(choose(&mut two, 1 << 21).unwrap().algorithm, Algorithm::RecursiveDoubling);
         // At two ranks Bruck's all-to-all costs the same on the link as pairwise, but it
         // rotates the whole buffer twice locally.
         let a2a = CollectiveSpec::new(Collective::AllToAll, 2, 8 << 20);
-        assert_ne!(two.choose(&a2a, 4, &pair, 1).unwrap().algorithm, Algorithm::Bruck);
+        assert_ne!(two.choose(&a2a, 4, &pair, 1, ChunkPolicy::Search, None).unwrap().algorithm, Algorithm::Bruck);
         // At four ranks and 8 bytes the single tree sends fewer messages than the double one.
         let four = vec![vec![0, 1, 2, 3]];
         let mut t4 = Tuner::new(&four, None).unwrap();
         let small = CollectiveSpec::new(Collective::AllReduce, 4, 2);
-        assert_ne!(t4.choose(&small, 4, &four, 1).unwrap().algorithm, Algorithm::DoubleTree);
+        assert_ne!(t4.choose(&small, 4, &four, 1, ChunkPolicy::Search, None).unwrap().algorithm, Algorithm::DoubleTree);
         // Cached: the same answer without costing again.
-        assert_eq!(t.choose(&tiny, 4, &one_host, 1).unwrap().algorithm, a);
+        assert_eq!(t.choose(&tiny, 4, &one_host, 1, ChunkPolicy::Search, None).unwrap().algorithm, a);
     }
 
     #[test]
@@ -172,15 +183,19 @@ mod tests {
         let hosts = vec![vec![0, 1, 2], vec![3]];
         let mut t = Tuner::new(&hosts, None).unwrap();
         for c in [Collective::AllReduce, Collective::Broadcast, Collective::AllGather] {
-            assert!(t.choose(&CollectiveSpec::new(c, 4, 1 << 16), 4, &[], 1).is_some(), "{c:?}");
+            assert!(
+                t.choose(&CollectiveSpec::new(c, 4, 1 << 16), 4, &[], 1, ChunkPolicy::Search, None).is_some(),
+                "{c:?}"
+            );
         }
     }
 
     #[test]
     fn a_crowded_machine_broadcasts_direct_and_nothing_else_changes() {
         let four = vec![vec![0, 1, 2, 3]];
-        let pick =
-            |t: &mut Tuner, c, count| t.choose(&CollectiveSpec::new(c, 4, count), 4, &four, 1).map(|c| c.algorithm);
+        let pick = |t: &mut Tuner, c, count| {
+            t.choose(&CollectiveSpec::new(c, 4, count), 4, &four, 1, ChunkPolicy::Search, None).map(|c| c.algorithm)
+        };
         let mut roomy = Tuner::new(&four, None).unwrap();
         let mut crowded = Tuner::new(&four, None).unwrap().crowded(true);
         // The model costs broadcasts too (it once got the hosts as groups, which only

@@ -188,7 +188,7 @@ fn every_collective_algorithm_dtype_and_op_over_shm_and_tcp() {
 #[test]
 fn pipelined_chain_and_tree_broadcasts_and_reduces() {
     for p in [3usize, 4] {
-        let results = with_ranks(p, Config { pipeline_chunks: 4, ..Config::default() }, move |comm| {
+        let results = with_ranks(p, Config { pipeline_chunks: Some(4), ..Config::default() }, move |comm| {
             let mut comm = comm.map_err(|e| e.to_string())?;
             for a in [Algorithm::Chain, Algorithm::Tree] {
                 for c in [Collective::Broadcast, Collective::Reduce] {

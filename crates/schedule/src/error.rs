@@ -13,8 +13,16 @@ pub enum ScheduleError {
     Unsupported { algorithm: String, collective: &'static str },
     #[error("{message}")]
     BadSpec { message: String },
-    #[error("{algorithm}: {value} {what} is more than the limit of {limit}; {hint}")]
-    TooLarge { algorithm: &'static str, what: &'static str, value: u128, limit: u128, hint: &'static str },
+    /// `why` (may be empty) says what grows; `fewer` what a request can have fewer of.
+    #[error("{algorithm}: {value} {what} is more than the limit of {limit}; {}{}", if why.is_empty() { String::new() } else { format!("{why}; ") }, crate::limits::fewer_words(fewer, |f| f.as_str().to_string()))]
+    TooLarge {
+        algorithm: &'static str,
+        what: &'static str,
+        value: u128,
+        limit: u128,
+        why: &'static str,
+        fewer: &'static [crate::limits::Fewer],
+    },
 }
 
 /// Where and why the symbolic checker rejected a schedule.

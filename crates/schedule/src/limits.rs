@@ -97,6 +97,34 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
     }
 }
 
+/// What a request can have fewer of to fit the limits (a front end names its option for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fewer {
+    Ranks,
+    Channels,
+    PipelineChunks,
+}
+
+impl Fewer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fewer::Ranks => "ranks",
+            Fewer::Channels => "channels",
+            Fewer::PipelineChunks => "pipeline chunks",
+        }
+    }
+}
+
+/// "use fewer ranks, channels or pipeline chunks", each named by `name`.
+pub fn fewer_words(fewer: &[Fewer], name: impl Fn(Fewer) -> String) -> String {
+    let names: Vec<String> = fewer.iter().map(|&f| name(f)).collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => format!("use fewer {last}"),
+        Some((last, rest)) => format!("use fewer {} or {last}", rest.join(", ")),
+    }
+}
+
 /// Refuse what would be too large to hold; see the module documentation.
 pub fn check_limits(
     algorithm: Algorithm,
@@ -106,22 +134,18 @@ pub fn check_limits(
     groups: &[Vec<usize>],
     form: Form,
 ) -> Result<(), ScheduleError> {
-    let too_large = |what: &'static str, value: u128, limit: u128, hint: &'static str| ScheduleError::TooLarge {
-        algorithm: algorithm.as_str(),
-        what,
-        value,
-        limit,
-        hint,
+    let too_large = |what: &'static str, value: u128, limit: u128, why: &'static str, fewer: &'static [Fewer]| {
+        ScheduleError::TooLarge { algorithm: algorithm.as_str(), what, value, limit, why, fewer }
     };
     if spec.ranks > MAX_RANKS {
-        return Err(too_large("ranks", spec.ranks as u128, MAX_RANKS as u128, "use fewer ranks (--ranks)"));
+        return Err(too_large("ranks", spec.ranks as u128, MAX_RANKS as u128, "", &[Fewer::Ranks]));
     }
     if channels > MAX_CHANNELS {
-        return Err(too_large("channels", channels as u128, MAX_CHANNELS as u128, "use fewer channels (--channels)"));
+        return Err(too_large("channels", channels as u128, MAX_CHANNELS as u128, "", &[Fewer::Channels]));
     }
     if chunks > MAX_PIPELINE_CHUNKS {
-        let hint = "use fewer pipeline chunks (--pipeline-chunks)";
-        return Err(too_large("pipeline chunks", chunks as u128, MAX_PIPELINE_CHUNKS as u128, hint));
+        let max = MAX_PIPELINE_CHUNKS as u128;
+        return Err(too_large("pipeline chunks", chunks as u128, max, "", &[Fewer::PipelineChunks]));
     }
     let group = groups.iter().map(Vec::len).max().unwrap_or(spec.ranks);
     let shape = Shape { channels, chunks, group, groups: groups.len().max(1) };
@@ -130,21 +154,20 @@ pub fn check_limits(
         Form::Compact => held_bound(algorithm, spec, shape),
     };
     if bound > MAX_TRANSFERS {
-        let hint = match (form, algorithm.uses_channels(), algorithm.pipelined()) {
-            (Form::Expanded, _, _) => {
-                "this schedule would be held transfer by transfer (about 80 bytes each); use fewer ranks (--ranks), \
-                 channels (--channels) or pipeline chunks (--pipeline-chunks)"
-            }
-            (Form::Compact, true, _) => "a ring holds its positions once per channel; use fewer channels (--channels)",
-            (Form::Compact, _, true) => {
-                "this algorithm lists its transfers (about 80 bytes each); use fewer pipeline chunks \
-                 (--pipeline-chunks) or ranks (--ranks)"
-            }
-            (Form::Compact, _, _) => {
-                "this algorithm lists its transfers (about 80 bytes each); use fewer ranks (--ranks)"
-            }
-        };
-        return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS, hint));
+        use Fewer::{Channels, PipelineChunks, Ranks};
+        let (why, fewer): (&'static str, &'static [Fewer]) =
+            match (form, algorithm.uses_channels(), algorithm.pipelined()) {
+                (Form::Expanded, _, _) => (
+                    "this schedule would be held transfer by transfer (about 80 bytes each)",
+                    &[Ranks, Channels, PipelineChunks],
+                ),
+                (Form::Compact, true, _) => ("a ring holds its positions once per channel", &[Channels]),
+                (Form::Compact, _, true) => {
+                    ("this algorithm lists its transfers (about 80 bytes each)", &[PipelineChunks, Ranks])
+                }
+                (Form::Compact, _, _) => ("this algorithm lists its transfers (about 80 bytes each)", &[Ranks]),
+            };
+        return Err(too_large("transfers (at most)", bound, MAX_TRANSFERS, why, fewer));
     }
     Ok(())
 }

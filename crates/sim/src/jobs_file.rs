@@ -16,7 +16,8 @@
 //! count = 3                 # optional (default 1)
 //! ready = ["0ms", "2ms"]    # optional: each rank's readiness after the start
 //! channels = 1              # optional: parallel rings
-//! pipeline_chunks = 1       # optional: chain, trees and hierarchical all-reduce
+//! pipeline_chunks = 1       # optional: chain, trees and hierarchical all-reduce (default: chain
+//!                           # and trees as fast as the per-round model finds, hierarchical uncut)
 //! inter_stage = "ring"      # optional: hierarchical all-reduce across servers, ring or rhd
 //! root = 0                  # optional: rooted collectives
 //! compute = "5ms"           # optional: the ranks compute this long before communicating
@@ -26,10 +27,8 @@
 //! `collective = "none"` is a compute task (no size, no algorithm): with `after`, jobs
 //! form a step's DAG of compute and collectives (seed 001 §7.4).
 
-use railyard_schedule::{
-    generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
-    ScheduleBuilder,
-};
+use railyard_model::{resolve_on, ChunkPolicy, CollectiveRequest};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, InterStage, ScheduleBuilder};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 use railyard_units::units::{parse_bytes, parse_secs};
 use serde::Deserialize;
@@ -191,7 +190,6 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             }
             Some(list) => list.iter().map(|t| parse_time(Some(t), "ready", &field)).collect::<Result<_, _>>()?,
         };
-        let spec = CollectiveSpec::new(collective, ranks, bytes / elem_bytes).with_root(entry.root);
         let inter_stage: InterStage = match &entry.inter_stage {
             Some(t) => t.parse().map_err(|e: String| field("inter_stage", e))?,
             None => InterStage::Ring,
@@ -206,18 +204,25 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
         if let Some(asked) = entry.pipeline_chunks.filter(|c| !(1..=MAX_PIPELINE_CHUNKS).contains(c)) {
             return Err(field("pipeline_chunks", format!("{asked}: from 1 to {MAX_PIPELINE_CHUNKS}")));
         }
-        let pipeline_chunks = chunks_for(algorithm, entry.pipeline_chunks);
-        let options = GenOptions {
-            groups: placement.ranks_by_server(topology),
-            order: None,
-            channels,
-            pipeline_chunks,
-            inter_stage,
-        };
         let schedule = if compute_only {
+            let spec = CollectiveSpec::new(collective, ranks, bytes / elem_bytes).with_root(entry.root);
             ScheduleBuilder::new(spec, "compute", elem_bytes).build_compact()
         } else {
-            generate_compact(algorithm, &spec, &options, elem_bytes).map_err(|e| field("algorithm", e.to_string()))?
+            // The job's collective as every front end asks for one (`railyard_model::request`).
+            let request = CollectiveRequest {
+                root: entry.root,
+                channels,
+                chunks: entry.pipeline_chunks.map_or(ChunkPolicy::Search, ChunkPolicy::Fixed),
+                inter_stage,
+                ..CollectiveRequest::new(collective, bytes, elem_bytes, vec![algorithm])
+            };
+            let resolved = resolve_on(topology, &placement, &request).map_err(|e| field("algorithm", e.to_string()))?;
+            resolved
+                .variants
+                .into_iter()
+                .next()
+                .ok_or_else(|| field("algorithm", format!("{algorithm} does not run here")))?
+                .schedule
         };
         let compute_secs = parse_time(entry.compute.as_deref(), "compute", &field)?;
         let mut after = entry.after.clone().unwrap_or_default();
@@ -260,16 +265,6 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
         });
     }
     Ok(jobs)
-}
-
-/// Pipelined chunks of `algorithm`: what was asked, or the default — chain and trees in
-/// 4, the hierarchical all-reduces in 1; algorithms that are not cut into chunks, 1.
-pub fn chunks_for(algorithm: Algorithm, asked: Option<usize>) -> usize {
-    match algorithm {
-        Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => asked.unwrap_or(4),
-        Algorithm::Hierarchical | Algorithm::InNetwork => asked.unwrap_or(1),
-        _ => 1,
-    }
 }
 
 /// Every run of every job, as the simulator takes them: a job with `count` runs gives

@@ -33,7 +33,7 @@ pub use engine::{
 };
 pub use error::SimError;
 pub use job::Dependencies;
-pub use jobs_file::{chunks_for, job_runs, parse_jobs, read_jobs_file, JobsFileError, PlannedJob};
+pub use jobs_file::{job_runs, parse_jobs, read_jobs_file, JobsFileError, PlannedJob};
 pub use paths::Paths;
 pub use queues::QueueReport;
 pub use report::{

@@ -275,16 +275,16 @@ pub fn explain(args: &ExplainArgs) -> Result<String> {
     }
     let choice = tuner::choose(&shape.input, &table, args.size).context("NCCL_ALGO/NCCL_PROTO leave no algorithm")?;
     // railyard's own choice on the same topology and size.
-    let request = railyard_model::plan::PlanRequest::new(
-        args.collective,
-        args.size - args.size % 4,
-        4,
-        railyard_schedule::Algorithm::ALL.to_vec(),
-    );
-    let ours = railyard_model::plan::plan(&topology, &placement, &request)?;
-    let fastest = railyard_model::selection::fastest(&ours);
-    let same_family =
-        choice.algo.railyard_algorithm().and_then(|a| ours.algorithms.iter().find(|b| b.name == a.as_str()));
+    let request = railyard_model::CollectiveRequest::all(args.collective, args.size - args.size % 4, 4);
+    let ours = match railyard_model::plan_on(&topology, &placement, &request) {
+        Err(railyard_model::ModelError::NothingRuns { .. }) => None,
+        p => Some(p.map_err(crate::args::model_error)?),
+    };
+    let fastest = ours.as_ref().and_then(railyard_model::Plan::fastest);
+    let same_family = choice
+        .algo
+        .railyard_algorithm()
+        .and_then(|a| ours.iter().flat_map(|p| &p.algorithms).find(|b| b.name == a.as_str()));
     #[derive(Serialize)]
     struct Out<'a> {
         shape: &'a Shape,

@@ -2,16 +2,12 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use railyard_model::selection::{choose, in_network_available, sweep, sweep_sizes, Choice, PlanWithChoice, Sweep};
-use railyard_model::{plan, Breakdown, Plan, PlanRequest, RoundCost};
-use railyard_schedule::{Algorithm, Collective, Dtype};
-use railyard_topology::{Placement, PlacementPolicy};
+use railyard_model::selection::{sweep, sweep_sizes, Choice, Sweep};
+use railyard_model::{plan, AlgorithmSpec, Breakdown, Plan, RoundCost};
 use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
-
-use crate::args::{
-    parse_channels, parse_groups, parse_order, parse_pipeline_chunks, parse_size, Format, Groups, RankList,
-};
 use railyard_units::Table;
+
+use crate::args::{model_error, parse_size, Format, RequestArgs};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -26,43 +22,7 @@ costing at most 128 Mi transfers made round by round (repeated rounds are costed
 16 Mi in one round.")]
 pub struct PlanArgs {
     #[command(flatten)]
-    pub topology: crate::args::TopologyArgs,
-    /// Collective: allreduce, reducescatter, allgather, broadcast, reduce, gather, scatter, alltoall, barrier, sendrecv
-    #[arg(long, default_value = "allreduce")]
-    pub collective: Collective,
-    /// Message size (binary units: 192MiB, 8KiB; the large buffer, as nccl-tests counts it)
-    #[arg(long, default_value = "192MiB", value_parser = parse_size, allow_hyphen_values = true)]
-    pub size: u64,
-    /// Element type: f32, f64, f16, bf16, i32, i64, u8
-    #[arg(long, default_value = "f32")]
-    pub dtype: Dtype,
-    /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective):
-    /// ring, interleaved-ring, chain, tree, double-tree, rhd, recursive-doubling, bruck, pairwise, direct,
-    /// hierarchical, in-network
-    #[arg(long, default_value = "all")]
-    pub algo: String,
-    /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv)
-    #[arg(long, default_value_t = 0)]
-    pub root: usize,
-    /// Parallel rings (channels) for the ring algorithms, each carrying 1/k of every chunk (1-64)
-    #[arg(long, default_value_t = 1, value_parser = parse_channels)]
-    pub channels: usize,
-    /// Pipelined chunks for chain and trees, 1-4096 (default: try 1, 2, 4, ... 128 and keep the fastest)
-    #[arg(long, value_parser = parse_pipeline_chunks)]
-    pub pipeline_chunks: Option<usize>,
-    /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
-    #[arg(long, default_value = "contiguous")]
-    pub placement: PlacementPolicy,
-    /// Number of ranks (default: every GPU of the topology)
-    #[arg(long)]
-    pub ranks: Option<usize>,
-    /// Rank order for `ring` and `chain`, e.g. 0,8,1,9 or 0-7,15-8
-    #[arg(long, value_parser = parse_order)]
-    pub order: Option<RankList>,
-    /// Server groups for the hierarchical algorithms, `/`-separated (default: by server).
-    /// Rank j of every group holds shard j, so the order inside groups sets the pairing.
-    #[arg(long, value_parser = parse_groups)]
-    pub groups: Option<Groups>,
+    pub request: RequestArgs,
     /// Print every round instead of grouping equal consecutive rounds
     #[arg(long)]
     pub all_rounds: bool,
@@ -81,45 +41,22 @@ pub struct PlanArgs {
     pub format: Format,
 }
 
-pub(crate) fn algorithms(text: &str, collective: Collective) -> Result<(Vec<Algorithm>, bool)> {
-    Algorithm::parse_list(text, collective).map_err(|e| anyhow::anyhow!("--algo: {e}"))
-}
-
 pub fn run(args: &PlanArgs) -> Result<String> {
-    let topology = args.topology.load()?;
-    let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
-    // MSCCL XML files in --algo are costed beside the built-in algorithms.
-    let (files, names): (Vec<&str>, Vec<&str>) = args.algo.split(',').map(str::trim).partition(|a| a.ends_with(".xml"));
-    let (algorithms, strict) = if names.is_empty() && !files.is_empty() {
-        (Vec::new(), true)
-    } else {
-        algorithms(&names.join(","), args.collective)?
-    };
-    let request = PlanRequest {
-        collective: args.collective,
-        bytes: args.size,
-        elem_bytes: args.dtype.size_bytes(),
-        algorithms,
-        order: args.order.as_ref().map(|o| o.0.clone()),
-        groups: args.groups.as_ref().map(|g| g.0.clone()),
-        root: args.root,
-        channels: args.channels,
-        pipeline_chunks: args.pipeline_chunks,
-        strict,
-    };
-    let in_network = in_network_available(&topology, &request);
-    if args.sweep.is_some() && !files.is_empty() {
-        bail!("--sweep compares the built-in algorithms; cost an MSCCL file at one --size");
-    }
+    let topology = args.request.topology.load()?;
+    let request = args.request.request()?;
     if let Some(range) = &args.sweep {
+        if request.algorithms.iter().any(|a| matches!(a, AlgorithmSpec::Msccl { .. })) {
+            bail!("--sweep compares the built-in algorithms; cost an MSCCL file at one --size");
+        }
         let (from, to) = range.split_once(':').context("--sweep takes FROM:TO, e.g. 8B:16GiB")?;
         let sizes = sweep_sizes(
             parse_size(from).map_err(anyhow::Error::msg)?,
             parse_size(to).map_err(anyhow::Error::msg)?,
             args.sweep_factor,
             request.elem_bytes,
-        )?;
-        let result = sweep(&topology, &placement, &request, &sizes, in_network)?;
+        )
+        .map_err(model_error)?;
+        let result = sweep(&topology, &request, &sizes).map_err(model_error)?;
         if let Some(path) = &args.svg {
             std::fs::write(path, sweep_chart(&result)).with_context(|| format!("cannot write {}", path.display()))?;
         }
@@ -131,44 +68,10 @@ pub fn run(args: &PlanArgs) -> Result<String> {
     if args.svg.is_some() {
         bail!("--svg draws the --sweep curves; add --sweep FROM:TO");
     }
-    let mut result = if request.algorithms.is_empty() {
-        railyard_model::plan::Plan {
-            topology: topology.name.clone(),
-            collective: args.collective,
-            bytes: args.size,
-            elem_bytes: request.elem_bytes,
-            ranks: placement.len(),
-            round_startup_secs: topology.round_startup_secs,
-            routing: topology.routing.as_str(),
-            algorithms: Vec::new(),
-            skipped: Vec::new(),
-            fastest: None,
-        }
-    } else {
-        plan(&topology, &placement, &request)?
-    };
-    for file in files {
-        let b = crate::commands::schedule::cost_msccl(
-            std::path::Path::new(file),
-            args.collective,
-            args.size,
-            request.elem_bytes,
-            &topology,
-            &placement,
-        )?;
-        result.algorithms.push(b);
-    }
-    result.fastest = railyard_model::selection::fastest(&result).map(|b| b.name.clone());
-    if result.algorithms.is_empty() {
-        let reasons: Vec<String> = result.skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect();
-        bail!("no algorithm can run here:\n  {}", reasons.join("\n  "));
-    }
-    let choice = choose(&result, in_network);
+    let result = plan(&topology, &request).map_err(model_error)?;
     match args.format {
-        Format::Json => {
-            Ok(serde_json::to_string_pretty(&PlanWithChoice { plan: &result, choice: choice.as_ref() })? + "\n")
-        }
-        Format::Md => Ok(markdown(&result, choice.as_ref(), args.all_rounds)),
+        Format::Json => Ok(serde_json::to_string_pretty(&result)? + "\n"),
+        Format::Md => Ok(markdown(&result, args.all_rounds)),
     }
 }
 
@@ -284,7 +187,7 @@ fn bottleneck_cell(b: &Breakdown) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
+fn markdown(p: &Plan, all_rounds: bool) -> String {
     let mut out = format!(
         "# {} of {} over {} ranks on {}\n\n",
         p.collective.as_str(),
@@ -335,7 +238,7 @@ fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
              the runtime's tuner chooses on this same total.\n",
         );
     }
-    if let Some(fastest) = p.algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs)) {
+    if let Some(fastest) = p.fastest() {
         let slowest = p.algorithms.iter().max_by(|a, b| a.total_secs.total_cmp(&b.total_secs)).unwrap_or(fastest);
         out.push_str(&format!("\nFastest: **{}** ({})", fastest.name, format_secs(fastest.total_secs)));
         if slowest.name != fastest.name {
@@ -343,7 +246,7 @@ fn markdown(p: &Plan, choice: Option<&Choice>, all_rounds: bool) -> String {
         }
         out.push_str(".\nNICs idle counts NICs with nothing to send; `sent total` counts every rank's sends, in-network sends once per rank.\n");
     }
-    if let Some(c) = choice {
+    if let Some(c) = &p.choice {
         out.push_str(&choice_markdown(c));
     }
     for s in &p.skipped {
@@ -386,12 +289,7 @@ fn breakdown_markdown(b: &Breakdown, all_rounds: bool) -> String {
         let label = if group.len() == 1 {
             first.label.clone()
         } else {
-            // "reduce-scatter step 1 of 15" .. "step 15 of 15" -> "reduce-scatter steps 1-15 of 15"
-            let step = |r: &RoundCost| {
-                r.label.rsplit(" step ").next().unwrap_or("").split(" of ").next().unwrap_or("").to_string()
-            };
-            let total = first.label.rsplit(" of ").next().unwrap_or("");
-            format!("{} steps {}-{} of {}", first.phase, step(first), step(last), total)
+            format!("{} steps {}-{} of {}", first.phase, first.step, last.step, first.steps)
         };
         let (name, bytes, bw) = match &first.bottleneck {
             Some(x) => {

@@ -5,16 +5,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use railyard_model::per_round::{cost, Breakdown};
-use railyard_model::plan::{plan, PlanRequest};
-use railyard_schedule::msccl::{self, MscclInfo};
-use railyard_schedule::{check, Algorithm, Collective, CompactSchedule};
-use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_model::per_round::cost;
+use railyard_model::request::{msccl_count, msccl_program};
+use railyard_model::{plan_on, CollectiveRequest};
+use railyard_schedule::msccl;
+use railyard_schedule::{Algorithm, Collective};
+use railyard_topology::{Placement, PlacementPolicy};
 use railyard_units::units::{format_bytes, format_secs};
 use railyard_units::Table;
 use serde::Serialize;
 
-use crate::args::{parse_size, Format, TopologyArgs};
+use crate::args::{model_error, parse_size, Format, TopologyArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
@@ -75,55 +76,6 @@ fn read(path: &Path) -> Result<String> {
     Ok(railyard_topology::file::read_text(path, msccl::MAX_XML_BYTES as u64)?)
 }
 
-/// The elements an MSCCL program runs on at `bytes`: a whole number of its chunks.
-fn count_for(info_chunks: u64, bytes: u64, elem_bytes: u64) -> Result<u64> {
-    let count = bytes / elem_bytes / info_chunks * info_chunks;
-    if count == 0 {
-        bail!(
-            "{} is less than one element per chunk of the program ({info_chunks} chunks)",
-            format_bytes(bytes as f64)
-        );
-    }
-    Ok(count)
-}
-
-fn imported(path: &Path, bytes: u64, elem_bytes: u64) -> Result<(CompactSchedule, MscclInfo, Option<String>)> {
-    let text = read(path)?;
-    let where_ = || format!("MSCCL algorithm {}", path.display());
-    // Read once; the proof on one element per chunk, then the schedule at the size asked.
-    let program = msccl::Program::parse(&text).with_context(where_)?;
-    let chunks = program.info.chunks;
-    let proof = program.schedule(chunks, elem_bytes).with_context(where_)?;
-    let problem = check(&proof.expand()).err().map(|e| e.to_string());
-    let schedule = program.schedule(count_for(chunks, bytes, elem_bytes)?, elem_bytes).with_context(where_)?;
-    Ok((schedule, program.info, problem))
-}
-
-/// An MSCCL file costed for `plan --algo FILE.xml`: refused if it is not the collective
-/// asked, does not fit the ranks, or fails the checker.
-pub fn cost_msccl(
-    path: &Path,
-    collective: Collective,
-    bytes: u64,
-    elem_bytes: u64,
-    topology: &Topology,
-    placement: &Placement,
-) -> Result<Breakdown> {
-    let (schedule, info, problem) = imported(path, bytes, elem_bytes)?;
-    if info.collective != collective {
-        bail!("{}: an MSCCL {} program, not {}", path.display(), info.collective.as_str(), collective.as_str());
-    }
-    if info.gpus != placement.len() {
-        bail!("{}: written for {} GPUs, the plan has {} ranks (--ranks)", path.display(), info.gpus, placement.len());
-    }
-    if let Some(p) = problem {
-        bail!("{}: the checker refuses it: {p}", path.display());
-    }
-    let mut b = cost(&schedule, topology, placement)?;
-    b.name = format!("msccl:{}", info.name);
-    Ok(b)
-}
-
 #[derive(Serialize)]
 struct Report<'a> {
     name: &'a str,
@@ -180,23 +132,17 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     };
     let topology = a.topology.load()?;
     let elem_bytes = 4;
-    let (schedule, info, problem) = imported(&a.msccl, a.size, elem_bytes)?;
+    let text = read(&a.msccl)?;
+    let (schedule, info, problem) =
+        msccl_program(&a.msccl.display().to_string(), &text, a.size, elem_bytes).map_err(model_error)?;
     if let Some(p) = &problem {
         bail!("{}: the symbolic checker refuses it, so it is not costed: {p}", a.msccl.display());
     }
     let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, Some(info.gpus)).context("placement")?;
     let b = cost(&schedule, &topology, &placement)?;
-    let count = count_for(info.chunks, a.size, elem_bytes)?;
-    let ours = plan(
-        &topology,
-        &placement,
-        &PlanRequest::new(
-            info.collective,
-            count * elem_bytes,
-            elem_bytes,
-            Algorithm::ALL.into_iter().filter(|x| x.supports(info.collective)).collect(),
-        ),
-    )?;
+    let count = msccl_count(info.chunks, a.size, elem_bytes).map_err(model_error)?;
+    let ours = plan_on(&topology, &placement, &CollectiveRequest::all(info.collective, count * elem_bytes, elem_bytes))
+        .map_err(model_error)?;
     let report = Report {
         name: &info.name,
         collective: info.collective.as_str(),

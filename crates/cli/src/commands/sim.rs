@@ -6,20 +6,17 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use railyard_model::cost;
-use railyard_schedule::{
-    generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, GenOptions, InterStage,
-};
+use railyard_model::{cost, resolve, CollectiveRequest};
+use railyard_schedule::{Collective, CompactSchedule};
 use railyard_sim::fluid::{simulate_fluid, FlowControl, FluidOptions};
 use railyard_sim::{simulate, simulate_with_progress, Dependencies, JobSpec, Paths, SimOptions, SimReport};
 use railyard_topology::failure::Failure;
-use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_topology::{Placement, Topology};
 use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
-use crate::args::{parse_channels, parse_pipeline_chunks, parse_size, Format};
+use crate::args::{model_error, parse_size, Format, RequestArgs};
 use crate::chart::{Bar, Gantt, LineChart, Series};
-use crate::commands::plan::algorithms;
 use crate::progress::ProgressLine;
 use railyard_units::Table;
 
@@ -47,40 +44,7 @@ transfers in one round; 16 Mi items held between the slowest and the fastest ran
 trace events (the rest are counted as dropped).")]
 pub struct SimArgs {
     #[command(flatten)]
-    pub topology: crate::args::TopologyArgs,
-    /// Collective: allreduce, reducescatter, allgather, broadcast, reduce, gather, scatter, alltoall, barrier, sendrecv
-    #[arg(long, default_value = "allreduce")]
-    pub collective: Collective,
-    /// Message size (binary units: 192MiB, 8KiB; the large buffer, as nccl-tests counts it)
-    #[arg(long, default_value = "192MiB", value_parser = parse_size, allow_hyphen_values = true)]
-    pub size: u64,
-    /// Element type: f32, f64, f16, bf16, i32, i64, u8
-    #[arg(long, default_value = "f32")]
-    pub dtype: Dtype,
-    /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective)
-    #[arg(long, default_value = "all")]
-    pub algo: String,
-    /// Root rank of rooted collectives (sendrecv: the sender; the receiver is the last rank)
-    #[arg(long, default_value_t = 0)]
-    pub root: usize,
-    /// Parallel rings (channels) for the ring algorithms (1-64)
-    #[arg(long, default_value_t = 1, value_parser = parse_channels)]
-    pub channels: usize,
-    /// Pipelined chunks (1-4096) for chain and trees (default 4) and the hierarchical
-    /// all-reduces (default 1: stages one after another; more overlap a chunk's
-    /// intra-server stage with the previous chunk's inter-server stage)
-    #[arg(long, value_parser = parse_pipeline_chunks)]
-    pub pipeline_chunks: Option<usize>,
-    /// How hierarchical all-reduce crosses servers: ring (2(S-1) rounds) or rhd
-    /// (recursive halving-doubling, 2 log2 S rounds, for thousands of servers)
-    #[arg(long, default_value = "ring")]
-    pub inter_stage: InterStage,
-    /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...
-    #[arg(long, default_value = "contiguous")]
-    pub placement: PlacementPolicy,
-    /// Number of ranks (default: every GPU of the topology)
-    #[arg(long)]
-    pub ranks: Option<usize>,
+    pub request: RequestArgs,
     /// Start every round when all ranks have finished the one before (the model's rule)
     #[arg(long)]
     pub barriers: bool,
@@ -221,7 +185,7 @@ fn parse_times(text: &str) -> Result<Times, String> {
 }
 
 pub fn run(args: &SimArgs) -> Result<String> {
-    let mut topology = args.topology.load()?;
+    let mut topology = args.request.topology.load()?;
     if !args.fail.is_empty() {
         let links = topology.failed_links(&args.fail)?;
         topology = topology.without_links(&links)?;
@@ -235,41 +199,20 @@ pub fn run(args: &SimArgs) -> Result<String> {
     if let Some(path) = &args.jobs {
         return run_jobs(args, &topology, path);
     }
-    let placement = Placement::new(&topology, &args.placement, args.ranks)?;
+    let request = args.request.request()?;
+    let resolved = resolve(&topology, &request).map_err(model_error)?;
     for path in [&args.trace, &args.svg].into_iter().flatten() {
         // Found unwritable now, not after the simulation.
         std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let (list, strict) = algorithms(&args.algo, args.collective)?;
-    let elem_bytes = args.dtype.size_bytes();
-    if !args.size.is_multiple_of(elem_bytes) {
-        bail!("--size {} is not a whole number of {}-byte elements (--dtype)", args.size, elem_bytes);
-    }
-    let spec = CollectiveSpec::new(args.collective, placement.len(), args.size / elem_bytes).with_root(args.root);
+    let strict = request.strict;
+    let placement = resolved.placement;
     let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
     let other = if args.barriers { Dependencies::RankOrder } else { Dependencies::Barriers };
     let mut runs = Vec::new();
-    let mut skipped = Vec::new();
-    let groups = placement.ranks_by_server(&topology);
-    for (i, &algorithm) in list.iter().enumerate() {
-        if list[..i].contains(&algorithm) {
-            continue;
-        }
-        let options = GenOptions {
-            groups: groups.clone(),
-            order: None,
-            channels: if algorithm.uses_channels() { args.channels } else { 1 },
-            pipeline_chunks: railyard_sim::chunks_for(algorithm, args.pipeline_chunks),
-            inter_stage: args.inter_stage,
-        };
-        let schedule = match generate_compact(algorithm, &spec, &options, elem_bytes) {
-            Ok(s) => s,
-            Err(e) if !strict => {
-                skipped.push((algorithm.to_string(), e.to_string()));
-                continue;
-            }
-            Err(e) => return Err(e).with_context(|| format!("algorithm {algorithm}")),
-        };
+    let mut skipped: Vec<(String, String)> = resolved.skipped.into_iter().map(|s| (s.name, s.reason)).collect();
+    for variant in resolved.variants {
+        let (algorithm, schedule) = (variant.algorithm.to_string(), variant.schedule);
         let trace = (runs.is_empty() && args.trace.is_some()).then_some(MAX_TRACE_EVENTS);
         let sim_options = sim_options(args, dependencies, trace);
         let started = Instant::now();
@@ -279,7 +222,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
             &schedule,
             &placement,
             &sim_options,
-            algorithm,
+            &algorithm,
             &ready,
             args.format == Format::Md,
         ) {
@@ -306,7 +249,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 &schedule,
                 &placement,
                 &other_options,
-                algorithm,
+                &algorithm,
                 &ready,
                 args.format == Format::Md,
             )
@@ -322,7 +265,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 &schedule,
                 &placement,
                 &SimOptions { watch, trace_events: None, ..sim_options.clone() },
-                algorithm,
+                &algorithm,
                 &ready,
                 false,
             )?;
@@ -347,8 +290,8 @@ pub fn run(args: &SimArgs) -> Result<String> {
     let output = Output {
         topology: topology.name.clone(),
         routing: topology.routing.as_str(),
-        collective: args.collective,
-        bytes: args.size,
+        collective: request.collective,
+        bytes: request.bytes,
         ranks: placement.len(),
         dependencies,
         other,
@@ -389,7 +332,7 @@ fn simulate_one(
     schedule: &CompactSchedule,
     placement: &Placement,
     options: &SimOptions,
-    algorithm: Algorithm,
+    algorithm: &str,
     ready: &[f64],
     show_progress: bool,
 ) -> Result<SimReport> {
@@ -695,9 +638,6 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
             bail!("{name} does not apply to --flow-control");
         }
     }
-    if !args.size.is_multiple_of(args.dtype.size_bytes()) {
-        bail!("--size {} is not a whole number of {}-byte elements (--dtype)", args.size, args.dtype.size_bytes());
-    }
     let buffer = args.buffer.unwrap_or(1 << 20) as f64;
     let xoff = args.xoff.map_or(buffer / 2.0, |x| x as f64);
     let options = FluidOptions {
@@ -736,22 +676,12 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
         }
         specs = railyard_sim::job_runs(&planned).0;
     } else {
-        let placement = Placement::new(topology, &args.placement, args.ranks)?;
-        let (list, _) = algorithms(&args.algo, args.collective)?;
-        let elem_bytes = args.dtype.size_bytes();
-        let spec = CollectiveSpec::new(args.collective, placement.len(), args.size / elem_bytes).with_root(args.root);
-        for algorithm in list {
-            let options = GenOptions {
-                groups: placement.ranks_by_server(topology),
-                order: None,
-                channels: if algorithm.uses_channels() { args.channels } else { 1 },
-                pipeline_chunks: railyard_sim::chunks_for(algorithm, args.pipeline_chunks),
-                inter_stage: args.inter_stage,
-            };
-            match generate_compact(algorithm, &spec, &options, elem_bytes) {
-                Ok(s) => schedules.push((algorithm, s, placement.clone())),
-                Err(e) => skipped.push(format!("{algorithm}: {e}")),
-            }
+        // An algorithm that cannot run here is skipped, named or not.
+        let request = CollectiveRequest { strict: false, ..args.request.request()? };
+        let resolved = resolve(topology, &request).map_err(model_error)?;
+        skipped.extend(resolved.skipped.into_iter().map(|s| format!("{}: {}", s.name, s.reason)));
+        for v in resolved.variants {
+            schedules.push((v.algorithm.to_string(), v.schedule, resolved.placement.clone()));
         }
         if schedules.is_empty() {
             bail!("no algorithm could run: {}", skipped.join("; "));

@@ -1,0 +1,487 @@
+//! One collective request, resolved once. Every front end — `plan`, `sim`, the jobs
+//! file, the runtime's tuner, the training planner, the NCCL readers and Python — says
+//! what it wants as a [`CollectiveRequest`], and [`resolve`] turns it into the schedules
+//! to cost, simulate or run: the placement, the collective's spec, and one [`Variant`]
+//! per algorithm with its options (channels, pipelined chunks, ring order, server
+//! groups) settled. [`gen_options`] is the one place generator options are built and
+//! [`chunk_choices`] the one place the chunk policy is applied, so a new algorithm,
+//! option or policy lands here once and works everywhere.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use railyard_schedule::msccl;
+use railyard_schedule::{
+    check, generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, GenOptions, InterStage, Rank,
+};
+use railyard_topology::{Placement, PlacementPolicy, RouteTable, Topology};
+use serde::{Serialize, Serializer};
+
+use crate::error::{ModelError, MscclProblem};
+use crate::per_round::{cost_with, Breakdown};
+
+/// Pipelined chunks (chain, trees; the hierarchical all-reduces) — one policy for every
+/// front end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ChunkPolicy {
+    /// This many chunks, for every algorithm that pipelines (chain, trees, hierarchical,
+    /// in-network); the others are not cut.
+    Fixed(usize),
+    /// Chain and trees: 1, 2, 4, … 128 chunks (no more than elements), the one the
+    /// per-round model finds fastest; every other algorithm uncut. NCCL's tuner picks its
+    /// chunk size the same way, from its own cost tables.
+    #[default]
+    Search,
+}
+
+/// The largest chunk count `ChunkPolicy::Search` tries.
+pub const MAX_SEARCHED_CHUNKS: usize = 128;
+
+/// The chunk counts an algorithm is generated with under `policy` (one for all but a
+/// search), for a collective of `count` elements.
+pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> Vec<usize> {
+    let pipelines = algorithm.pipelined() || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork);
+    match policy {
+        ChunkPolicy::Fixed(n) if pipelines => vec![n.max(1)],
+        ChunkPolicy::Search if algorithm.pipelined() => (0..)
+            .map(|k| 1usize << k)
+            .take_while(|&c| c <= MAX_SEARCHED_CHUNKS)
+            .filter(|&c| c == 1 || (c as u64) <= count)
+            .collect(),
+        _ => vec![1],
+    }
+}
+
+/// The generator options of `algorithm`: the one place they are built. Options an
+/// algorithm does not take are left at their defaults (a ring order only for ring and
+/// chain, channels only for the rings, chunks only where it pipelines), so two requests
+/// that differ only in them give the same schedule.
+pub fn gen_options(
+    algorithm: Algorithm,
+    channels: usize,
+    pipeline_chunks: usize,
+    order: Option<&[Rank]>,
+    groups: Vec<Vec<Rank>>,
+    inter_stage: InterStage,
+) -> GenOptions {
+    GenOptions {
+        groups,
+        order: order.filter(|_| algorithm.uses_order()).map(<[Rank]>::to_vec),
+        channels: if algorithm.uses_channels() { channels.max(1) } else { 1 },
+        pipeline_chunks: pipeline_chunks.max(1),
+        inter_stage,
+    }
+}
+
+/// An algorithm a request names: one of railyard's, or an MSCCL XML program.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlgorithmSpec {
+    Builtin(Algorithm),
+    /// An MSCCL program (msccl-tools' output): its text, and the file it came from, which
+    /// names it in errors.
+    Msccl {
+        file: String,
+        text: Arc<str>,
+    },
+}
+
+/// What a cost, a simulation or a run names its algorithm by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AlgorithmRef {
+    Builtin(Algorithm),
+    /// A schedule from elsewhere: "msccl:NAME", an NCCL log's ring.
+    Named(String),
+}
+
+impl AlgorithmRef {
+    /// The algorithm of a schedule named `name` (railyard's generators name theirs).
+    pub fn from_name(name: &str) -> AlgorithmRef {
+        name.parse().map_or_else(|_| AlgorithmRef::Named(name.to_string()), AlgorithmRef::Builtin)
+    }
+
+    pub fn builtin(&self) -> Option<Algorithm> {
+        match self {
+            AlgorithmRef::Builtin(a) => Some(*a),
+            AlgorithmRef::Named(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for AlgorithmRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AlgorithmRef::Builtin(a) => f.write_str(a.as_str()),
+            AlgorithmRef::Named(n) => f.write_str(n),
+        }
+    }
+}
+
+impl Serialize for AlgorithmRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The algorithms of a request: `all` or `auto` (every built-in algorithm that implements
+/// the collective; those that cannot run here are skipped, and the fastest is the one to
+/// run), or a comma-separated list of names and MSCCL XML files (`*.xml`, read here),
+/// each of which must run. (The list, and whether it was named.)
+pub fn parse_algorithms(text: &str, collective: Collective) -> Result<(Vec<AlgorithmSpec>, bool), ModelError> {
+    let bad = |message: String| ModelError::BadInput { field: "algorithms".into(), message };
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    let (files, names): (Vec<&str>, Vec<&str>) = items.iter().partition(|a| a.ends_with(".xml"));
+    let (builtins, strict) = if names.is_empty() && !files.is_empty() {
+        (Vec::new(), true)
+    } else {
+        Algorithm::parse_list(&names.join(","), collective).map_err(bad)?
+    };
+    let mut specs: Vec<AlgorithmSpec> = builtins.into_iter().map(AlgorithmSpec::Builtin).collect();
+    for file in files {
+        let text = railyard_topology::file::read_text(Path::new(file), msccl::MAX_XML_BYTES as u64)?;
+        specs.push(AlgorithmSpec::Msccl { file: file.to_string(), text: text.into() });
+    }
+    Ok((specs, strict))
+}
+
+/// One collective, as every front end asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectiveRequest {
+    pub collective: Collective,
+    /// The large buffer, as nccl-tests counts it.
+    pub bytes: u64,
+    pub elem_bytes: u64,
+    /// Root of rooted collectives (the sender of send/recv).
+    pub root: Rank,
+    pub algorithms: Vec<AlgorithmSpec>,
+    /// An algorithm that cannot run here is an error (named ones), not skipped (`all`).
+    pub strict: bool,
+    /// Parallel rings for the ring algorithms.
+    pub channels: usize,
+    pub chunks: ChunkPolicy,
+    /// How a hierarchical all-reduce crosses servers.
+    pub inter_stage: InterStage,
+    pub placement: PlacementPolicy,
+    /// Ranks placed (every GPU of the topology when `None`).
+    pub ranks: Option<usize>,
+    /// Ring and chain order (rank order when `None`).
+    pub order: Option<Vec<Rank>>,
+    /// Server groups of the hierarchical algorithms (the placement's servers when `None`).
+    pub groups: Option<Vec<Vec<Rank>>>,
+}
+
+impl CollectiveRequest {
+    /// `algorithms` (named: each must run) for `bytes` of `elem_bytes`-byte elements, every
+    /// other option at its default: root 0, one channel, chunks searched, rank order,
+    /// contiguous placement on every GPU, servers as groups.
+    pub fn new(collective: Collective, bytes: u64, elem_bytes: u64, algorithms: Vec<Algorithm>) -> Self {
+        CollectiveRequest {
+            collective,
+            bytes,
+            elem_bytes,
+            root: 0,
+            algorithms: algorithms.into_iter().map(AlgorithmSpec::Builtin).collect(),
+            strict: true,
+            channels: 1,
+            chunks: ChunkPolicy::Search,
+            inter_stage: InterStage::Ring,
+            placement: PlacementPolicy::Contiguous,
+            ranks: None,
+            order: None,
+            groups: None,
+        }
+    }
+
+    /// Every built-in algorithm that implements the collective, those that cannot run
+    /// here skipped (`--algo all`).
+    pub fn all(collective: Collective, bytes: u64, elem_bytes: u64) -> Self {
+        let every = Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect();
+        CollectiveRequest { strict: false, ..CollectiveRequest::new(collective, bytes, elem_bytes, every) }
+    }
+
+    /// The built-in algorithms asked for, each once, in the order asked.
+    pub fn builtins(&self) -> Vec<Algorithm> {
+        let mut asked = Vec::new();
+        for spec in &self.algorithms {
+            if let AlgorithmSpec::Builtin(a) = spec {
+                if !asked.contains(a) {
+                    asked.push(*a);
+                }
+            }
+        }
+        asked
+    }
+
+    /// Whether NCCL's rule of thumb may reach for CollNet (in-network reduction): an
+    /// all-reduce, switches that reduce, and in-network among the algorithms asked for.
+    pub fn in_network_available(&self, topology: &Topology) -> bool {
+        topology.devices.iter().any(|d| d.in_network_reduction)
+            && self.collective == Collective::AllReduce
+            && self.algorithms.contains(&AlgorithmSpec::Builtin(Algorithm::InNetwork))
+    }
+}
+
+/// An algorithm that could not run here (and why), when the request skips them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// One algorithm of a request, ready to cost, simulate or run.
+#[derive(Debug)]
+pub struct Variant {
+    pub algorithm: AlgorithmRef,
+    pub schedule: CompactSchedule,
+    /// Chunks it was cut into (algorithms that pipeline).
+    pub pipeline_chunks: Option<usize>,
+    /// Parallel rings (1 for algorithms that have none).
+    pub channels: usize,
+    /// Its cost, where resolving it costed it already (a chunk search).
+    pub breakdown: Option<Breakdown>,
+}
+
+/// A request resolved on a topology.
+#[derive(Debug)]
+pub struct Resolved {
+    pub placement: Placement,
+    pub spec: CollectiveSpec,
+    /// Server groups the variants were generated with.
+    pub groups: Vec<Vec<Rank>>,
+    pub variants: Vec<Variant>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// The schedules `request` asks for on `topology`: the placement, the spec, and one
+/// variant per algorithm (built-ins first, each once, in the order asked; then MSCCL
+/// programs), with its chunk count settled by the policy. With `strict`, an algorithm
+/// that cannot run is an error; otherwise it is skipped, saying why.
+pub fn resolve(topology: &Topology, request: &CollectiveRequest) -> Result<Resolved, ModelError> {
+    let placement = Placement::new(topology, &request.placement, request.ranks).map_err(ModelError::Placement)?;
+    resolve_on(topology, &placement, request)
+}
+
+/// [`resolve`] on a placement already made.
+pub fn resolve_on(
+    topology: &Topology,
+    placement: &Placement,
+    request: &CollectiveRequest,
+) -> Result<Resolved, ModelError> {
+    resolve_with(topology, placement, request, Costs::WhereSearched)
+}
+
+/// Which variants resolving costs with the per-round model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Costs {
+    /// Only those whose chunk count was searched.
+    WhereSearched,
+    /// Every variant (`plan`): one that cannot be costed is skipped or refused as one that
+    /// cannot be generated is.
+    Every,
+}
+
+pub(crate) fn resolve_with(
+    topology: &Topology,
+    placement: &Placement,
+    request: &CollectiveRequest,
+    costs: Costs,
+) -> Result<Resolved, ModelError> {
+    if request.elem_bytes == 0 || !request.bytes.is_multiple_of(request.elem_bytes) {
+        return Err(ModelError::SizeNotMultiple { bytes: request.bytes, elem_bytes: request.elem_bytes });
+    }
+    let count = request.bytes / request.elem_bytes;
+    let spec = CollectiveSpec::new(request.collective, placement.len(), count).with_root(request.root);
+    let groups = request.groups.clone().unwrap_or_else(|| placement.ranks_by_server(topology));
+    let asked = request.builtins();
+    check_options(request, &asked, placement.len())?;
+    let mut variants = Vec::new();
+    let mut skipped = Vec::new();
+    // One route table for every algorithm and chunk count: they use the same pairs.
+    let mut routes = RouteTable::new(topology);
+    for &algorithm in &asked {
+        let choices = chunk_choices(algorithm, request.chunks, count);
+        let costed = choices.len() > 1 || costs == Costs::Every;
+        let mut best: Option<Result<Variant, ModelError>> = None;
+        for chunks in choices {
+            let options = gen_options(
+                algorithm,
+                request.channels,
+                chunks,
+                request.order.as_deref(),
+                groups.clone(),
+                request.inter_stage,
+            );
+            let made = generate_compact(algorithm, &spec, &options, request.elem_bytes).map_err(ModelError::from);
+            let variant = made.and_then(|schedule| {
+                let breakdown = match costed {
+                    true => Some(cost_with(&schedule, &mut routes, placement)?),
+                    false => None,
+                };
+                Ok(Variant {
+                    algorithm: AlgorithmRef::Builtin(algorithm),
+                    schedule,
+                    pipeline_chunks: (algorithm.pipelined() || chunks > 1).then_some(chunks),
+                    channels: options.channels,
+                    breakdown,
+                })
+            });
+            // The fastest chunk count; the first of equals.
+            best = match (best, variant) {
+                (Some(Ok(a)), Ok(b)) => Some(Ok(if secs(&b) < secs(&a) { b } else { a })),
+                (Some(Ok(a)), Err(_)) => Some(Ok(a)),
+                (_, v) => Some(v),
+            };
+        }
+        let Some(result) = best else { continue };
+        if !algorithm.supports(request.collective) && !request.strict {
+            continue;
+        }
+        match result {
+            Ok(v) => variants.push(v),
+            Err(e) if !request.strict => skipped.push(Skipped { name: algorithm.to_string(), reason: e.to_string() }),
+            Err(e) => return Err(e),
+        }
+    }
+    for spec_of in &request.algorithms {
+        if let AlgorithmSpec::Msccl { file, text } = spec_of {
+            let mut v = msccl_variant(file, text, request, placement.len())?;
+            if costs == Costs::Every {
+                v.breakdown = Some(cost_with(&v.schedule, &mut routes, placement)?);
+            }
+            variants.push(v);
+        }
+    }
+    Ok(Resolved { placement: placement.clone(), spec, groups, variants, skipped })
+}
+
+/// A variant's time where resolving costed it (a searched one always is).
+fn secs(v: &Variant) -> f64 {
+    v.breakdown.as_ref().map_or(f64::INFINITY, |b| b.total_secs)
+}
+
+/// Options no algorithm asked for takes are a mistake to say, not to drop; groups must
+/// hold every rank once.
+fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize) -> Result<(), ModelError> {
+    let bad = |field: &str, message: String| ModelError::BadInput { field: field.into(), message };
+    if let Some(groups) = &request.groups {
+        let mut seen = vec![false; ranks];
+        for &r in groups.iter().flatten() {
+            if r >= seen.len() {
+                return Err(bad("groups", format!("rank {r} is out of range 0..{}", seen.len())));
+            }
+            if seen[r] {
+                return Err(bad("groups", format!("rank {r} is in two groups")));
+            }
+            seen[r] = true;
+        }
+        if let Some(r) = seen.iter().position(|&s| !s) {
+            return Err(bad("groups", format!("rank {r} is in no group")));
+        }
+    }
+    let runs = |a: &&Algorithm| a.supports(request.collective);
+    let names = || asked.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+    let unused = |option: &str, takers: &str, takes: fn(&Algorithm) -> bool| {
+        let why = match asked.iter().find(|a| takes(a)) {
+            Some(a) => format!("{a} takes it but does not run {}", request.collective.as_str()),
+            None => format!("none of the algorithms asked ({}) is one", names()),
+        };
+        bad(option, format!("sets the order of {takers}, and {why}"))
+    };
+    if request.order.is_some() && !asked.iter().filter(runs).any(|a| a.uses_order()) {
+        return Err(unused("order", "ring and chain", |a| a.uses_order()));
+    }
+    if request.groups.is_some() && !asked.iter().filter(runs).any(|a| a.uses_groups()) {
+        return Err(unused("groups", "hierarchical, in-network and interleaved-ring (their server groups)", |a| {
+            a.uses_groups()
+        }));
+    }
+    Ok(())
+}
+
+/// An MSCCL program as a variant: read once, proved by the symbolic checker on one
+/// element per chunk, then generated at the request's size rounded down to whole
+/// chunks. Refused if it is not the collective asked, does not fit the ranks, or fails
+/// the checker.
+fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usize) -> Result<Variant, ModelError> {
+    let (schedule, info, problem) = msccl_program(file, text, request.bytes, request.elem_bytes)?;
+    let refuse = |problem| ModelError::Msccl { file: file.to_string(), problem };
+    if info.collective != request.collective {
+        return Err(refuse(MscclProblem::Collective { program: info.collective, asked: request.collective }));
+    }
+    if info.gpus != ranks {
+        return Err(refuse(MscclProblem::Ranks { gpus: info.gpus, ranks }));
+    }
+    if let Some(p) = problem {
+        return Err(refuse(MscclProblem::Refused { problem: p }));
+    }
+    Ok(Variant {
+        algorithm: AlgorithmRef::Named(format!("msccl:{}", info.name)),
+        schedule,
+        pipeline_chunks: None,
+        channels: 1,
+        breakdown: None,
+    })
+}
+
+/// An MSCCL program's schedule at `bytes` (rounded down to whole chunks), what it says
+/// of itself, and the symbolic checker's objection if it has one.
+pub fn msccl_program(
+    file: &str,
+    text: &str,
+    bytes: u64,
+    elem_bytes: u64,
+) -> Result<(CompactSchedule, msccl::MscclInfo, Option<String>), ModelError> {
+    let unreadable = |e: railyard_schedule::ScheduleError| ModelError::MscclUnreadable {
+        file: file.to_string(),
+        message: e.to_string(),
+    };
+    let program = msccl::Program::parse(text).map_err(unreadable)?;
+    let chunks = program.info.chunks;
+    let proof = program.schedule(chunks, elem_bytes).map_err(unreadable)?;
+    let problem = check(&proof.expand()).err().map(|e| e.to_string());
+    let count = msccl_count(chunks, bytes, elem_bytes)?;
+    let schedule = program.schedule(count, elem_bytes).map_err(unreadable)?;
+    Ok((schedule, program.info, problem))
+}
+
+/// The elements an MSCCL program of `chunks` chunks runs on at `bytes`: a whole number
+/// of its chunks, at least one.
+pub fn msccl_count(chunks: u64, bytes: u64, elem_bytes: u64) -> Result<u64, ModelError> {
+    let count = bytes / elem_bytes.max(1) / chunks.max(1) * chunks;
+    if count == 0 {
+        return Err(ModelError::MscclTooSmall { bytes, chunks });
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chunk_policy_in_one_place() {
+        assert_eq!(chunk_choices(Algorithm::Tree, ChunkPolicy::Search, 1 << 20), vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        assert_eq!(chunk_choices(Algorithm::Chain, ChunkPolicy::Search, 5), vec![1, 2, 4]);
+        assert_eq!(chunk_choices(Algorithm::Ring, ChunkPolicy::Search, 1 << 20), vec![1]);
+        assert_eq!(chunk_choices(Algorithm::Hierarchical, ChunkPolicy::Search, 1 << 20), vec![1]);
+        assert_eq!(chunk_choices(Algorithm::Hierarchical, ChunkPolicy::Fixed(4), 1 << 20), vec![4]);
+        assert_eq!(chunk_choices(Algorithm::Rhd, ChunkPolicy::Fixed(4), 1 << 20), vec![1]);
+        let o = gen_options(Algorithm::Rhd, 4, 1, Some(&[1, 0]), vec![], InterStage::Ring);
+        assert_eq!((o.channels, o.order), (1, None), "options rhd does not take are left out");
+        let o = gen_options(Algorithm::Ring, 4, 1, Some(&[1, 0]), vec![], InterStage::Ring);
+        assert_eq!((o.channels, o.order), (4, Some(vec![1, 0])));
+    }
+
+    #[test]
+    fn algorithm_lists_and_names() {
+        let (all, strict) = parse_algorithms("all", Collective::Broadcast).unwrap();
+        assert!(
+            !strict && all.iter().all(|a| matches!(a, AlgorithmSpec::Builtin(x) if x.supports(Collective::Broadcast)))
+        );
+        let (named, strict) = parse_algorithms("ring, rhd", Collective::AllReduce).unwrap();
+        assert!(strict && named == [AlgorithmSpec::Builtin(Algorithm::Ring), AlgorithmSpec::Builtin(Algorithm::Rhd)]);
+        assert!(parse_algorithms("nosuch", Collective::AllReduce).is_err());
+        assert!(parse_algorithms("nosuch.xml", Collective::AllReduce).is_err());
+        assert_eq!(AlgorithmRef::from_name("double-tree"), AlgorithmRef::Builtin(Algorithm::DoubleTree));
+        assert_eq!(AlgorithmRef::from_name("msccl:x").to_string(), "msccl:x");
+    }
+}
