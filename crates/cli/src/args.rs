@@ -11,6 +11,7 @@ use railyard_units::units;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Markdown tables with explanations (for people)
+    #[value(alias = "text")]
     Md,
     /// One JSON document (for scripts)
     Json,

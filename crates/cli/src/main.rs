@@ -2,7 +2,6 @@
 //! should change. Every number printed comes with its breakdown.
 
 mod args;
-mod chart;
 mod commands;
 mod progress;
 

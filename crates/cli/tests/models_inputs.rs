@@ -1,7 +1,7 @@
 //! Scenario files, `--set`, bad inputs and the charts of `railyard model`.
 
 mod common;
-use common::{json, railyard, MODELS};
+use common::{json, models, railyard};
 use std::path::PathBuf;
 
 fn scenario(name: &str) -> String {
@@ -37,7 +37,7 @@ fn differs(a: &serde_json::Value, b: &serde_json::Value, at: String) -> Option<S
 
 #[test]
 fn bundled_scenarios_are_the_defaults() {
-    for m in MODELS {
+    for m in models() {
         let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(scenario(m)).unwrap()).unwrap();
         let defaults = json(&["model", m, "--print-inputs"]);
         assert_eq!(

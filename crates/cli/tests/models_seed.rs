@@ -2,7 +2,7 @@
 //! default run of every model reproduces the chapter's numbers, to the precision printed.
 
 mod common;
-use common::{json, railyard, MODELS};
+use common::{json, models, railyard};
 use serde_json::Value;
 
 fn f(v: &Value) -> f64 {
@@ -179,7 +179,7 @@ fn deadlock_7_5_4() {
 
 #[test]
 fn every_model_explains_itself_in_markdown() {
-    for m in MODELS {
+    for m in models() {
         let out = railyard(&["model", m]);
         assert_eq!(out.code, 0, "{m}: {}", out.stderr);
         assert!(out.stdout.starts_with("# ") && out.stdout.contains("seed 001 §7."), "{m}: {}", out.stdout);

@@ -2,6 +2,7 @@
 //! while each request holds its slot for T needs N ≥ ⌈BT/m⌉ requests in flight; and
 //! B_eff ≤ min(B_path, N·m/T, m/δ) — the path, the slots, or the issue rate binds.
 
+use railyard_units::chart::{LineChart, Mark, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::error::positive;
@@ -166,6 +167,44 @@ impl ConcurrencyOutput {
         out.push_str(&s.render());
         out
     }
+}
+
+/// The model's chart (`railyard model concurrency --svg`).
+pub fn chart(o: &ConcurrencyOutput, i: &ConcurrencyInput) -> String {
+    let max_slots = i.slots.iter().copied().max().unwrap_or(1).max(o.slots_needed + o.slots_needed / 4);
+    let grid: Vec<u64> = (1..=60).map(|k| (k * max_slots).div_ceil(60)).collect();
+    let sweep = |with_issue: bool| -> Vec<(f64, f64)> {
+        grid.iter()
+            .map(|&n| {
+                let slot = n as f64 * i.request_bytes / i.slot_secs;
+                let mut b = slot.min(i.path_bytes_per_sec);
+                if with_issue {
+                    b = b.min(o.issue_bound_bytes_per_sec);
+                }
+                (n as f64, b / 1e9)
+            })
+            .collect()
+    };
+    LineChart {
+        title: format!(
+            "Effective bandwidth vs request slots ({} B requests, T = {} us)",
+            i.request_bytes,
+            i.slot_secs * 1e6
+        ),
+        x_label: "slots in flight N".into(),
+        y_label: "effective bandwidth (GB/s)".into(),
+        log_x: false,
+        series: vec![
+            Series { name: "path and slots: min(B, Nm/T)".into(), points: sweep(false) },
+            Series { name: "with issue rate: min(B, Nm/T, m/δ)".into(), points: sweep(true) },
+        ],
+        marks: vec![Mark {
+            x: o.slots_needed as f64,
+            y: i.path_bytes_per_sec / 1e9,
+            label: format!("N = ⌈BT/m⌉ = {}", o.slots_needed),
+        }],
+    }
+    .svg()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use num_bigint::BigUint;
 use num_rational::BigRational;
 use num_traits::{One, ToPrimitive, Zero};
+use railyard_units::chart::{LineChart, Mark, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::error::NetModelError;
@@ -261,6 +262,36 @@ impl EcmpOutput {
         out.push_str("\nCollisions cost most when flows ≈ uplinks; rail alignment (fewer cross-group flows per leaf) or packet spraying avoids them.\n");
         out
     }
+}
+
+/// The model's chart (`railyard model ecmp --svg`).
+pub fn chart(o: &EcmpOutput, _: &EcmpInput) -> String {
+    LineChart {
+        title: "Busiest uplink's load: exact distribution per (flows, uplinks)".into(),
+        x_label: "flows on the busiest uplink L_max".into(),
+        y_label: "probability".into(),
+        log_x: false,
+        series: o
+            .cases
+            .iter()
+            .map(|c| Series {
+                name: format!("n={} m={} (E={:.2})", c.flows, c.uplinks, c.expected_max),
+                points: c
+                    .distribution
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, p)| **p > 1e-6 || *k as u32 <= c.percentile_max)
+                    .map(|(k, &p)| (k as f64, p))
+                    .collect(),
+            })
+            .collect(),
+        marks: o
+            .cases
+            .iter()
+            .map(|c| Mark { x: c.expected_max, y: 0.0, label: format!("E={:.2}", c.expected_max) })
+            .collect(),
+    }
+    .svg()
 }
 
 #[cfg(test)]

@@ -5,6 +5,15 @@ use thiserror::Error;
 pub enum NetModelError {
     #[error("{field}: {message}")]
     BadInput { field: String, message: String },
+    /// A scenario's inputs that do not read as the model's (`path`: which input).
+    #[error("input {path}: {message}")]
+    Input { path: String, message: String },
+    /// A scenario file that is not JSON.
+    #[error("{message}")]
+    Scenario { message: String },
+    /// A change (`key=value`) that names no input.
+    #[error("{key}: {message}")]
+    Set { key: String, message: String },
 }
 
 /// Positive-value check for inputs where zero would divide or mean nothing.

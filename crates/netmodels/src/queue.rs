@@ -3,6 +3,7 @@
 //! the backlog is piecewise linear, computed exactly between the instants where a
 //! demand turns on or off or the queue empties.
 
+use railyard_units::chart::{LineChart, Mark, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::error::positive;
@@ -234,6 +235,35 @@ impl QueueOutput {
         ));
         out
     }
+}
+
+/// The model's chart (`railyard model queue --svg`).
+pub fn chart(o: &QueueOutput, i: &QueueInput) -> String {
+    LineChart {
+        title: format!("Backlog at a {} GB/s egress", i.egress_bytes_per_sec / 1e9),
+        x_label: "time (ms)".into(),
+        y_label: "backlog (MB)".into(),
+        log_x: false,
+        series: o
+            .scenarios
+            .iter()
+            .map(|s| Series {
+                name: s.name.clone(),
+                points: s.backlog.iter().map(|&(t, q)| (t * 1e3, q / 1e6)).collect(),
+            })
+            .collect(),
+        marks: o
+            .scenarios
+            .iter()
+            .filter(|s| s.peak_bytes > 0.0)
+            .map(|s| Mark {
+                x: s.peak_at_secs * 1e3,
+                y: s.peak_bytes / 1e6,
+                label: format!("peak {:.0} MB", s.peak_bytes / 1e6),
+            })
+            .collect(),
+    }
+    .svg()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! one way, twice). And when to fetch a snapshot home instead of reading it remotely:
 //! T_remote = r·t_remote, T_stage = t_fetch + r·t_local, crossover r = t_fetch / (t_remote − t_local).
 
+use railyard_units::chart::StackedBars;
 use serde::{Deserialize, Serialize};
 
 use crate::error::positive;
@@ -360,6 +361,36 @@ impl RemoteReadOutput {
         out.push_str(&r.render());
         out
     }
+}
+
+/// The model's chart (`railyard model remote-read --svg`).
+pub fn chart(o: &RemoteReadOutput, _: &RemoteReadInput) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for p in &o.paths {
+        for (c, _) in &p.by_category {
+            if !names.contains(c) {
+                names.push(c.clone());
+            }
+        }
+    }
+    StackedBars {
+        title: "One 64 B remote read: critical-path stages by category".into(),
+        y_label: "latency (ns)".into(),
+        categories: o.paths.iter().map(|p| p.name.clone()).collect(),
+        segments: names
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    o.paths
+                        .iter()
+                        .map(|p| p.by_category.iter().find(|(c, _)| c == n).map_or(0.0, |(_, s)| s * 1e9))
+                        .collect(),
+                )
+            })
+            .collect(),
+    }
+    .svg()
 }
 
 #[cfg(test)]

@@ -62,19 +62,23 @@ fn plan_json(
     serde_json::to_string(&result).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
-/// Model `name` with `overrides_json` (an object of input fields): `{"inputs", "output"}`.
+/// Model `name` with `overrides_json` (an object of input fields, dotted keys descending
+/// into objects and arrays): `{"inputs", "output"}`.
 #[pyfunction]
 fn model_json(name: &str, overrides_json: &str) -> PyResult<String> {
     let overrides: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(overrides_json).map_err(|e| value_error("overrides", e))?;
-    let (inputs, output) = railyard_netmodels::registry::run(name, &overrides).map_err(|e| value_error(name, e))?;
-    Ok(serde_json::json!({ "inputs": inputs, "output": output }).to_string())
+    let model = railyard_netmodels::registry::find(name).map_err(|e| value_error(name, e))?;
+    let changes: Vec<(String, serde_json::Value)> = overrides.into_iter().collect();
+    let inputs = railyard_netmodels::registry::Inputs { scenario: None, changes: &changes };
+    let run = model.evaluate(&inputs, false).map_err(|e| value_error(name, e))?;
+    Ok(format!("{{\"inputs\": {}, \"output\": {}}}", run.inputs_json, run.output_json))
 }
 
 /// The models `model_json` knows.
 #[pyfunction]
 fn models() -> Vec<&'static str> {
-    railyard_netmodels::registry::MODELS.to_vec()
+    railyard_netmodels::registry::MODELS.iter().map(|m| m.name).collect()
 }
 
 /// A topology (preset spec or file) in the topology file format (JSON).

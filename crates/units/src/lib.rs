@@ -1,9 +1,10 @@
 //! What every railyard crate prints and reads: sizes, bandwidths and times in the seeds'
-//! units (`units`), quantities with units in input files (`quantity`), and aligned
-//! Markdown tables (`table`). No dependency on the rest of railyard.
+//! units (`units`), quantities with units in input files (`quantity`), aligned Markdown
+//! tables (`table`) and SVG charts (`chart`). No dependency on the rest of railyard.
 
 #![forbid(unsafe_code)]
 
+pub mod chart;
 pub mod quantity;
 pub mod table;
 pub mod units;

@@ -6,54 +6,59 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
+use clap::{ArgMatches, Args, Command, FromArgMatches, Subcommand};
 use railyard_netmodels::clos::{clos_cut, leaf_ports, leaf_ports_explicit, ClosCut, ClosInput};
-use railyard_netmodels::{
-    concurrency, connection_state, dag, deadlock, ecmp, ep_dispatch, feedback, incast, message, multipath, nic_relay,
-    queue, remote_read, slots, spray,
-};
+use railyard_netmodels::registry::{self, Inputs, Model, MODELS};
+use railyard_netmodels::NetModelError;
 use railyard_units::units::format_bytes_per_sec;
 use railyard_units::Table;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 
 use crate::args::{parse_bandwidth, parse_ratio, Format};
-use crate::chart::{LineChart, Mark, Series, StackedBars};
 
-#[derive(Debug, Subcommand)]
+/// `railyard model`: clos-cut, and a subcommand per scenario model of the netmodels
+/// registry (its name and summary come from there).
+#[derive(Debug)]
 pub enum ModelCommand {
     /// Size a k-port Clos fabric: endpoints, switches, bisection, a job's cut (seed 001 §7.1.2)
     ClosCut(ClosCutArgs),
-    /// T = α + M/B, the αB crossover, pipeline time and utilisation (§7.2.2)
-    Message(ScenarioArgs),
-    /// Expert-parallel dispatch/combine traffic matrix: per sender, NIC, shared interface, cut (§7.2.3)
-    EpDispatch(ScenarioArgs),
-    /// Borrowing neighbour NICs through NVLink; issue-rate crossover (§7.2.4)
-    NicRelay(ScenarioArgs),
-    /// Requests in flight: N ≥ ⌈BT/m⌉ and B_eff = min(B, Nm/T, m/δ) (§7.3.4; --svg: B_eff vs slots)
-    Concurrency(ScenarioArgs),
-    /// One remote read stage by stage; fetch-vs-remote-read reuse crossover (§7.3.3; --svg: stacked stages)
-    RemoteRead(ScenarioArgs),
-    /// Connection state: private vs shared transport, isolation groups, cache overflow (§7.4.2)
-    ConnectionState(ScenarioArgs),
-    /// Dependency graphs: finish times, critical path, slack, ordering policies, stale read (§7.4.1, §7.4.3, §7.6.1)
-    Dag(ScenarioArgs),
-    /// Request slots and completion processing, event by event (§7.4.4)
-    Slots(ScenarioArgs),
-    /// Periodic on/off demands into a shared egress: backlog over time (§7.5.1; --svg: backlog)
-    Queue(ScenarioArgs),
-    /// Feedback delay vs buffer: fill time, drops, drain (§7.5.2)
-    Feedback(ScenarioArgs),
-    /// Incast: tolerable feedback delay, PFC headroom, end-to-end bytes in flight (§7.5.2)
-    Incast(ScenarioArgs),
-    /// Packets over several paths: in-order delivery, reorder buffer, selective repeat vs go-back-N (§7.5.3)
-    Multipath(ScenarioArgs),
-    /// ECMP hash collisions: exact distribution of the busiest uplink's load (§7.5.3; --svg: distributions)
-    Ecmp(ScenarioArgs),
-    /// Packet spraying over paths of different delays (§7.5.3)
-    Spray(ScenarioArgs),
-    /// Wait-for graphs: cycles found and printed (§7.5.4)
-    Deadlock(ScenarioArgs),
+    Scenario(&'static Model, ScenarioArgs),
+}
+
+const CLOS_CUT_ABOUT: &str = "Size a k-port Clos fabric: endpoints, switches, bisection, a job's cut (seed 001 §7.1.2)";
+
+impl FromArgMatches for ModelCommand {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        match matches.subcommand() {
+            Some(("clos-cut", sub)) => Ok(ModelCommand::ClosCut(ClosCutArgs::from_arg_matches(sub)?)),
+            Some((name, sub)) => match registry::find(name) {
+                Ok(model) => Ok(ModelCommand::Scenario(model, ScenarioArgs::from_arg_matches(sub)?)),
+                Err(e) => Err(clap::Error::raw(clap::error::ErrorKind::InvalidSubcommand, e.to_string())),
+            },
+            None => Err(clap::Error::raw(clap::error::ErrorKind::MissingSubcommand, "a model is required")),
+        }
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for ModelCommand {
+    fn augment_subcommands(cmd: Command) -> Command {
+        let cmd = cmd.subcommand(ClosCutArgs::augment_args(Command::new("clos-cut").about(CLOS_CUT_ABOUT)));
+        MODELS
+            .iter()
+            .fold(cmd, |cmd, m| cmd.subcommand(ScenarioArgs::augment_args(Command::new(m.name).about(m.about))))
+    }
+
+    fn augment_subcommands_for_update(cmd: Command) -> Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        name == "clos-cut" || registry::find(name).is_ok()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -112,220 +117,47 @@ pub struct ClosCutArgs {
     pub format: Format,
 }
 
-/// Apply `KEY=VALUE` to a JSON object (dotted keys descend into objects, numbers index arrays).
-fn apply_set(value: &mut serde_json::Value, assignment: &str) -> Result<()> {
-    let (key, raw) = assignment.split_once('=').with_context(|| format!("--set {assignment}: expected KEY=VALUE"))?;
-    let new: serde_json::Value =
-        serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_string()));
-    let mut at = value;
-    let parts: Vec<&str> = key.split('.').collect();
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        at = match at {
-            serde_json::Value::Object(map) => {
-                if !map.contains_key(*part) {
-                    let known: Vec<&String> = map.keys().collect();
-                    bail!("--set {key}: no input \"{part}\" here (inputs: {known:?})");
-                }
-                map.get_mut(*part).with_context(|| format!("--set {key}"))?
-            }
-            serde_json::Value::Array(items) => {
-                let index: usize = part.parse().with_context(|| format!("--set {key}: \"{part}\" is not an index"))?;
-                let len = items.len();
-                items
-                    .get_mut(index)
-                    .with_context(|| format!("--set {key}: index {index} is past the end ({len} items)"))?
-            }
-            _ => bail!("--set {key}: \"{part}\" goes inside a value that has no fields"),
-        };
-        if last {
-            *at = new.clone();
-            return Ok(());
-        }
+/// Run one scenario model: its inputs (the file or the defaults, then every --set), then
+/// JSON or Markdown (and its chart).
+fn scenario(model: &Model, args: &ScenarioArgs) -> Result<String> {
+    let mut changes = Vec::with_capacity(args.set.len());
+    for assignment in &args.set {
+        let (key, raw) =
+            assignment.split_once('=').with_context(|| format!("--set {assignment}: expected KEY=VALUE"))?;
+        // JSON, or else a string (so units work: path_bytes_per_sec=50GB/s).
+        let value = serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_string()));
+        changes.push((key.to_string(), value));
     }
-    Ok(())
-}
-
-fn inputs<I: DeserializeOwned + Serialize + Default>(args: &ScenarioArgs) -> Result<I> {
-    let parse_err = |e: serde_path_to_error::Error<serde_json::Error>| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        anyhow::anyhow!("input {}: {}", if path == "." { "(top level)".into() } else { format!("`{path}`") }, inner)
+    let text = match &args.inputs {
+        Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?),
+        None => None,
     };
-    if args.set.is_empty() {
-        if let Some(path) = &args.inputs {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let mut de = serde_json::Deserializer::from_str(&text);
-            return serde_path_to_error::deserialize(&mut de)
-                .map_err(parse_err)
-                .with_context(|| format!("scenario {}", path.display()));
+    let inputs = Inputs { scenario: text.as_deref(), changes: &changes };
+    let in_words = |e: NetModelError| match (&e, &args.inputs) {
+        (NetModelError::Set { .. }, _) => anyhow::anyhow!("--set {e}"),
+        (NetModelError::Input { .. } | NetModelError::Scenario { .. }, Some(path))
+            if changes.is_empty() || matches!(e, NetModelError::Scenario { .. }) =>
+        {
+            anyhow::anyhow!("scenario {}: {e}", path.display())
         }
-        return Ok(I::default());
-    }
-    let mut value = match &args.inputs {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("scenario {}", path.display()))?
-        }
-        None => serde_json::to_value(I::default())?,
+        _ => anyhow::Error::new(e),
     };
-    for s in &args.set {
-        apply_set(&mut value, s)?;
-    }
-    serde_path_to_error::deserialize(value).map_err(parse_err)
-}
-
-/// Draws a model's chart from its output and input.
-type Chart<'a, O, I> = &'a dyn Fn(&O, &I) -> String;
-
-/// Run one scenario model: inputs, the pure function, then JSON or Markdown (and a chart).
-fn scenario<I, O>(
-    args: &ScenarioArgs,
-    model: impl Fn(&I) -> Result<O, railyard_netmodels::NetModelError>,
-    markdown: impl Fn(&O, &I) -> String,
-    chart: Option<Chart<O, I>>,
-) -> Result<String>
-where
-    I: DeserializeOwned + Serialize + Default,
-    O: Serialize,
-{
-    let input: I = inputs(args)?;
     if args.print_inputs {
-        return Ok(serde_json::to_string_pretty(&input)? + "\n");
+        return Ok(model.inputs(&inputs).map_err(in_words)? + "\n");
     }
-    let output = model(&input)?;
-    if let Some(path) = &args.svg {
-        let draw =
-            chart.context("this model has no chart; --svg works with concurrency, remote-read, queue and ecmp")?;
-        std::fs::write(path, draw(&output, &input)).with_context(|| format!("cannot write {}", path.display()))?;
+    if args.svg.is_some() && !model.has_chart {
+        let drawn: Vec<&str> = MODELS.iter().filter(|m| m.has_chart).map(|m| m.name).collect();
+        let (last, rest) = drawn.split_last().map_or(("", &[][..]), |(l, r)| (*l, r));
+        bail!("this model has no chart; --svg works with {} and {last}", rest.join(", "));
+    }
+    let run = model.evaluate(&inputs, args.svg.is_some()).map_err(in_words)?;
+    if let (Some(path), Some(svg)) = (&args.svg, &run.chart_svg) {
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
     }
     match args.format {
-        Format::Json => Ok(serde_json::to_string_pretty(&output)? + "\n"),
-        Format::Md => Ok(markdown(&output, &input)),
+        Format::Json => Ok(run.output_json + "\n"),
+        Format::Md => Ok(run.markdown),
     }
-}
-
-fn concurrency_chart(o: &concurrency::ConcurrencyOutput, i: &concurrency::ConcurrencyInput) -> String {
-    let max_slots = i.slots.iter().copied().max().unwrap_or(1).max(o.slots_needed + o.slots_needed / 4);
-    let grid: Vec<u64> = (1..=60).map(|k| (k * max_slots).div_ceil(60)).collect();
-    let sweep = |with_issue: bool| -> Vec<(f64, f64)> {
-        grid.iter()
-            .map(|&n| {
-                let slot = n as f64 * i.request_bytes / i.slot_secs;
-                let mut b = slot.min(i.path_bytes_per_sec);
-                if with_issue {
-                    b = b.min(o.issue_bound_bytes_per_sec);
-                }
-                (n as f64, b / 1e9)
-            })
-            .collect()
-    };
-    LineChart {
-        title: format!(
-            "Effective bandwidth vs request slots ({} B requests, T = {} us)",
-            i.request_bytes,
-            i.slot_secs * 1e6
-        ),
-        x_label: "slots in flight N".into(),
-        y_label: "effective bandwidth (GB/s)".into(),
-        log_x: false,
-        series: vec![
-            Series { name: "path and slots: min(B, Nm/T)".into(), points: sweep(false) },
-            Series { name: "with issue rate: min(B, Nm/T, m/δ)".into(), points: sweep(true) },
-        ],
-        marks: vec![Mark {
-            x: o.slots_needed as f64,
-            y: i.path_bytes_per_sec / 1e9,
-            label: format!("N = ⌈BT/m⌉ = {}", o.slots_needed),
-        }],
-    }
-    .svg()
-}
-
-fn remote_read_chart(o: &remote_read::RemoteReadOutput, _: &remote_read::RemoteReadInput) -> String {
-    let mut names: Vec<String> = Vec::new();
-    for p in &o.paths {
-        for (c, _) in &p.by_category {
-            if !names.contains(c) {
-                names.push(c.clone());
-            }
-        }
-    }
-    StackedBars {
-        title: "One 64 B remote read: critical-path stages by category".into(),
-        y_label: "latency (ns)".into(),
-        categories: o.paths.iter().map(|p| p.name.clone()).collect(),
-        segments: names
-            .iter()
-            .map(|n| {
-                (
-                    n.clone(),
-                    o.paths
-                        .iter()
-                        .map(|p| p.by_category.iter().find(|(c, _)| c == n).map_or(0.0, |(_, s)| s * 1e9))
-                        .collect(),
-                )
-            })
-            .collect(),
-    }
-    .svg()
-}
-
-fn queue_chart(o: &queue::QueueOutput, i: &queue::QueueInput) -> String {
-    LineChart {
-        title: format!("Backlog at a {} GB/s egress", i.egress_bytes_per_sec / 1e9),
-        x_label: "time (ms)".into(),
-        y_label: "backlog (MB)".into(),
-        log_x: false,
-        series: o
-            .scenarios
-            .iter()
-            .map(|s| Series {
-                name: s.name.clone(),
-                points: s.backlog.iter().map(|&(t, q)| (t * 1e3, q / 1e6)).collect(),
-            })
-            .collect(),
-        marks: o
-            .scenarios
-            .iter()
-            .filter(|s| s.peak_bytes > 0.0)
-            .map(|s| Mark {
-                x: s.peak_at_secs * 1e3,
-                y: s.peak_bytes / 1e6,
-                label: format!("peak {:.0} MB", s.peak_bytes / 1e6),
-            })
-            .collect(),
-    }
-    .svg()
-}
-
-fn ecmp_chart(o: &ecmp::EcmpOutput, _: &ecmp::EcmpInput) -> String {
-    LineChart {
-        title: "Busiest uplink's load: exact distribution per (flows, uplinks)".into(),
-        x_label: "flows on the busiest uplink L_max".into(),
-        y_label: "probability".into(),
-        log_x: false,
-        series: o
-            .cases
-            .iter()
-            .map(|c| Series {
-                name: format!("n={} m={} (E={:.2})", c.flows, c.uplinks, c.expected_max),
-                points: c
-                    .distribution
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, p)| **p > 1e-6 || *k as u32 <= c.percentile_max)
-                    .map(|(k, &p)| (k as f64, p))
-                    .collect(),
-            })
-            .collect(),
-        marks: o
-            .cases
-            .iter()
-            .map(|c| Mark { x: c.expected_max, y: 0.0, label: format!("E={:.2}", c.expected_max) })
-            .collect(),
-    }
-    .svg()
 }
 
 pub fn run(cmd: &ModelCommand) -> Result<String> {
@@ -348,25 +180,7 @@ pub fn run(cmd: &ModelCommand) -> Result<String> {
                 Format::Md => Ok(clos_markdown(&cut)),
             }
         }
-        ModelCommand::Message(a) => scenario(a, message::message, |o, i| o.markdown(i), None),
-        ModelCommand::EpDispatch(a) => scenario(a, ep_dispatch::ep_dispatch, |o, _| o.markdown(), None),
-        ModelCommand::NicRelay(a) => scenario(a, nic_relay::nic_relay, |o, i| o.markdown(i), None),
-        ModelCommand::Concurrency(a) => {
-            scenario(a, concurrency::concurrency, |o, i| o.markdown(i), Some(&concurrency_chart))
-        }
-        ModelCommand::RemoteRead(a) => {
-            scenario(a, remote_read::remote_read, |o, i| o.markdown(i), Some(&remote_read_chart))
-        }
-        ModelCommand::ConnectionState(a) => scenario(a, connection_state::connection_state, |o, i| o.markdown(i), None),
-        ModelCommand::Dag(a) => scenario(a, dag::dag, |o, _| o.markdown(), None),
-        ModelCommand::Slots(a) => scenario(a, slots::slots, |o, i| o.markdown(i), None),
-        ModelCommand::Queue(a) => scenario(a, queue::queue, |o, i| o.markdown(i), Some(&queue_chart)),
-        ModelCommand::Feedback(a) => scenario(a, feedback::feedback, |o, i| o.markdown(i), None),
-        ModelCommand::Incast(a) => scenario(a, incast::incast, |o, i| o.markdown(i), None),
-        ModelCommand::Multipath(a) => scenario(a, multipath::multipath, |o, i| o.markdown(i), None),
-        ModelCommand::Ecmp(a) => scenario(a, ecmp::ecmp, |o, i| o.markdown(i), Some(&ecmp_chart)),
-        ModelCommand::Spray(a) => scenario(a, spray::spray, |o, i| o.markdown(i), None),
-        ModelCommand::Deadlock(a) => scenario(a, deadlock::deadlock, |o, _| o.markdown(), None),
+        ModelCommand::Scenario(model, args) => scenario(model, args),
     }
 }
 

@@ -532,14 +532,14 @@ fn tests_chart(o: &TestsOutput, a: Option<&Analysis>) -> String {
         .iter()
         .map(|r| (r.bytes as f64, r.out_of_place.busbw_recomputed.max(r.in_place.busbw_recomputed)))
         .collect();
-    let mut series = vec![crate::chart::Series { name: "measured busbw".into(), points: measured }];
+    let mut series = vec![railyard_units::chart::Series { name: "measured busbw".into(), points: measured }];
     if let Some(a) = a {
-        series.push(crate::chart::Series {
+        series.push(railyard_units::chart::Series {
             name: "NCCL expects".into(),
             points: a.sizes.iter().map(|s| (s.bytes as f64, s.nccl_expected_busbw_gb_per_s)).collect(),
         });
     }
-    crate::chart::LineChart {
+    railyard_units::chart::LineChart {
         title: format!("{} busbw (GB/s) per size", o.kind.binary()),
         x_label: "size (B, log)".into(),
         y_label: "busbw (GB/s)".into(),

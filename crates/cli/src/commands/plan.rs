@@ -140,7 +140,7 @@ fn sweep_markdown(s: &Sweep) -> String {
 }
 
 fn sweep_chart(s: &Sweep) -> String {
-    use crate::chart::{LineChart, Mark, Series};
+    use railyard_units::chart::{LineChart, Mark, Series};
     LineChart {
         title: format!("{} over {} ranks on {}: time per algorithm", s.collective.as_str(), s.ranks, s.topology),
         x_label: "message size (bytes, log scale)".into(),

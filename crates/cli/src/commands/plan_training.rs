@@ -10,13 +10,8 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use railyard_planner::{Engine, Report, Scenario, BUNDLED_SCENARIO, MAX_SCENARIO_BYTES};
 
-use crate::chart::{stack, Bar, Gantt, LineChart, Series};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Format {
-    Md,
-    Json,
-}
+use crate::args::Format;
+use railyard_units::chart::{stack, Bar, Gantt, LineChart, Series};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum EngineArg {
@@ -188,7 +183,7 @@ fn charts(report: &Report) -> Vec<String> {
                     Series { name: "sequential".into(), points: curve(|r| r.sequential_secs) },
                     Series { name: "overlapped".into(), points: curve(|r| r.overlapped_secs) },
                 ],
-                marks: vec![crate::chart::Mark {
+                marks: vec![railyard_units::chart::Mark {
                     x: s.crossover_multiple,
                     y: s.comm.secs * 1e3,
                     label: format!("x = {:.2}", s.crossover_multiple),

@@ -16,8 +16,8 @@ use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
 use serde::Serialize;
 
 use crate::args::{model_error, parse_size, Format, RequestArgs};
-use crate::chart::{Bar, Gantt, LineChart, Series};
 use crate::progress::ProgressLine;
+use railyard_units::chart::{Bar, Gantt, LineChart, Series};
 use railyard_units::Table;
 
 /// Trace events kept at most (each transfer and each round is one).
@@ -270,7 +270,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
                 false,
             )?;
             let gantt = rounds_gantt(&report, &format!("{algorithm}: rounds over time"));
-            let svg = crate::chart::stack(&[gantt, utilisation_chart(&watched)]);
+            let svg = railyard_units::chart::stack(&[gantt, utilisation_chart(&watched)]);
             std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
         }
         if let (Some(path), true) = (&args.trace, runs.is_empty()) {
@@ -553,7 +553,7 @@ fn run_jobs(args: &SimArgs, topology: &Topology, path: &std::path::Path) -> Resu
         let watch = busiest(&report, 6);
         let watched = simulate(topology, &specs, &SimOptions { watch, trace_events: None, ..options.clone() })
             .map_err(|e| stalled(e, topology))?;
-        let svg = crate::chart::stack(&[jobs_gantt(&report), utilisation_chart(&watched)]);
+        let svg = railyard_units::chart::stack(&[jobs_gantt(&report), utilisation_chart(&watched)]);
         std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &args.trace {

@@ -12,13 +12,15 @@ use clap::Args;
 use railyard_runtime::recorder::{CallRecord, CallState, Dump};
 use serde::Serialize;
 
+use crate::args::Format;
+
 #[derive(Debug, Args)]
 pub struct TriageArgs {
     /// The directory the ranks dumped to (RAILYARD_DUMP_DIR)
     pub dir: PathBuf,
     /// Output format
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    pub format: String,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: Format,
 }
 
 /// Dump files read at most, and bytes per file (a bound on what triage loads).
@@ -226,9 +228,9 @@ fn text(f: &Findings, dumps: &[Dump]) -> String {
 pub fn run(args: &TriageArgs) -> Result<String> {
     let dumps = load(&args.dir)?;
     let findings = triage(&dumps);
-    Ok(match args.format.as_str() {
-        "json" => serde_json::to_string_pretty(&findings)?,
-        _ => text(&findings, &dumps),
+    Ok(match args.format {
+        Format::Json => serde_json::to_string_pretty(&findings)?,
+        Format::Md => text(&findings, &dumps),
     })
 }
 

@@ -29,5 +29,7 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 
 pub const MIB: f64 = 1024.0 * 1024.0;
 
-/// Every scenario model of `railyard model`.
-pub const MODELS: [&str; 15] = railyard_netmodels::registry::MODELS;
+/// Every scenario model of `railyard model`, by name.
+pub fn models() -> Vec<&'static str> {
+    railyard_netmodels::registry::MODELS.iter().map(|m| m.name).collect()
+}

@@ -66,7 +66,7 @@ fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
 }
 
 fn tick_label(v: f64) -> String {
-    railyard_units::units::trim_float(v, 4)
+    crate::units::trim_float(v, 4)
 }
 
 fn frame(out: &mut String, title: &str, x_label: &str, y_label: &str) {
