@@ -47,6 +47,7 @@ __all__ = [
     "Breakdown",
     "ModelResult",
     "init",
+    "launch",
     "model",
     "models",
     "plan",
@@ -187,6 +188,29 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.floating):
         return float(value)
     raise TypeError(f"{type(value).__name__} is not a number, string, list or dict")
+
+
+class LaunchResult(TypedDict):
+    """How a job of ``launch`` ended: its exit code (the first failing rank's, 124 past
+    the timeout) and why it failed, if it did."""
+
+    code: int
+    reason: Optional[str]
+
+
+def launch(command: Sequence[str], np: int, timeout: Optional[float] = None, prefix: bool = False) -> LaunchResult:
+    """Run ``command`` as ``np`` local ranks, as ``railyard launch -n NP -- COMMAND``:
+    launcher variables set (RANK, WORLD_SIZE, MASTER_ADDR, RAILYARD_ID, ...), the first
+    rank to fail stops the others, Ctrl-C reaches every rank, each output line whole
+    (``prefix``: standard output's lines start ``[rank N]`` too, as standard error's do)."""
+    if isinstance(command, (str, bytes)) or not isinstance(command, (list, tuple)):
+        raise TypeError(f"command: expected a list of strings, got {type(command).__name__}")
+    argv = [_text(a, "command") for a in command]
+    np_ = _int(np, "np", 1, 256)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise TypeError(f"timeout: expected seconds, got {type(timeout).__name__}")
+    code, reason = _native.launch(argv, np_, None if timeout is None else float(timeout), bool(prefix))
+    return {"code": code, "reason": reason}
 
 
 def topology(spec: str) -> Dict[str, Any]:

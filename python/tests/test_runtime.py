@@ -31,3 +31,23 @@ def test_init_without_a_launcher_raises():
     code = "import railyard\ntry:\n    railyard.init()\nexcept ValueError as e:\n    print('ValueError', e)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert "ValueError environment" in out.stdout, out.stdout + out.stderr
+
+
+def test_launch_runs_a_job_from_python_and_says_how_it_ended():
+    import signal
+
+    import railyard
+
+    before = signal.getsignal(signal.SIGINT)
+    code = "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE']); sys.exit(3 if os.environ['RANK'] == '1' else 0)"
+    r = railyard.launch([sys.executable, "-c", code], np=2)
+    assert r["code"] == 3 and "rank 1 exited with code 3" in r["reason"], r
+    assert railyard.launch(["true"], np=3) == {"code": 0, "reason": None}
+    r = railyard.launch(["sleep", "30"], np=2, timeout=0.3)
+    assert r["code"] == 124 and "timeout" in r["reason"], r
+    # Python's own Ctrl-C handler is back once the job is over.
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(ValueError, match="np"):
+        railyard.launch(["true"], np=0)
+    with pytest.raises(TypeError, match="command"):
+        railyard.launch("true", np=1)

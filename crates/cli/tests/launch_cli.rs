@@ -71,6 +71,37 @@ fn stderr_lines_carry_their_rank_and_the_variables_are_set() {
     assert!(out.stderr.lines().all(|l| l.starts_with("[rank ")), "{}", out.stderr);
 }
 
+/// Issue 41: ranks' stdout lines come out whole, even lines longer than a pipe writes at
+/// once (20,000 bytes each, written in pieces by `head | tr`, then the newline), and with
+/// --prefix each starts with its rank.
+#[test]
+fn stdout_lines_come_out_whole_and_optionally_prefixed() {
+    let script = "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 20000 /dev/zero | tr '\\0' $RANK; echo; done";
+    for prefix in [false, true] {
+        let mut args = vec!["launch", "-n", "4"];
+        if prefix {
+            args.push("--prefix");
+        }
+        args.extend(["--", "sh", "-c", script]);
+        let out = railyard(&args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 40, "{} lines", lines.len());
+        for line in lines {
+            let (rank, body) = match prefix {
+                true => {
+                    let rest = line.strip_prefix("[rank ").expect("a prefix");
+                    let (r, body) = rest.split_once("] ").expect("a prefix");
+                    (r.chars().next().unwrap(), body)
+                }
+                false => (line.chars().next().unwrap(), line),
+            };
+            assert_eq!(body.len(), 20000, "a line cut or mixed: {}...", &line[..60.min(line.len())]);
+            assert!(body.chars().all(|c| c == rank), "a line mixes ranks: {}...", &line[..60.min(line.len())]);
+        }
+    }
+}
+
 #[test]
 fn timeout_stops_the_job() {
     let start = Instant::now();

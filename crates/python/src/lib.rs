@@ -81,6 +81,41 @@ fn models() -> Vec<&'static str> {
     railyard_netmodels::registry::MODELS.iter().map(|m| m.name).collect()
 }
 
+/// Run `command` as `np` local ranks under railyard's job supervisor (as `railyard launch`
+/// does; the GIL released meanwhile): (the job's exit code, why it failed if it did).
+/// SIGINT and SIGTERM go to the ranks while it runs and to Python's handlers after;
+/// this process stays no reaper of what the ranks leave behind (its own children are
+/// Python's to wait for).
+#[pyfunction]
+#[pyo3(signature = (command, np, timeout_secs=None, prefix=false))]
+fn launch(
+    py: Python<'_>,
+    command: Vec<String>,
+    np: usize,
+    timeout_secs: Option<f64>,
+    prefix: bool,
+) -> PyResult<(i32, Option<String>)> {
+    let (program, args) = command.split_first().ok_or_else(|| value_error("command", "nothing to launch"))?;
+    let timeout = match timeout_secs {
+        Some(t) if !(t > 0.0 && t <= 1e7) => return Err(value_error("timeout", format!("0..=1e7 seconds (got {t})"))),
+        t => t.map(std::time::Duration::from_secs_f64),
+    };
+    let job = railyard_launch::Job {
+        timeout,
+        stdout: railyard_launch::Output::Lines { prefix },
+        adopt_leftovers: false,
+        ..railyard_launch::Job::new(np, std::ffi::OsStr::new(program), args)
+    };
+    let outcome = py.allow_threads(|| railyard_launch::run_job(&job)).map_err(|e| match e {
+        railyard_launch::LaunchError::Ranks { .. } => value_error("np", e),
+        e => PyRuntimeError::new_err(e.to_string()),
+    })?;
+    Ok(match outcome.failure {
+        Some((reason, code)) => (code, Some(reason)),
+        None => (0, None),
+    })
+}
+
 /// A topology (preset spec or file) in the topology file format (JSON).
 #[pyfunction]
 fn topology_json(spec: &str) -> PyResult<String> {
@@ -331,6 +366,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_bytes_per_sec, m)?)?;
     m.add_function(wrap_pyfunction!(parse_secs, m)?)?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
+    m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_class::<Comm>()?;
     m.add("CommError", m.py().get_type::<CommError>())?;
     Ok(())

@@ -135,7 +135,7 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
     }
     match args.np {
         Some(np) if (2..=64).contains(&np) => {
-            crate::commands::perf::spawn_ranks(np, &crate::commands::perf::strip_np(std::env::args().skip(1).collect()))
+            crate::ranks::spawn_ranks(np, &crate::ranks::strip_np(std::env::args().skip(1).collect()))
         }
         _ => bail!("calibrate needs at least two ranks: --np N (2..=64) or a launcher"),
     }

@@ -624,46 +624,7 @@ pub fn run(args: &PerfArgs) -> Result<String> {
         let mut comm = Communicator::init(&id, 0, 1, config)?;
         return cycles(&mut comm, 1);
     }
-    spawn_ranks(np, &strip_np(std::env::args().skip(1).collect()))
-}
-
-/// The command line without `--np N` / `--np=N`.
-pub fn strip_np(args: Vec<String>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-        } else if a == "--np" {
-            skip = true;
-        } else if !a.starts_with("--np=") {
-            out.push(a);
-        }
-    }
-    out
-}
-
-/// Start `np` copies of this program as ranks of one job; rank 0's output is ours. The
-/// job is managed as `railyard launch` manages one: the first rank to fail stops the
-/// others and its exit code is ours; signals reach every rank; ranks die with us.
-pub fn spawn_ranks(np: usize, args: &[String]) -> Result<String> {
-    let exe = std::env::current_exe().context("cannot find this program to start ranks")?;
-    // Ranks that fit the cores are pinned, as Open MPI binds them (unless the caller chose).
-    let pin = std::env::var("RAILYARD_PIN").unwrap_or_else(|_| "1".into());
-    let job = crate::commands::launch::Job {
-        np,
-        program: exe.as_os_str(),
-        args,
-        env: vec![("RAILYARD_PIN".into(), pin)],
-        capture_rank0_stdout: true,
-        timeout: None,
-    };
-    let outcome = crate::commands::launch::run_job(&job)?;
-    if let Some((reason, code)) = outcome.failure {
-        print!("{}", outcome.rank0_stdout);
-        crate::commands::launch::exit_with(&reason, code);
-    }
-    Ok(outcome.rank0_stdout)
+    crate::ranks::spawn_ranks(np, &crate::ranks::strip_np(std::env::args().skip(1).collect()))
 }
 
 #[cfg(test)]
