@@ -3,7 +3,7 @@
 use clap::ValueEnum;
 use railyard_model::request::parse_algorithms;
 use railyard_model::{ChunkPolicy, CollectiveRequest, ModelError, MscclProblem};
-use railyard_schedule::limits::{fewer_words, Fewer};
+use railyard_schedule::error::{fewer_words, Fewer};
 use railyard_schedule::{Collective, Dtype, InterStage, ScheduleError};
 use railyard_topology::PlacementPolicy;
 use railyard_units::units;

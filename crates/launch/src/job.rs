@@ -21,12 +21,10 @@ use crate::leftovers::{adopt_orphans, reap_ended_leftovers, stop_leftovers, Left
 use crate::relay::{relay, Sink};
 use crate::signals::{forward_signals, signal_job, unreaped, SIGNALLED};
 use crate::watch::{nap_for, ExitWatch};
+use crate::GRACE;
 
 /// The most ranks one launcher starts.
 pub const MAX_RANKS: usize = 256;
-/// How long ranks get between SIGTERM and SIGKILL (and leftovers, and output relays,
-/// between the job's end and the next step).
-pub(crate) const GRACE: Duration = Duration::from_secs(1);
 /// The most rank-0 output kept (perf prints a few KiB).
 const MAX_CAPTURED_BYTES: u64 = 16 << 20;
 

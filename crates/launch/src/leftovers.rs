@@ -4,7 +4,7 @@
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::job::GRACE;
+use crate::GRACE;
 
 /// The most processes left behind by the ranks that the launcher signals.
 const MAX_LEFTOVERS: usize = 4096;

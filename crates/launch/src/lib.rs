@@ -16,4 +16,8 @@ mod signals;
 mod watch;
 
 pub use error::LaunchError;
+
+/// How long ranks get between SIGTERM and SIGKILL (and leftovers, and output relays,
+/// between the job's end and the next step).
+pub(crate) const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 pub use job::{run_job, Job, Outcome, Output, MAX_RANKS};

@@ -4,7 +4,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Child;
 use std::time::Duration;
 
-use crate::job::GRACE;
+use crate::GRACE;
 
 /// Where ranks cannot be watched through pidfds (Linux before 5.3), how often the
 /// launcher looks at them.

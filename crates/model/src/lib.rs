@@ -5,12 +5,14 @@
 //! - [`per_round`]: the per-round resource model of a schedule on a topology (seed 001 §7.2.1).
 //! - [`request`]: one collective request and its one resolver, for every front end.
 //! - [`plan`]: cost a request's algorithms and take the fastest.
-//! - [`selection`]: the fastest algorithm per size, and NCCL's rule of thumb beside it.
+//! - [`selection`]: the fastest algorithm, explained, and NCCL's rule of thumb beside it.
+//! - [`sweep`]: the fastest per size over a range of sizes, and where it changes.
 //! - [`closed_form`]: the α-β closed forms the per-round model must reproduce (seed 000 §8.1.3).
 //! - [`ring_search`]: the best ring order over a topology's GPUs.
 
 #![forbid(unsafe_code)]
 
+pub mod algorithm_ref;
 pub mod closed_form;
 pub mod error;
 pub mod in_network;
@@ -20,10 +22,12 @@ pub mod request;
 pub mod ring_search;
 pub mod selection;
 mod server_pairs;
+pub mod sweep;
 
 pub use error::{ModelError, MscclProblem};
 pub use per_round::{cost, cost_with, Breakdown, HostCost, ResourceLoad, RoundCost, StageCost};
-pub use plan::{fastest, plan, plan_on, Plan};
+pub use plan::{plan, plan_on, Plan};
 pub use request::{
     gen_options, resolve, resolve_on, AlgorithmRef, AlgorithmSpec, ChunkPolicy, CollectiveRequest, Resolved, Variant,
 };
+pub use selection::fastest;

@@ -18,9 +18,9 @@ use railyard_topology::{DeviceKind, LinkClass, Placement, Resource, RouteTable, 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::algorithm_ref::AlgorithmRef;
 use crate::error::ModelError;
 use crate::in_network::InNetworkCache;
-use crate::request::AlgorithmRef;
 use crate::server_pairs::ServerPairBytes;
 
 /// Two resources whose times differ by less than this (relative) are a tie; the

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::ModelError;
 use crate::per_round::Breakdown;
 use crate::request::{resolve_with, CollectiveRequest, Costs, Resolved, Skipped};
-use crate::selection::{choose, Choice};
+use crate::selection::{choose, fastest, Choice};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
@@ -34,12 +34,6 @@ impl Plan {
     pub fn fastest(&self) -> Option<&Breakdown> {
         fastest(&self.algorithms)
     }
-}
-
-/// The fastest of `breakdowns`, the first of equals: railyard's one "fastest", what
-/// `plan` chooses and what the runtime's tuner runs.
-pub fn fastest(breakdowns: &[Breakdown]) -> Option<&Breakdown> {
-    breakdowns.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs))
 }
 
 /// Cost every algorithm of `request` on `topology`, placed as the request says. Refused
@@ -77,6 +71,6 @@ pub fn plan_on(topology: &Topology, placement: &Placement, request: &CollectiveR
         skipped,
         choice: None,
     };
-    plan.choice = choose(&plan, request.in_network_available(topology));
+    plan.choice = choose(&plan.algorithms, plan.bytes, request.in_network_available(topology));
     Ok(plan)
 }

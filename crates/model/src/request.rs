@@ -15,8 +15,9 @@ use railyard_schedule::{
     check, generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, GenOptions, InterStage, Rank,
 };
 use railyard_topology::{Placement, PlacementPolicy, RouteTable, Topology};
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
+pub use crate::algorithm_ref::AlgorithmRef;
 use crate::error::{ModelError, MscclProblem};
 use crate::per_round::{cost_with, Breakdown};
 
@@ -83,43 +84,6 @@ pub enum AlgorithmSpec {
         file: String,
         text: Arc<str>,
     },
-}
-
-/// What a cost, a simulation or a run names its algorithm by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum AlgorithmRef {
-    Builtin(Algorithm),
-    /// A schedule from elsewhere: "msccl:NAME", an NCCL log's ring.
-    Named(String),
-}
-
-impl AlgorithmRef {
-    /// The algorithm of a schedule named `name` (railyard's generators name theirs).
-    pub fn from_name(name: &str) -> AlgorithmRef {
-        name.parse().map_or_else(|_| AlgorithmRef::Named(name.to_string()), AlgorithmRef::Builtin)
-    }
-
-    pub fn builtin(&self) -> Option<Algorithm> {
-        match self {
-            AlgorithmRef::Builtin(a) => Some(*a),
-            AlgorithmRef::Named(_) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for AlgorithmRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AlgorithmRef::Builtin(a) => f.write_str(a.as_str()),
-            AlgorithmRef::Named(n) => f.write_str(n),
-        }
-    }
-}
-
-impl Serialize for AlgorithmRef {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
 }
 
 /// The algorithms of a request: `all` or `auto` (every built-in algorithm that implements

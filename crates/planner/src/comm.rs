@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use crate::error::{positive, within, PlannerError};
+use crate::error::{positive, within, PlannerError, MAX_SECS};
 
 /// How schedules are timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -97,8 +97,6 @@ pub const MAX_COSTED_WORK: u64 = 1 << 25;
 pub const MAX_COSTED_RANKS: usize = 4096;
 /// The most ranks a schedule run through the simulator may have here.
 pub const MAX_SIM_RANKS: usize = 512;
-/// The longest time any planner input may give (about 31 years), so sums stay finite.
-pub const MAX_SECS: f64 = 1e9;
 
 /// Times communications for one scenario run: the engine, a cache of what was already
 /// costed (timelines often repeat a schedule) and the budget of work left.

@@ -32,9 +32,12 @@ pub fn positive(field: &str, value: f64) -> Result<f64, PlannerError> {
     }
 }
 
+/// The longest time any planner input may give (about 31 years), so sums stay finite.
+pub const MAX_SECS: f64 = 1e9;
+
 /// A time input: 0..=MAX_SECS, so sums of times stay finite.
 pub fn secs(field: &str, value: f64) -> Result<f64, PlannerError> {
-    within(field, value, 0.0, crate::comm::MAX_SECS)
+    within(field, value, 0.0, MAX_SECS)
 }
 
 /// `value` must lie in `lo..=hi`.

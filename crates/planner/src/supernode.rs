@@ -238,7 +238,7 @@ impl SupernodeInput {
             ));
         }
         within("supernode.params", self.params, 1.0, 1e16)?;
-        within("supernode.update_secs", self.update_secs, 0.0, crate::comm::MAX_SECS)?;
+        within("supernode.update_secs", self.update_secs, 0.0, crate::error::MAX_SECS)?;
         within("supernode.peak_flops_per_sec", self.peak_flops_per_sec, 1.0, 1e21)?;
         within("supernode.nvlink_bytes_per_sec", self.nvlink_bytes_per_sec, 1.0, 1e16)?;
         within("supernode.nic_bytes_per_sec", self.nic_bytes_per_sec, 1.0, 1e16)?;
@@ -274,7 +274,7 @@ impl SupernodeInput {
             }
         }
         if let Some(r) = &self.recovery {
-            use crate::comm::MAX_SECS;
+            use crate::error::MAX_SECS;
             within("supernode.recovery.interval_secs", r.interval_secs, 1e-3, MAX_SECS)?;
             within("supernode.recovery.job_mtbf_secs", r.job_mtbf_secs, 1e-3, MAX_SECS)?;
             within("supernode.recovery.checkpoint_secs", r.checkpoint_secs, 0.0, MAX_SECS)?;

@@ -10,6 +10,8 @@ use crate::error::CommError;
 
 /// RAILYARD_SOCKETS_PER_PEER at most (a bound on the descriptors a job opens).
 pub const MAX_SOCKETS_PER_PEER: usize = 16;
+/// RAILYARD_TRACE_BUFFER at most (a bound on what a communicator holds).
+pub const MAX_TRACE_CALLS: usize = 1 << 16;
 /// The most pipelined chunks a call is cut into (RAILYARD_PIPELINE_CHUNKS, RAILYARD_CHUNK_BYTES).
 pub const MAX_PIPELINE_CHUNKS: u64 = 1024;
 
@@ -173,7 +175,7 @@ impl Config {
             c.trace_buffer = v
                 .parse()
                 .ok()
-                .filter(|&n: &usize| n <= crate::recorder::MAX_TRACE_CALLS)
+                .filter(|&n: &usize| n <= MAX_TRACE_CALLS)
                 .ok_or_else(|| bad("RAILYARD_TRACE_BUFFER (0..=65536 calls)", &v))?;
         }
         c.dump_dir = var("RAILYARD_DUMP_DIR").filter(|d| !d.is_empty()).map(std::path::PathBuf::from);

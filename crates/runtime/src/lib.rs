@@ -22,6 +22,7 @@ pub mod error;
 pub mod frame;
 pub mod handle;
 pub mod interface;
+pub mod lane_io;
 pub mod link;
 pub mod memory;
 pub mod prepared;

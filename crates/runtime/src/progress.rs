@@ -16,7 +16,7 @@ use railyard_schedule::{Dtype, Op};
 use crate::cma::{self, DESCRIPTOR_BYTES};
 use crate::error::CommError;
 use crate::frame::{check, CallSig, Header, Kind, HEADER_BYTES, MAX_ABORT_BYTES, MAX_FRAME_BYTES};
-use crate::link::{LaneIo, Link};
+use crate::lane_io::{LaneIo, Transport};
 use crate::reduce::{reduce_into, RedOp};
 use crate::share::{SHARE_MIN_PIECE_BYTES, SHARE_PIECE_BYTES};
 use crate::shm::{Peek, Share, ShmReader, WaitStatus};
@@ -105,6 +105,14 @@ struct In {
     /// Single-copy receives from this long on are shared (`SHARE_MIN_BYTES`,
     /// `ONE_WAY_SHARE_MIN_BYTES`).
     share_min: usize,
+}
+
+/// A peer: its transport and its lanes (one for shared memory, one per socket for TCP).
+pub struct Link {
+    pub transport: Transport,
+    /// Whether large messages to and from this peer are pulled in one copy (`cma.rs`).
+    pub cma: bool,
+    pub lanes: Vec<Lane>,
 }
 
 /// One stream to a peer with its pending work.
@@ -1033,11 +1041,8 @@ mod tests {
     /// rank 1's `links[0]`).
     fn shm_pair(capacity: usize) -> (Link, Link) {
         let ((w01, r01), (w10, r10)) = (crate::shm::anon(capacity), crate::shm::anon(capacity));
-        let link = |rx, tx| Link {
-            transport: crate::link::Transport::Shm,
-            cma: false,
-            lanes: vec![Lane::new(LaneIo::Shm { rx, tx })],
-        };
+        let link =
+            |rx, tx| Link { transport: Transport::Shm, cma: false, lanes: vec![Lane::new(LaneIo::Shm { rx, tx })] };
         (link(r10, w01), link(r01, w10))
     }
 

@@ -13,10 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::MAX_TRACE_CALLS;
 use crate::frame::CallSig;
-
-/// RAILYARD_TRACE_BUFFER at most (a bound on what a communicator holds).
-pub const MAX_TRACE_CALLS: usize = 1 << 16;
 
 /// Bytes a call moves with one peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,8 @@
 //! (it never reached the call), is stopped (SIGSTOP, a debugger), is gone, or closes a
 //! cycle (a deadlock). A peer on another host can only be named as the one waited on.
 
-use crate::link::{LaneIo, Link};
+use crate::lane_io::LaneIo;
+use crate::progress::Link;
 use crate::shm::{process_state, ShmReader};
 
 fn reader(link: &Link) -> Option<&ShmReader> {

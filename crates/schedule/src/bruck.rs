@@ -11,10 +11,11 @@
 
 use std::ops::Range;
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, Step, Transfer};
 use crate::ring::copy;
 
 fn rounds(p: usize) -> usize {

@@ -3,10 +3,11 @@
 //! (reduce) at the root; position i handles chunk c at step c + i, so a chain of p
 //! ranks takes p − 1 + C − 1 steps of M/C each.
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, Step, Transfer};
 use crate::partition::partition;
 use crate::ring::{check_order, copy};
 

@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::collective::{CollectiveSpec, Rank};
 use crate::forward::forward_reads;
-use crate::ir::{InNetwork, LocalOp, Op, Phase, Round, Schedule, Step, Transfer};
+use crate::ir::{LocalOp, Op, Phase, Round, Schedule, Step};
 
 /// The rounds of one phase. Round numbers passed in are below `rounds()` (callers
 /// iterate `0..rounds()`).
@@ -54,16 +54,6 @@ pub fn same_traffic(a: &Step, b: &Step) -> bool {
         && a.transfers.iter().zip(&b.transfers).all(|(x, y)| {
             (x.from, x.to, x.read.len, x.op, x.channel, x.shard) == (y.from, y.to, y.read.len, y.op, y.channel, y.shard)
         })
-}
-
-/// What of a round concerns `rank`: the transfers it sends or receives, the in-network
-/// steps it joins, its own local steps, in their order.
-pub fn part_of(transfers: &[Transfer], in_network: &[InNetwork], local: &[LocalOp], rank: Rank) -> Step {
-    Step {
-        transfers: transfers.iter().filter(|t| t.from == rank || t.to == rank).cloned().collect(),
-        in_network: in_network.iter().filter(|n| n.ranks.contains(&rank)).cloned().collect(),
-        local: local.iter().filter(|l| l.rank == rank).cloned().collect(),
-    }
 }
 
 /// Rounds held as a list of steps.
@@ -119,7 +109,7 @@ impl RoundSource for ListedRounds {
         let step = &self.0[k];
         match rank {
             None => step.clone(),
-            Some(rank) => part_of(&step.transfers, &step.in_network, &step.local, rank),
+            Some(rank) => Step::part_of(&step.transfers, &step.in_network, &step.local, rank),
         }
     }
 

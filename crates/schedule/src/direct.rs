@@ -8,10 +8,11 @@
 
 use std::ops::Range;
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::{CompactSchedule, RoundSource};
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, Step, Transfer};
 use crate::ring::copy;
 
 fn t(from: Rank, to: Rank, read: Region, write: Region, op: Op) -> Transfer {

@@ -19,11 +19,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::builder::{merge_parallel, ScheduleBuilder};
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::{CompactSchedule, ListedRounds, ParallelRounds, RoundSource, SequenceRounds};
 use crate::direct::AllToAllBlocks;
 use crate::error::ScheduleError;
-use crate::ir::{merge_parallel, Buffer, InNetwork, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, Step, Transfer};
 use crate::partition::{partition, partition_range};
 use crate::rhd::{doubling_steps, halving_steps};
 use crate::ring::{

@@ -7,6 +7,7 @@
 
 pub mod algorithm;
 pub mod bruck;
+pub mod builder;
 pub mod chain;
 pub mod check;
 pub mod collective;
@@ -16,6 +17,7 @@ pub mod direct;
 pub mod dtype;
 pub mod error;
 pub mod forward;
+pub mod generate;
 pub mod hierarchical;
 pub mod in_place;
 pub mod ir;
@@ -28,14 +30,16 @@ pub mod ring;
 pub mod step_graph;
 pub mod tree;
 
-pub use algorithm::{generate, generate_compact, Algorithm, GenOptions};
+pub use algorithm::Algorithm;
+pub use builder::{merge_parallel, ScheduleBuilder};
 pub use check::{check, check_in_order, CheckReport};
 pub use collective::{Collective, CollectiveSpec, Contributors, InPlace, InPlaceLayout, Rank};
 pub use compact::{CompactSchedule, HostWork, ParallelRounds, RoundSource};
 pub use deadlock::{check_deadlock, DeadlockReport, Fifo, Programs};
 pub use dtype::Dtype;
 pub use error::{CheckError, ScheduleError};
+pub use generate::{generate, generate_compact, GenOptions};
 pub use hierarchical::InterStage;
 pub use in_place::in_place_hazard;
-pub use ir::{Buffer, InNetwork, LocalOp, Op, Phase, Region, Round, Schedule, ScheduleBuilder, Step, Transfer};
+pub use ir::{Buffer, InNetwork, LocalOp, Op, Phase, Region, Round, Schedule, Step, Transfer};
 pub use step_graph::{dependencies, StepGraph, StepId};

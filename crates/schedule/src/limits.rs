@@ -7,7 +7,7 @@
 
 use crate::algorithm::Algorithm;
 use crate::collective::{Collective, CollectiveSpec};
-use crate::error::ScheduleError;
+use crate::error::{Fewer, ScheduleError};
 
 /// Ranks of one collective: 262,144, twice the largest clusters the seeds reason about.
 pub const MAX_RANKS: usize = 1 << 18;
@@ -94,34 +94,6 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
         }
         Algorithm::Hierarchical => m(&[4, p, p]),
         Algorithm::InNetwork => m(&[2, p, g, k]).saturating_add(m(&[2, p, k])),
-    }
-}
-
-/// What a request can have fewer of to fit the limits (a front end names its option for each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fewer {
-    Ranks,
-    Channels,
-    PipelineChunks,
-}
-
-impl Fewer {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fewer::Ranks => "ranks",
-            Fewer::Channels => "channels",
-            Fewer::PipelineChunks => "pipeline chunks",
-        }
-    }
-}
-
-/// "use fewer ranks, channels or pipeline chunks", each named by `name`.
-pub fn fewer_words(fewer: &[Fewer], name: impl Fn(Fewer) -> String) -> String {
-    let names: Vec<String> = fewer.iter().map(|&f| name(f)).collect();
-    match names.split_last() {
-        None => String::new(),
-        Some((last, [])) => format!("use fewer {last}"),
-        Some((last, rest)) => format!("use fewer {} or {last}", rest.join(", ")),
     }
 }
 

@@ -16,10 +16,11 @@ use std::collections::HashMap;
 
 use roxmltree::{Document, Node};
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, LocalOp, Op, Region, Step, Transfer};
 
 /// Limits on what is read (an 8-GPU ring is a few hundred steps).
 pub const MAX_GPUS: usize = 1024;
@@ -851,7 +852,7 @@ mod tests {
     /// proves, with the same rounds where every round waits on the one before.
     #[test]
     fn our_schedules_round_trip_through_msccl_xml() {
-        use crate::algorithm::{generate_compact, Algorithm, GenOptions};
+        use crate::{generate_compact, Algorithm, GenOptions};
         for (algorithm, collective, ranks) in [
             (Algorithm::Ring, Collective::AllReduce, 8),
             (Algorithm::Rhd, Collective::AllReduce, 8),

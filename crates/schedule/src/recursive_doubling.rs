@@ -14,10 +14,11 @@
 //! first round (when no rank was folded in) sends the input itself, the same bytes as the
 //! output's copy of it, so the send need not wait for the copy.
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, LocalOp, Op, Region, Step, Transfer};
 use crate::ring::copy;
 
 pub fn recursive_doubling(

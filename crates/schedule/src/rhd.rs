@@ -8,10 +8,11 @@
 
 use std::ops::Range;
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, Step, Transfer};
 use crate::partition::partition;
 use crate::ring::{all_gather_buffers, copy, reduce_scatter_buffers};
 

@@ -8,10 +8,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::builder::ScheduleBuilder;
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::RoundSource;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, LocalOp, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, LocalOp, Op, Region, Step, Transfer};
 use crate::partition::{partition, partition_range};
 use crate::CompactSchedule;
 

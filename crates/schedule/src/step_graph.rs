@@ -348,7 +348,8 @@ mod tests {
 
     #[test]
     fn an_overwrite_waits_for_the_earlier_read_and_write() {
-        use crate::ir::{Buffer, ScheduleBuilder, Step, Transfer};
+        use crate::builder::ScheduleBuilder;
+        use crate::ir::{Buffer, Step, Transfer};
         let out = |a: u64| Region::new(Buffer::Output, a..a + 2);
         let send = |from, to, read, write, op| Transfer { from, to, read, write, op, shard: None, channel: 0 };
         let spec = CollectiveSpec::new(Collective::AllGather, 3, 2);

@@ -5,10 +5,11 @@
 //! binary tree runs two complementary trees — every rank is interior in at most one —
 //! each on half of the data, so no rank forwards more than one tree's traffic.
 
+use crate::builder::{merge_parallel, ScheduleBuilder};
 use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
-use crate::ir::{merge_parallel, Buffer, Op, Region, ScheduleBuilder, Step, Transfer};
+use crate::ir::{Buffer, Op, Region, Step, Transfer};
 use crate::partition::{partition, partition_range};
 use crate::ring::copy;
 

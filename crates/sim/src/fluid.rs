@@ -28,8 +28,8 @@
 use railyard_topology::{DeviceKind, LinkId, Placement, RouteTable, Topology};
 use serde::Serialize;
 
-use crate::engine::JobSpec;
 use crate::error::SimError;
+use crate::job_spec::JobSpec;
 use crate::paths::{ecmp_path, Connection, Paths};
 
 /// Flow-hops and links served, summed over steps, one run may take (several seconds on

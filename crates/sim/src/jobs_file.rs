@@ -36,7 +36,8 @@ use thiserror::Error;
 
 use railyard_schedule::limits::MAX_PIPELINE_CHUNKS;
 
-use crate::engine::{on_cycle, JobSpec, MAX_JOBS};
+use crate::engine::{on_cycle, MAX_JOBS};
+use crate::job_spec::JobSpec;
 
 /// A jobs file larger than this is refused before it is parsed.
 pub const MAX_FILE_BYTES: usize = 1 << 20;

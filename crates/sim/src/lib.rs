@@ -19,6 +19,7 @@ pub mod error;
 pub mod fairness;
 pub mod fluid;
 pub mod job;
+pub mod job_spec;
 pub mod jobs_file;
 pub mod membership;
 pub mod paths;
@@ -28,11 +29,12 @@ pub mod time;
 pub mod trace;
 
 pub use engine::{
-    simulate, simulate_with_progress, JobSpec, Progress, SimOptions, MAX_HELD_ITEMS, MAX_JOBS, MAX_ROUND_TRANSFERS,
+    simulate, simulate_with_progress, Progress, SimOptions, MAX_HELD_ITEMS, MAX_JOBS, MAX_ROUND_TRANSFERS,
     MAX_STARTED_TRANSFERS,
 };
 pub use error::SimError;
 pub use job::Dependencies;
+pub use job_spec::JobSpec;
 pub use jobs_file::{job_runs, parse_jobs, read_jobs_file, JobsFileError, PlannedJob};
 pub use paths::Paths;
 pub use queues::QueueReport;

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::engine::JobSpec;
 use crate::job::{Dependencies, Job};
+use crate::job_spec::JobSpec;
 use crate::paths::Paths;
 use crate::trace::Trace;
 

@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use railyard_model::selection::{sweep, sweep_sizes, Choice, Sweep};
+use railyard_model::selection::Choice;
+use railyard_model::sweep::{sweep, sweep_sizes, Sweep};
 use railyard_model::{plan, AlgorithmSpec, Breakdown, Plan, RoundCost};
 use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_units::Table;
