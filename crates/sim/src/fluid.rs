@@ -162,12 +162,119 @@ struct FFlow {
     cut_this_episode: bool,
 }
 
+/// One link over the run: its capacity, whether it is a switch port (with a buffer),
+/// and the queues and pauses of the current step and the run.
+#[derive(Debug, Clone, Default)]
+struct LinkState {
+    cap: f64,
+    port: bool,
+    /// Ends at a switch: its upstream end can be paused by it (PFC).
+    into_switch: bool,
+    /// The initial fluid still ahead of the flows.
+    initial: f64,
+    paused: bool,
+    /// Bytes queued this step.
+    queue: f64,
+    /// The share of its queue it serves this step.
+    share: f64,
+    /// Drop: the share of its flows' bytes it keeps.
+    keep: f64,
+    /// Pause: bytes the switch holds that came in over this link.
+    held: f64,
+    /// Pause: it feeds a full port.
+    feeds_full: bool,
+    /// Pause: a port at its buffer (until it has drained to half).
+    full: bool,
+    peak: (f64, f64),
+    full_at: Option<f64>,
+    empty_at: Option<f64>,
+    dropped: f64,
+    paused_for: f64,
+}
+
+impl LinkState {
+    /// What the port holds: its flows' queue and the initial fluid.
+    fn held_total(&self) -> f64 {
+        self.queue + self.initial
+    }
+}
+
+/// A job's progress: the round it is in, when it next starts a round, when it ended and
+/// how many flows of its round are still in flight.
+#[derive(Debug, Clone)]
+struct JobState {
+    round: usize,
+    start: Option<f64>,
+    done: Option<f64>,
+    active: usize,
+}
+
+/// The fluid model's state between steps: every flow, link and job, and the clock.
+struct Fluid<'a> {
+    topology: &'a Topology,
+    jobs: &'a [JobSpec<'a>],
+    options: &'a FluidOptions,
+    routes: RouteTable<'a>,
+    /// Every job's rounds, made up front (this model is for small cases).
+    rounds: Vec<Vec<Vec<Planned>>>,
+    flows: Vec<FFlow>,
+    /// Flows not yet delivered, by index into `flows`.
+    live: Vec<usize>,
+    links: Vec<LinkState>,
+    state: Vec<JobState>,
+    t: f64,
+    step: u64,
+    work: u128,
+    samples: Vec<(f64, Vec<f64>)>,
+    sample_every: u64,
+    /// Scratch: what each hop of a flow serves this step.
+    out: Vec<f64>,
+}
+
 /// Run `jobs` through the fluid model; see the module documentation.
 pub fn simulate_fluid(
     topology: &Topology,
     jobs: &[JobSpec<'_>],
     options: &FluidOptions,
 ) -> Result<FluidReport, SimError> {
+    check(options)?;
+    if jobs.is_empty() {
+        return Err(SimError::NoJobs);
+    }
+    let mut fluid = Fluid::new(topology, jobs, options);
+    loop {
+        fluid.admit()?;
+        if fluid.state.iter().all(|j| j.done.is_some()) || fluid.t >= options.horizon_secs {
+            break;
+        }
+        let in_flight: u128 = fluid.flows.iter().filter(|f| f.finish.is_none()).map(|f| f.path.len() as u128).sum();
+        fluid.charge(in_flight)?;
+        if fluid.skip_idle() {
+            continue;
+        }
+        fluid.push();
+        fluid.serve();
+        fluid.t += options.dt_secs;
+        fluid.step += 1;
+        let live: u128 = fluid.live.iter().map(|&i| fluid.flows[i].path.len() as u128).sum();
+        fluid.charge(live)?;
+        fluid.tally_queues();
+        match options.flow_control {
+            FlowControl::Drop => fluid.drop_overflow(),
+            FlowControl::Pause => fluid.pause_upstream(),
+        }
+        fluid.watch_ports();
+        if let Some(mark) = options.mark_bytes {
+            fluid.control_rates(mark);
+        }
+        fluid.complete();
+        fluid.sample();
+    }
+    Ok(fluid.report())
+}
+
+/// The options are in their domains.
+fn check(options: &FluidOptions) -> Result<(), SimError> {
     let bad = |field: &'static str, value: f64| SimError::BadFluidOption { field, value };
     for (field, v, ok) in [
         ("dt", options.dt_secs, options.dt_secs > 0.0 && options.dt_secs <= 1e-3),
@@ -184,83 +291,96 @@ pub fn simulate_fluid(
             return Err(bad(field, v));
         }
     }
-    if jobs.is_empty() {
-        return Err(SimError::NoJobs);
-    }
-    let mut routes = RouteTable::new(topology);
-    let switch = |d: usize| matches!(topology.devices[d].kind, DeviceKind::Switch | DeviceKind::NvSwitch);
-    let nlinks = topology.links.len();
-    let cap: Vec<f64> = topology.links.iter().map(|l| l.bytes_per_sec).collect();
-    let port: Vec<bool> = topology.links.iter().map(|l| switch(l.from)).collect();
-    // Every job's rounds, made up front (this model is for small cases).
-    let mut rounds: Vec<Vec<Vec<Planned>>> = Vec::with_capacity(jobs.len());
-    for spec in jobs {
-        let s = spec.schedule;
-        let mut list = Vec::new();
-        for r in s.iter_rounds(None) {
-            list.push(
-                r.transfers
-                    .iter()
-                    .map(|t| (t.from, t.to, t.read.len as f64 * s.elem_bytes as f64, t.channel))
-                    .collect(),
-            );
+    Ok(())
+}
+
+impl<'a> Fluid<'a> {
+    fn new(topology: &'a Topology, jobs: &'a [JobSpec<'a>], options: &'a FluidOptions) -> Self {
+        let switch = |d: usize| matches!(topology.devices[d].kind, DeviceKind::Switch | DeviceKind::NvSwitch);
+        let links = topology
+            .links
+            .iter()
+            .map(|l| LinkState {
+                cap: l.bytes_per_sec,
+                port: switch(l.from),
+                into_switch: switch(l.to),
+                initial: if switch(l.from) { options.initial_queue_bytes } else { 0.0 },
+                keep: 1.0,
+                ..LinkState::default()
+            })
+            .collect();
+        let rounds = jobs
+            .iter()
+            .map(|spec| {
+                let s = spec.schedule;
+                s.iter_rounds(None)
+                    .map(|r| {
+                        r.transfers
+                            .iter()
+                            .map(|t| (t.from, t.to, t.read.len as f64 * s.elem_bytes as f64, t.channel))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        Fluid {
+            topology,
+            jobs,
+            options,
+            routes: RouteTable::new(topology),
+            rounds,
+            flows: Vec::new(),
+            live: Vec::new(),
+            links,
+            state: jobs
+                .iter()
+                .map(|j| JobState { round: 0, start: Some(j.start_secs), done: None, active: 0 })
+                .collect(),
+            t: 0.0,
+            step: 0,
+            work: 0,
+            samples: Vec::new(),
+            sample_every: 1,
+            out: Vec::new(),
         }
-        rounds.push(list);
     }
-    let mut work: u128 = 0;
-    let alpha = topology.round_startup_secs;
-    let dt = options.dt_secs;
-    let mut flows: Vec<FFlow> = Vec::new();
-    let mut job_round: Vec<usize> = vec![0; jobs.len()];
-    let mut job_start: Vec<Option<f64>> = jobs.iter().map(|j| Some(j.start_secs)).collect();
-    let mut job_done: Vec<Option<f64>> = vec![None; jobs.len()];
-    let mut active_of_job: Vec<usize> = vec![0; jobs.len()];
-    // Per link: the initial fluid still ahead of the flows.
-    let mut initial: Vec<f64> = port.iter().map(|&p| if p { options.initial_queue_bytes } else { 0.0 }).collect();
-    let mut paused = vec![false; nlinks];
-    let mut peak = vec![(0.0f64, 0.0f64); nlinks];
-    let mut full_at: Vec<Option<f64>> = vec![None; nlinks];
-    let mut empty_at: Vec<Option<f64>> = vec![None; nlinks];
-    let mut dropped_at = vec![0.0f64; nlinks];
-    let mut paused_for = vec![0.0f64; nlinks];
-    let mut samples: Vec<(f64, Vec<f64>)> = Vec::new();
-    let mut sample_every = 1u64;
-    let mut t = 0.0f64;
-    let mut step = 0u64;
-    let mut queue = vec![0.0f64; nlinks];
-    let mut share = vec![0.0f64; nlinks];
-    let mut keep = vec![1.0f64; nlinks];
-    let mut held = vec![0.0f64; nlinks];
-    let mut feeds_full = vec![false; nlinks];
-    let mut full = vec![false; nlinks];
-    // Flows not yet delivered, by index into `flows`.
-    let mut live: Vec<usize> = Vec::new();
-    let mut out: Vec<f64> = Vec::new();
-    loop {
-        // Start the rounds whose time has come.
-        for j in 0..jobs.len() {
-            let Some(at) = job_start[j] else { continue };
+
+    /// Count a pass over every link and `hops` flow-hops against the run's work limit.
+    fn charge(&mut self, hops: u128) -> Result<(), SimError> {
+        self.work += self.links.len() as u128 + hops;
+        if self.work > MAX_WORK {
+            return Err(SimError::FluidTooLarge { work: self.work, limit: MAX_WORK, reached_secs: self.t });
+        }
+        Ok(())
+    }
+
+    /// Start the rounds whose time has come: each transfer a flow at its sender's line
+    /// rate (a round with nothing to send ends at once).
+    fn admit(&mut self) -> Result<(), SimError> {
+        let t = self.t;
+        for j in 0..self.jobs.len() {
+            let Some(at) = self.state[j].start else { continue };
             if t + 1e-15 < at {
                 continue;
             }
-            job_start[j] = None;
+            self.state[j].start = None;
             loop {
-                let Some(round) = rounds[j].get(job_round[j]) else {
-                    job_done[j] = Some(t);
+                let Some(round) = self.rounds[j].get(self.state[j].round) else {
+                    self.state[j].done = Some(t);
                     break;
                 };
-                let placement: &Placement = &jobs[j].placement;
+                let placement: &Placement = &self.jobs[j].placement;
                 for &(from, to, bytes, channel) in round {
                     if bytes <= 0.0 {
                         continue;
                     }
                     let (src, dst) = (placement.devices[from], placement.devices[to]);
                     let connection = Connection { job: j as u32, from: from as u32, to: to as u32, channel };
-                    let path = one_path(&mut routes, options.paths, connection, src, dst)?;
-                    let line_rate = path.first().map_or(f64::INFINITY, |&l| cap[l]);
-                    flows.push(FFlow {
+                    let path = one_path(&mut self.routes, self.options.paths, connection, src, dst)?;
+                    let line_rate = path.first().map_or(f64::INFINITY, |&l| self.links[l].cap);
+                    self.flows.push(FFlow {
                         job: j,
-                        round: job_round[j],
+                        round: self.state[j].round,
                         from,
                         to,
                         queued: vec![0.0; path.len()],
@@ -277,72 +397,85 @@ pub fn simulate_fluid(
                         last_cut: f64::NEG_INFINITY,
                         cut_this_episode: false,
                     });
-                    live.push(flows.len() - 1);
-                    active_of_job[j] += 1;
+                    self.live.push(self.flows.len() - 1);
+                    self.state[j].active += 1;
                 }
-                if active_of_job[j] > 0 {
+                if self.state[j].active > 0 {
                     break;
                 }
-                job_round[j] += 1;
+                self.state[j].round += 1;
             }
         }
-        if job_done.iter().all(Option::is_some) || t >= options.horizon_secs {
-            break;
+        Ok(())
+    }
+
+    /// With nothing in flight and the next start later, jump to it (on the step grid).
+    fn skip_idle(&mut self) -> bool {
+        let flows = &self.flows;
+        self.live.retain(|&i| flows[i].finish.is_none());
+        if !self.live.is_empty() {
+            return false;
         }
-        work +=
-            nlinks as u128 + flows.iter().filter(|f| f.finish.is_none()).map(|f| f.path.len() as u128).sum::<u128>();
-        if work > MAX_WORK {
-            return Err(SimError::FluidTooLarge { work, limit: MAX_WORK, reached_secs: t });
+        let dt = self.options.dt_secs;
+        let next = self.state.iter().filter_map(|j| j.start).fold(f64::INFINITY, f64::min);
+        if next.is_finite() && next > self.t + dt {
+            let steps = ((next - self.t) / dt).floor();
+            self.t += steps * dt;
+            self.step += steps as u64;
+            return true;
         }
-        // Nothing in flight and the next start later: jump to it (on the step grid).
-        live.retain(|&i| flows[i].finish.is_none());
-        if live.is_empty() {
-            let next = job_start.iter().flatten().copied().fold(f64::INFINITY, f64::min);
-            if next.is_finite() && next > t + dt {
-                let steps = ((next - t) / dt).floor();
-                t += steps * dt;
-                step += steps as u64;
-                continue;
-            }
-        }
-        // 1. Senders push (not through a paused first link).
-        for &fi in &live {
-            let f = &mut flows[fi];
+        false
+    }
+
+    /// 1. Senders push (not through a paused first link).
+    fn push(&mut self) {
+        let dt = self.options.dt_secs;
+        for &fi in &self.live {
+            let f = &mut self.flows[fi];
             let Some(&first) = f.path.first() else { continue };
-            if paused[first] || f.unsent <= 0.0 {
+            if self.links[first].paused || f.unsent <= 0.0 {
                 continue;
             }
             let push = (f.rate * dt).min(f.unsent);
             f.unsent -= push;
             f.queued[0] += push;
         }
-        // 2. Every link serves its queue, first in first out: the initial fluid first,
-        // then each flow in proportion to what it has waiting.
-        queue.iter_mut().for_each(|q| *q = 0.0);
-        for &fi in &live {
-            let f = &flows[fi];
+    }
+
+    /// Every link's queue: what its flows have waiting at it.
+    fn tally_queues(&mut self) {
+        self.links.iter_mut().for_each(|l| l.queue = 0.0);
+        for &fi in &self.live {
+            let f = &self.flows[fi];
             for (i, &l) in f.path.iter().enumerate() {
-                queue[l] += f.queued[i];
+                self.links[l].queue += f.queued[i];
             }
         }
-        for l in 0..nlinks {
-            share[l] = 0.0;
-            if paused[l] {
+    }
+
+    /// 2. Every link serves its queue, first in first out: the initial fluid first, then
+    /// each flow in proportion to what it has waiting. What a hop passes on waits a step
+    /// at the next.
+    fn serve(&mut self) {
+        self.tally_queues();
+        let dt = self.options.dt_secs;
+        for l in &mut self.links {
+            l.share = 0.0;
+            if l.paused {
                 continue;
             }
-            let mut budget = cap[l] * dt;
-            let first = initial[l].min(budget);
-            initial[l] -= first;
+            let mut budget = l.cap * dt;
+            let first = l.initial.min(budget);
+            l.initial -= first;
             budget -= first;
-            share[l] = if queue[l] > 0.0 { (budget / queue[l]).min(1.0) } else { 0.0 };
+            l.share = if l.queue > 0.0 { (budget / l.queue).min(1.0) } else { 0.0 };
         }
-        for &fi in &live {
-            let f = &mut flows[fi];
-            // What every hop serves, from the queues as they were at the step's start;
-            // what a hop passes on waits a step at the next.
-            out.clear();
-            out.extend(f.path.iter().enumerate().map(|(i, &l)| f.queued[i] * share[l]));
-            for (i, &o) in out.iter().enumerate() {
+        for &fi in &self.live {
+            let f = &mut self.flows[fi];
+            // What every hop serves, from the queues as they were at the step's start.
+            self.out.clear();
+            self.out.extend(f.path.iter().enumerate().map(|(i, &l)| f.queued[i] * self.links[l].share));
+            for (i, &o) in self.out.iter().enumerate() {
                 f.queued[i] -= o;
                 if i + 1 < f.path.len() {
                     f.queued[i + 1] += o;
@@ -351,199 +484,212 @@ pub fn simulate_fluid(
                 }
             }
         }
-        t += dt;
-        step += 1;
-        work += nlinks as u128 + live.iter().map(|&i| flows[i].path.len() as u128).sum::<u128>();
-        if work > MAX_WORK {
-            return Err(SimError::FluidTooLarge { work, limit: MAX_WORK, reached_secs: t });
+    }
+
+    /// 3, drop: a port past its buffer loses what does not fit, in proportion to what
+    /// each flow has waiting there; the senders send it again.
+    fn drop_overflow(&mut self) {
+        let buffer = self.options.buffer_bytes;
+        for l in &mut self.links {
+            l.keep = 1.0;
+            if l.port && l.held_total() > buffer && l.queue > 0.0 {
+                l.keep = ((buffer - l.initial).max(0.0) / l.queue).min(1.0);
+            }
         }
-        // 3. Full buffers: drop what does not fit, or pause the ingress links.
-        queue.iter_mut().for_each(|q| *q = 0.0);
-        for &fi in &live {
-            let f = &flows[fi];
+        for &fi in &self.live {
+            let f = &mut self.flows[fi];
             for (i, &l) in f.path.iter().enumerate() {
-                queue[l] += f.queued[i];
-            }
-        }
-        if options.flow_control == FlowControl::Drop {
-            // What each port keeps of its flows' bytes, then one pass over the flows.
-            for l in 0..nlinks {
-                keep[l] = 1.0;
-                let q = queue[l] + initial[l];
-                if port[l] && q > options.buffer_bytes && queue[l] > 0.0 {
-                    keep[l] = ((options.buffer_bytes - initial[l]).max(0.0) / queue[l]).min(1.0);
+                let link = &mut self.links[l];
+                if link.keep < 1.0 && f.queued[i] > 0.0 {
+                    let lost = f.queued[i] * (1.0 - link.keep);
+                    f.queued[i] -= lost;
+                    f.dropped += lost;
+                    f.unsent += lost;
+                    link.dropped += lost;
+                    link.queue -= lost;
                 }
-            }
-            for &fi in &live {
-                let f = &mut flows[fi];
-                for (i, &l) in f.path.iter().enumerate() {
-                    if keep[l] < 1.0 && f.queued[i] > 0.0 {
-                        let lost = f.queued[i] * (1.0 - keep[l]);
-                        f.queued[i] -= lost;
-                        f.dropped += lost;
-                        f.unsent += lost;
-                        dropped_at[l] += lost;
-                        queue[l] -= lost;
-                    }
-                }
-            }
-        } else {
-            // Bytes each switch holds per ingress link (what waits at a port of the
-            // switch having come in over that link), and the links feeding a full port:
-            // past `xoff` held, or into a port at its buffer, an ingress link pauses.
-            held.iter_mut().for_each(|h| *h = 0.0);
-            feeds_full.iter_mut().for_each(|x| *x = false);
-            for l in 0..nlinks {
-                let q = queue[l] + initial[l];
-                if port[l] {
-                    if q >= options.buffer_bytes {
-                        full[l] = true;
-                    } else if q <= options.buffer_bytes / 2.0 {
-                        full[l] = false;
-                    }
-                }
-            }
-            for &fi in &live {
-                let f = &flows[fi];
-                for i in 1..f.path.len() {
-                    held[f.path[i - 1]] += f.queued[i];
-                    if full[f.path[i]] {
-                        feeds_full[f.path[i - 1]] = true;
-                    }
-                }
-            }
-            for u in 0..nlinks {
-                if !switch(topology.links[u].to) {
-                    continue;
-                }
-                if !paused[u] && (held[u] >= options.xoff_bytes || feeds_full[u]) {
-                    paused[u] = true;
-                } else if paused[u] && held[u] <= options.xon_bytes && !feeds_full[u] {
-                    paused[u] = false;
-                }
-                if paused[u] {
-                    paused_for[u] += dt;
-                }
-            }
-        }
-        // Peaks after the drops (what the port holds), fill and empty times.
-        for l in (0..nlinks).filter(|&l| port[l]) {
-            let q = queue[l] + initial[l];
-            if q > peak[l].0 {
-                peak[l] = (q, t);
-            }
-            if full_at[l].is_none() && q >= options.buffer_bytes - 1e-6 {
-                full_at[l] = Some(t);
-            }
-            // Empty: no more than the port forwards in one step (what arrived this step
-            // waits one step in this discrete model).
-            if full_at[l].is_some() && empty_at[l].is_none() && q <= cap[l] * dt {
-                empty_at[l] = Some(t);
-            }
-        }
-        // 4. Rate control: marks, feedback after the delay, cut or additive increase.
-        if let Some(mark) = options.mark_bytes {
-            for &fi in &live {
-                let f = &mut flows[fi];
-                let marked = f
-                    .path
-                    .iter()
-                    .enumerate()
-                    .any(|(i, &l)| port[l] && f.queued[i] > 0.0 && queue[l] + initial[l] > mark);
-                let calm = f.path.iter().all(|&l| !port[l] || queue[l] + initial[l] <= cap[l] * dt);
-                if calm {
-                    f.cut_this_episode = false;
-                }
-                if marked && f.next_cut.is_none() && !f.cut_this_episode {
-                    f.next_cut = Some(t + options.feedback_secs);
-                    f.cut_this_episode = true;
-                }
-                match f.next_cut {
-                    Some(at) if t + 1e-15 >= at => {
-                        f.rate *= options.cut;
-                        f.last_cut = t;
-                        f.next_cut = None;
-                    }
-                    _ if t - f.last_cut > options.feedback_secs && f.next_cut.is_none() => {
-                        f.rate = (f.rate + options.increase_bytes_per_sec * dt * 1e6).min(f.line_rate);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        // 5. Flows done, rounds done.
-        for &fi in &live {
-            let f = &mut flows[fi];
-            if f.delivered >= f.bytes * (1.0 - 1e-9) && f.unsent <= 1e-9 {
-                f.finish = Some(t);
-                active_of_job[f.job] -= 1;
-                if active_of_job[f.job] == 0 {
-                    job_round[f.job] += 1;
-                    job_start[f.job] = Some(t + alpha);
-                }
-            }
-        }
-        if step.is_multiple_of(sample_every) {
-            samples.push((t, (0..nlinks).map(|l| if port[l] { queue[l] + initial[l] } else { 0.0 }).collect()));
-            if samples.len() >= 4000 {
-                // Half the resolution, bounded memory.
-                let mut i = 0;
-                samples.retain(|_| {
-                    i += 1;
-                    i % 2 == 0
-                });
-                sample_every *= 2;
             }
         }
     }
-    let name = |l: usize| topology.link_name(l);
-    let mut ports: Vec<PortReport> = (0..nlinks)
-        .filter(|&l| port[l] && (peak[l].0 > 0.0 || dropped_at[l] > 0.0))
-        .map(|l| PortReport {
-            resource: name(l),
-            peak_bytes: peak[l].0,
-            peak_secs: peak[l].1,
-            full_secs: full_at[l],
-            empty_secs: empty_at[l],
-            dropped_bytes: dropped_at[l],
-            paused_secs: topology
-                .links
+
+    /// 3, pause (PFC): bytes each switch holds per ingress link (what waits at a port of
+    /// the switch having come in over that link), and the links feeding a full port: past
+    /// `xoff` held, or into a port at its buffer, an ingress link pauses.
+    fn pause_upstream(&mut self) {
+        let (buffer, dt) = (self.options.buffer_bytes, self.options.dt_secs);
+        for l in &mut self.links {
+            l.held = 0.0;
+            l.feeds_full = false;
+            if l.port {
+                if l.held_total() >= buffer {
+                    l.full = true;
+                } else if l.held_total() <= buffer / 2.0 {
+                    l.full = false;
+                }
+            }
+        }
+        for &fi in &self.live {
+            let f = &self.flows[fi];
+            for i in 1..f.path.len() {
+                self.links[f.path[i - 1]].held += f.queued[i];
+                if self.links[f.path[i]].full {
+                    self.links[f.path[i - 1]].feeds_full = true;
+                }
+            }
+        }
+        for u in self.links.iter_mut().filter(|u| u.into_switch) {
+            if !u.paused && (u.held >= self.options.xoff_bytes || u.feeds_full) {
+                u.paused = true;
+            } else if u.paused && u.held <= self.options.xon_bytes && !u.feeds_full {
+                u.paused = false;
+            }
+            if u.paused {
+                u.paused_for += dt;
+            }
+        }
+    }
+
+    /// Peaks after the drops (what the port holds), fill and empty times.
+    fn watch_ports(&mut self) {
+        let (t, buffer, dt) = (self.t, self.options.buffer_bytes, self.options.dt_secs);
+        for l in self.links.iter_mut().filter(|l| l.port) {
+            let q = l.held_total();
+            if q > l.peak.0 {
+                l.peak = (q, t);
+            }
+            if l.full_at.is_none() && q >= buffer - 1e-6 {
+                l.full_at = Some(t);
+            }
+            // Empty: no more than the port forwards in one step (what arrived this step
+            // waits one step in this discrete model).
+            if l.full_at.is_some() && l.empty_at.is_none() && q <= l.cap * dt {
+                l.empty_at = Some(t);
+            }
+        }
+    }
+
+    /// 4. Rate control: marks past `mark` bytes, feedback after the delay, a cut once per
+    /// congestion episode, or additive increase.
+    fn control_rates(&mut self, mark: f64) {
+        let (t, o) = (self.t, self.options);
+        for &fi in &self.live {
+            let f = &mut self.flows[fi];
+            let links = &self.links;
+            let marked = f
+                .path
                 .iter()
                 .enumerate()
-                .filter(|(u, link)| link.to == topology.links[l].from && *u != l)
-                .map(|(u, _)| paused_for[u])
-                .fold(0.0, f64::max),
-        })
-        .collect();
-    ports.sort_by(|a, b| b.peak_bytes.total_cmp(&a.peak_bytes).then_with(|| a.resource.cmp(&b.resource)));
-    let busiest = (0..nlinks).filter(|&l| port[l]).max_by(|&a, &b| peak[a].0.total_cmp(&peak[b].0));
-    let busiest_queue = busiest.map_or_else(Vec::new, |l| samples.iter().map(|(t, q)| (*t, q[l])).collect());
-    Ok(FluidReport {
-        options: options.clone(),
-        end_secs: t,
-        steps: step,
-        jobs: jobs
-            .iter()
-            .zip(&job_done)
-            .map(|(j, d)| FluidJobReport { name: j.name.clone(), finish_secs: *d })
-            .collect(),
-        ports,
-        flows: flows
-            .iter()
-            .map(|f| FluidFlowReport {
-                job: jobs[f.job].name.clone(),
-                from: f.from,
-                to: f.to,
-                round: f.round,
-                bytes: f.bytes,
-                start_secs: f.start,
-                finish_secs: f.finish,
-                dropped_bytes: f.dropped,
-                final_rate: f.rate,
+                .any(|(i, &l)| links[l].port && f.queued[i] > 0.0 && links[l].held_total() > mark);
+            let calm = f.path.iter().all(|&l| !links[l].port || links[l].held_total() <= links[l].cap * o.dt_secs);
+            if calm {
+                f.cut_this_episode = false;
+            }
+            if marked && f.next_cut.is_none() && !f.cut_this_episode {
+                f.next_cut = Some(t + o.feedback_secs);
+                f.cut_this_episode = true;
+            }
+            match f.next_cut {
+                Some(at) if t + 1e-15 >= at => {
+                    f.rate *= o.cut;
+                    f.last_cut = t;
+                    f.next_cut = None;
+                }
+                _ if t - f.last_cut > o.feedback_secs && f.next_cut.is_none() => {
+                    f.rate = (f.rate + o.increase_bytes_per_sec * o.dt_secs * 1e6).min(f.line_rate);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// 5. Flows done, rounds done: a job's next round starts α after its last flow.
+    fn complete(&mut self) {
+        let (t, alpha) = (self.t, self.topology.round_startup_secs);
+        for &fi in &self.live {
+            let f = &mut self.flows[fi];
+            if f.delivered >= f.bytes * (1.0 - 1e-9) && f.unsent <= 1e-9 {
+                f.finish = Some(t);
+                let job = &mut self.state[f.job];
+                job.active -= 1;
+                if job.active == 0 {
+                    job.round += 1;
+                    job.start = Some(t + alpha);
+                }
+            }
+        }
+    }
+
+    /// Every port's queue, every so many steps (halving the resolution to stay bounded).
+    fn sample(&mut self) {
+        if !self.step.is_multiple_of(self.sample_every) {
+            return;
+        }
+        self.samples.push((self.t, self.links.iter().map(|l| if l.port { l.held_total() } else { 0.0 }).collect()));
+        if self.samples.len() >= 4000 {
+            let mut i = 0;
+            self.samples.retain(|_| {
+                i += 1;
+                i % 2 == 0
+            });
+            self.sample_every *= 2;
+        }
+    }
+
+    fn report(self) -> FluidReport {
+        let topology = self.topology;
+        let links = &self.links;
+        let mut ports: Vec<PortReport> = (0..links.len())
+            .filter(|&l| links[l].port && (links[l].peak.0 > 0.0 || links[l].dropped > 0.0))
+            .map(|l| PortReport {
+                resource: topology.link_name(l),
+                peak_bytes: links[l].peak.0,
+                peak_secs: links[l].peak.1,
+                full_secs: links[l].full_at,
+                empty_secs: links[l].empty_at,
+                dropped_bytes: links[l].dropped,
+                // The longest any link into this port's switch was paused.
+                paused_secs: topology
+                    .links
+                    .iter()
+                    .enumerate()
+                    .filter(|(u, link)| link.to == topology.links[l].from && *u != l)
+                    .map(|(u, _)| links[u].paused_for)
+                    .fold(0.0, f64::max),
             })
-            .collect(),
-        busiest_queue,
-    })
+            .collect();
+        ports.sort_by(|a, b| b.peak_bytes.total_cmp(&a.peak_bytes).then_with(|| a.resource.cmp(&b.resource)));
+        let busiest =
+            (0..links.len()).filter(|&l| links[l].port).max_by(|&a, &b| links[a].peak.0.total_cmp(&links[b].peak.0));
+        let busiest_queue = busiest.map_or_else(Vec::new, |l| self.samples.iter().map(|(t, q)| (*t, q[l])).collect());
+        FluidReport {
+            options: self.options.clone(),
+            end_secs: self.t,
+            steps: self.step,
+            jobs: self
+                .jobs
+                .iter()
+                .zip(&self.state)
+                .map(|(j, s)| FluidJobReport { name: j.name.clone(), finish_secs: s.done })
+                .collect(),
+            ports,
+            flows: self
+                .flows
+                .iter()
+                .map(|f| FluidFlowReport {
+                    job: self.jobs[f.job].name.clone(),
+                    from: f.from,
+                    to: f.to,
+                    round: f.round,
+                    bytes: f.bytes,
+                    start_secs: f.start,
+                    finish_secs: f.finish,
+                    dropped_bytes: f.dropped,
+                    final_rate: f.rate,
+                })
+                .collect(),
+            busiest_queue,
+        }
+    }
 }
 
 /// The one path a flow takes: at every split the lowest-numbered link (`Split`: the
