@@ -127,7 +127,9 @@ enum Resolved {
 }
 
 /// Check that every rank finishes `programs` on `schedule` with `slots` messages per
-/// stream, streams as `fifo` says.
+/// stream, streams as `fifo` says: the operations wired to their streams and in-network
+/// steps (the two ends of every stream must agree on its order), then run until no rank
+/// can go on; a rank left blocked is on a cycle of waits, which the error names.
 pub fn check_deadlock(
     schedule: &Schedule,
     programs: &Programs,
@@ -138,276 +140,331 @@ pub fn check_deadlock(
     if programs.posts.len() != ranks {
         return Err(fail(format!("{} programs for {ranks} ranks", programs.posts.len())));
     }
-    let label = |round: usize, index: usize| -> String {
-        schedule.rounds.get(round).and_then(|r| r.transfers.get(index)).map_or_else(
-            || format!("round {round} transfer {index} (no such transfer)"),
-            |t| schedule.transfer_label(round, t),
-        )
-    };
-    let stream = |ch: &Channel| match fifo {
-        Fifo::Channel => format!("channel {} from rank {} to rank {}", ch.channel, ch.from, ch.to),
-        Fifo::PeerPair => format!("the stream from rank {} to rank {}", ch.from, ch.to),
-    };
-    // Channels, and each transfer's place on its channel in the sender's and the
-    // receiver's order; the two orders must agree (FIFO).
-    let mut channel_of: HashMap<(Rank, Rank, u32), usize> = HashMap::new();
-    let mut channels: Vec<Channel> = Vec::new();
-    let mut received_order: Vec<Vec<(usize, usize)>> = Vec::new();
-    let mut in_network: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut joined: Vec<Vec<Rank>> = Vec::new();
-    let mut resolved: Vec<Vec<Vec<Resolved>>> = Vec::with_capacity(ranks);
-    for (rank, posts) in programs.posts.iter().enumerate() {
-        let mut rank_posts = Vec::with_capacity(posts.len());
-        for post in posts {
-            let mut ops = Vec::with_capacity(post.len());
-            for &op in post {
-                let (round, index) = match op {
-                    Operation::Send { round, index }
-                    | Operation::Receive { round, index }
-                    | Operation::InNetwork { round, index } => (round, index),
-                };
-                let r = schedule.rounds.get(round).ok_or_else(|| fail(format!("rank {rank}: no round {round}")))?;
-                let resolved = match op {
-                    Operation::Send { .. } | Operation::Receive { .. } => {
-                        let t = r
-                            .transfers
-                            .get(index)
-                            .ok_or_else(|| fail(format!("rank {rank}: {}", label(round, index))))?;
-                        let sends = matches!(op, Operation::Send { .. });
-                        if (sends && t.from != rank) || (!sends && t.to != rank) {
-                            return Err(fail(format!("rank {rank} is not an end of {}", label(round, index))));
-                        }
-                        let key = (t.from, t.to, if fifo == Fifo::Channel { t.channel } else { 0 });
-                        let c = *channel_of.entry(key).or_insert_with(|| {
-                            channels.push(Channel {
-                                from: t.from,
-                                to: t.to,
-                                channel: key.2,
-                                messages: Vec::new(),
-                                sends_posted: 0,
-                                received: 0,
-                            });
-                            received_order.push(Vec::new());
-                            channels.len() - 1
-                        });
-                        if sends {
-                            channels[c].messages.push((round, index));
-                            Resolved::Send { channel: c, seq: channels[c].messages.len() - 1 }
-                        } else {
-                            received_order[c].push((round, index));
-                            Resolved::Receive { channel: c, seq: received_order[c].len() - 1 }
-                        }
-                    }
-                    Operation::InNetwork { .. } => {
-                        let n = r
-                            .in_network
-                            .get(index)
-                            .ok_or_else(|| fail(format!("rank {rank}: no in-network step {index} in round {round}")))?;
-                        if !n.ranks.contains(&rank) {
-                            return Err(fail(format!(
-                                "rank {rank} does not join in-network step {index} of round {round}"
-                            )));
-                        }
-                        let step = *in_network.entry((round, index)).or_insert_with(|| {
-                            joined.push(Vec::new());
-                            joined.len() - 1
-                        });
-                        Resolved::InNetwork { step }
-                    }
-                };
-                ops.push(resolved);
-            }
-            rank_posts.push(ops);
-        }
-        resolved.push(rank_posts);
+    let mut wiring = Wiring::new(schedule, programs, fifo)?;
+    wiring.check_fifo()?;
+    let mut run = Execution::new(&wiring);
+    run.go(&mut wiring, slots);
+    let blocked = |r: Rank| run.post[r] < wiring.resolved[r].len();
+    match (0..ranks).find(|&r| blocked(r)) {
+        None => Ok(DeadlockReport {
+            posts: wiring.resolved.iter().map(Vec::len).sum(),
+            operations: wiring.resolved.iter().flatten().map(Vec::len).sum(),
+            channels: wiring.channels.len(),
+        }),
+        Some(start) => Err(run.cycle(&wiring, start, slots)),
     }
-    for (c, ch) in channels.iter().enumerate() {
-        let got = &received_order[c];
-        if let Some(k) = (0..ch.messages.len().max(got.len())).find(|&k| ch.messages.get(k) != got.get(k)) {
-            let name = |m: Option<&(usize, usize)>| m.map_or("nothing".to_string(), |&(r, i)| label(r, i));
-            return Err(fail(format!(
-                "{} is FIFO, but message {k} is {} in the sender's order and {} in the receiver's",
-                stream(ch),
-                name(ch.messages.get(k)),
-                name(got.get(k))
-            )));
-        }
-    }
-    let in_network_steps: Vec<(usize, usize)> = {
-        let mut v = vec![(0, 0); joined.len()];
-        for (&key, &step) in &in_network {
-            v[step] = key;
-        }
-        v
-    };
-    let participants = |step: usize| {
-        let (round, index) = in_network_steps[step];
-        schedule.rounds[round].in_network[index].ranks.len()
-    };
+}
 
-    // The execution: each rank's current post, its operations' done flags.
-    let mut post = vec![0usize; ranks];
-    let mut done: Vec<Vec<bool>> = (0..ranks).map(|r| vec![false; resolved[r].first().map_or(0, Vec::len)]).collect();
-    let mut queue: Vec<Rank> = Vec::new();
-    let mut queued = vec![false; ranks];
-    let wake = |rank: Rank, queue: &mut Vec<Rank>, queued: &mut Vec<bool>| {
-        if !std::mem::replace(&mut queued[rank], true) {
-            queue.push(rank);
-        }
-    };
-    // Entering a post makes its sends visible and its in-network joins counted.
-    let enter = |rank: Rank,
-                 ops: &[Resolved],
-                 channels: &mut Vec<Channel>,
-                 joined: &mut Vec<Vec<Rank>>,
-                 queue: &mut Vec<Rank>,
-                 queued: &mut Vec<bool>| {
-        for op in ops {
-            match *op {
-                Resolved::Send { channel, seq } => {
-                    channels[channel].sends_posted = channels[channel].sends_posted.max(seq + 1);
-                    let to = channels[channel].to;
-                    wake(to, queue, queued);
+/// The programs' operations wired to what they act on: every stream (a channel) with
+/// its messages in the sender's order and the receiver's, every in-network step with
+/// the ranks that have joined it.
+struct Wiring<'s> {
+    schedule: &'s Schedule,
+    fifo: Fifo,
+    channels: Vec<Channel>,
+    received_order: Vec<Vec<(usize, usize)>>,
+    /// Per in-network step: its (round, index) and the ranks that have joined it.
+    steps: Vec<(usize, usize)>,
+    joined: Vec<Vec<Rank>>,
+    /// Per rank, per post, its operations.
+    resolved: Vec<Vec<Vec<Resolved>>>,
+}
+
+impl<'s> Wiring<'s> {
+    fn new(schedule: &'s Schedule, programs: &Programs, fifo: Fifo) -> Result<Self, CheckError> {
+        let mut w = Wiring {
+            schedule,
+            fifo,
+            channels: Vec::new(),
+            received_order: Vec::new(),
+            steps: Vec::new(),
+            joined: Vec::new(),
+            resolved: Vec::with_capacity(programs.posts.len()),
+        };
+        let mut channel_of: HashMap<(Rank, Rank, u32), usize> = HashMap::new();
+        let mut step_of: HashMap<(usize, usize), usize> = HashMap::new();
+        for (rank, posts) in programs.posts.iter().enumerate() {
+            let mut rank_posts = Vec::with_capacity(posts.len());
+            for post in posts {
+                let mut ops = Vec::with_capacity(post.len());
+                for &op in post {
+                    ops.push(w.resolve(rank, op, &mut channel_of, &mut step_of)?);
                 }
-                Resolved::Receive { channel, .. } => {
-                    let from = channels[channel].from;
-                    wake(from, queue, queued);
+                rank_posts.push(ops);
+            }
+            w.resolved.push(rank_posts);
+        }
+        Ok(w)
+    }
+
+    /// Where `op` of `rank` acts: its channel and place on it, or its in-network step.
+    fn resolve(
+        &mut self,
+        rank: Rank,
+        op: Operation,
+        channel_of: &mut HashMap<(Rank, Rank, u32), usize>,
+        step_of: &mut HashMap<(usize, usize), usize>,
+    ) -> Result<Resolved, CheckError> {
+        let (round, index) = match op {
+            Operation::Send { round, index }
+            | Operation::Receive { round, index }
+            | Operation::InNetwork { round, index } => (round, index),
+        };
+        let r = self.schedule.rounds.get(round).ok_or_else(|| fail(format!("rank {rank}: no round {round}")))?;
+        match op {
+            Operation::Send { .. } | Operation::Receive { .. } => {
+                let t =
+                    r.transfers.get(index).ok_or_else(|| fail(format!("rank {rank}: {}", self.label(round, index))))?;
+                let sends = matches!(op, Operation::Send { .. });
+                if (sends && t.from != rank) || (!sends && t.to != rank) {
+                    return Err(fail(format!("rank {rank} is not an end of {}", self.label(round, index))));
+                }
+                let key = (t.from, t.to, if self.fifo == Fifo::Channel { t.channel } else { 0 });
+                let c = *channel_of.entry(key).or_insert_with(|| {
+                    self.channels.push(Channel {
+                        from: t.from,
+                        to: t.to,
+                        channel: key.2,
+                        messages: Vec::new(),
+                        sends_posted: 0,
+                        received: 0,
+                    });
+                    self.received_order.push(Vec::new());
+                    self.channels.len() - 1
+                });
+                Ok(if sends {
+                    self.channels[c].messages.push((round, index));
+                    Resolved::Send { channel: c, seq: self.channels[c].messages.len() - 1 }
+                } else {
+                    self.received_order[c].push((round, index));
+                    Resolved::Receive { channel: c, seq: self.received_order[c].len() - 1 }
+                })
+            }
+            Operation::InNetwork { .. } => {
+                let n = r
+                    .in_network
+                    .get(index)
+                    .ok_or_else(|| fail(format!("rank {rank}: no in-network step {index} in round {round}")))?;
+                if !n.ranks.contains(&rank) {
+                    return Err(fail(format!("rank {rank} does not join in-network step {index} of round {round}")));
+                }
+                let step = *step_of.entry((round, index)).or_insert_with(|| {
+                    self.steps.push((round, index));
+                    self.joined.push(Vec::new());
+                    self.steps.len() - 1
+                });
+                Ok(Resolved::InNetwork { step })
+            }
+        }
+    }
+
+    fn label(&self, round: usize, index: usize) -> String {
+        self.schedule.rounds.get(round).and_then(|r| r.transfers.get(index)).map_or_else(
+            || format!("round {round} transfer {index} (no such transfer)"),
+            |t| self.schedule.transfer_label(round, t),
+        )
+    }
+
+    fn stream(&self, ch: &Channel) -> String {
+        match self.fifo {
+            Fifo::Channel => format!("channel {} from rank {} to rank {}", ch.channel, ch.from, ch.to),
+            Fifo::PeerPair => format!("the stream from rank {} to rank {}", ch.from, ch.to),
+        }
+    }
+
+    /// Every stream is FIFO: its sender and receiver post its messages in one order.
+    fn check_fifo(&self) -> Result<(), CheckError> {
+        for (c, ch) in self.channels.iter().enumerate() {
+            let got = &self.received_order[c];
+            if let Some(k) = (0..ch.messages.len().max(got.len())).find(|&k| ch.messages.get(k) != got.get(k)) {
+                let name = |m: Option<&(usize, usize)>| m.map_or("nothing".to_string(), |&(r, i)| self.label(r, i));
+                return Err(fail(format!(
+                    "{} is FIFO, but message {k} is {} in the sender's order and {} in the receiver's",
+                    self.stream(ch),
+                    name(ch.messages.get(k)),
+                    name(got.get(k))
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn participants(&self, step: usize) -> usize {
+        let (round, index) = self.steps[step];
+        self.schedule.rounds[round].in_network[index].ranks.len()
+    }
+}
+
+/// The programs run: each rank's current post, which of its operations are done, and the
+/// ranks to look at again.
+struct Execution {
+    post: Vec<usize>,
+    done: Vec<Vec<bool>>,
+    queue: Vec<Rank>,
+    queued: Vec<bool>,
+}
+
+impl Execution {
+    fn new(w: &Wiring) -> Self {
+        let ranks = w.resolved.len();
+        Execution {
+            post: vec![0; ranks],
+            done: (0..ranks).map(|r| vec![false; w.resolved[r].first().map_or(0, Vec::len)]).collect(),
+            queue: Vec::new(),
+            queued: vec![false; ranks],
+        }
+    }
+
+    fn wake(&mut self, rank: Rank) {
+        if !std::mem::replace(&mut self.queued[rank], true) {
+            self.queue.push(rank);
+        }
+    }
+
+    /// Entering a post makes its sends visible and its in-network joins counted.
+    fn enter(&mut self, w: &mut Wiring, rank: Rank, post: usize) {
+        for i in 0..w.resolved[rank][post].len() {
+            match w.resolved[rank][post][i] {
+                Resolved::Send { channel, seq } => {
+                    w.channels[channel].sends_posted = w.channels[channel].sends_posted.max(seq + 1);
+                    self.wake(w.channels[channel].to);
+                }
+                Resolved::Receive { channel, .. } => self.wake(w.channels[channel].from),
+                Resolved::InNetwork { step } => {
+                    w.joined[step].push(rank);
+                    let (round, index) = w.steps[step];
+                    for &q in &w.schedule.rounds[round].in_network[index].ranks {
+                        self.wake(q);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Run until no rank can go on.
+    fn go(&mut self, w: &mut Wiring, slots: usize) {
+        for rank in 0..w.resolved.len() {
+            if !w.resolved[rank].is_empty() {
+                self.enter(w, rank, 0);
+            }
+            self.wake(rank);
+        }
+        while let Some(rank) = self.queue.pop() {
+            self.queued[rank] = false;
+            while self.post[rank] < w.resolved[rank].len() {
+                let post = self.post[rank];
+                let mut progress = true;
+                while progress {
+                    progress = false;
+                    for i in 0..w.resolved[rank][post].len() {
+                        if self.done[rank][i] {
+                            continue;
+                        }
+                        let finished = match w.resolved[rank][post][i] {
+                            Resolved::Send { channel, seq } => {
+                                let ch = &w.channels[channel];
+                                ch.received > seq || seq < ch.received + slots
+                            }
+                            Resolved::Receive { channel, seq } => {
+                                let ch = &mut w.channels[channel];
+                                let ready = ch.sends_posted > seq && ch.received == seq;
+                                if ready {
+                                    ch.received += 1;
+                                    let from = ch.from;
+                                    self.wake(from);
+                                }
+                                ready
+                            }
+                            Resolved::InNetwork { step } => w.joined[step].len() == w.participants(step),
+                        };
+                        if finished {
+                            self.done[rank][i] = true;
+                            progress = true;
+                        }
+                    }
+                }
+                if !self.done[rank].iter().all(|&d| d) {
+                    break;
+                }
+                self.post[rank] += 1;
+                let next = w.resolved[rank].get(self.post[rank]).map_or(0, Vec::len);
+                self.done[rank] = vec![false; next];
+                if self.post[rank] < w.resolved[rank].len() {
+                    self.enter(w, rank, self.post[rank]);
+                }
+            }
+        }
+    }
+
+    /// Follow the waits from blocked rank `start` until one repeats: that is the cycle. A
+    /// blocked rank's wait is on one of its pending operations whose other end is blocked
+    /// too (there is one: an operation waiting only on a finished rank would have finished).
+    fn cycle(&self, w: &Wiring, start: Rank, slots: usize) -> CheckError {
+        let blocked = |r: Rank| self.post[r] < w.resolved[r].len();
+        let wait_on = |r: Rank, op: Resolved| -> (Rank, String) {
+            match op {
+                Resolved::Receive { channel, seq } => {
+                    let ch = &w.channels[channel];
+                    let (round, index) = ch.messages[seq.min(ch.messages.len().saturating_sub(1))];
+                    (ch.from, format!("rank {r} waits to receive {} on {}", w.label(round, index), w.stream(ch)))
+                }
+                Resolved::Send { channel, seq } => {
+                    let ch = &w.channels[channel];
+                    let (round, index) = ch.messages[seq];
+                    let why = if slots == 0 { "no buffering".to_string() } else { format!("all {slots} slots full") };
+                    (ch.to, format!("rank {r} waits for rank {} to take {} ({why})", ch.to, w.label(round, index)))
                 }
                 Resolved::InNetwork { step } => {
-                    joined[step].push(rank);
-                    let (round, index) = in_network_steps[step];
-                    for &q in &schedule.rounds[round].in_network[index].ranks {
-                        wake(q, queue, queued);
-                    }
+                    let (round, index) = w.steps[step];
+                    let missing = w.schedule.rounds[round].in_network[index]
+                        .ranks
+                        .iter()
+                        .copied()
+                        .find(|q| !w.joined[step].contains(q))
+                        .unwrap_or(r);
+                    let at = w.schedule.round_label(round);
+                    (missing, format!("rank {r} waits for rank {missing} to join the in-network step of {at}"))
                 }
             }
-        }
-    };
-    for (rank, posts) in resolved.iter().enumerate() {
-        if let Some(first) = posts.first() {
-            enter(rank, first, &mut channels, &mut joined, &mut queue, &mut queued);
-        }
-        wake(rank, &mut queue, &mut queued);
-    }
-    while let Some(rank) = queue.pop() {
-        queued[rank] = false;
-        while let Some(ops) = resolved[rank].get(post[rank]) {
-            let mut progress = true;
-            while progress {
-                progress = false;
-                for (i, op) in ops.iter().enumerate() {
-                    if done[rank][i] {
-                        continue;
-                    }
-                    let finished = match *op {
-                        Resolved::Send { channel, seq } => {
-                            let ch = &channels[channel];
-                            ch.received > seq || seq < ch.received + slots
-                        }
-                        Resolved::Receive { channel, seq } => {
-                            let ch = &mut channels[channel];
-                            let ready = ch.sends_posted > seq && ch.received == seq;
-                            if ready {
-                                ch.received += 1;
-                                let from = ch.from;
-                                wake(from, &mut queue, &mut queued);
-                            }
-                            ready
-                        }
-                        Resolved::InNetwork { step } => joined[step].len() == participants(step),
-                    };
-                    if finished {
-                        done[rank][i] = true;
-                        progress = true;
-                    }
+        };
+        let wait_of = |r: Rank| -> (Rank, String) {
+            let ops = &w.resolved[r][self.post[r]];
+            let pending = ops.iter().zip(&self.done[r]).filter(|(_, &d)| !d).map(|(&op, _)| wait_on(r, op));
+            let mut first = None;
+            for (next, how) in pending {
+                if blocked(next) && next != r {
+                    return (next, how);
                 }
+                first.get_or_insert((next, how));
             }
-            if done[rank].iter().all(|&d| d) {
-                post[rank] += 1;
-                let next = resolved[rank].get(post[rank]).map_or(0, Vec::len);
-                done[rank] = vec![false; next];
-                if let Some(ops) = resolved[rank].get(post[rank]) {
-                    enter(rank, ops, &mut channels, &mut joined, &mut queue, &mut queued);
-                }
-            } else {
-                break;
+            first.unwrap_or((r, format!("rank {r} waits on itself")))
+        };
+        let mut seen: Vec<Option<usize>> = vec![None; w.resolved.len()];
+        let mut path: Vec<(Rank, String)> = Vec::new();
+        let mut r = start;
+        let cycle_start = loop {
+            if let Some(at) = seen[r] {
+                break at;
             }
+            if !blocked(r) {
+                let (last, how) = path.pop().unwrap_or((r, String::new()));
+                return fail(format!("{how}, but rank {r} has finished (rank {last} can never go on)"));
+            }
+            seen[r] = Some(path.len());
+            let (next, how) = wait_of(r);
+            path.push((r, how));
+            r = next;
+        };
+        let mut message = format!("deadlock with {slots} message slot(s) per channel: ");
+        for (i, (_, how)) in path[cycle_start..].iter().enumerate() {
+            if i > 0 {
+                message.push_str(", ");
+            }
+            let _ = write!(message, "{how}");
         }
+        let _ = write!(message, " — a cycle of {} ranks", path.len() - cycle_start);
+        fail(message)
     }
-
-    let blocked = |r: Rank| post[r] < resolved[r].len();
-    let Some(start) = (0..ranks).find(|&r| blocked(r)) else {
-        return Ok(DeadlockReport {
-            posts: resolved.iter().map(Vec::len).sum(),
-            operations: resolved.iter().flatten().map(Vec::len).sum(),
-            channels: channels.len(),
-        });
-    };
-    // Follow the waits from a blocked rank until one repeats: that is the cycle. A
-    // blocked rank's wait is on one of its pending operations whose other end is blocked
-    // too (there is one: an operation waiting only on a finished rank would have finished).
-    let wait_on = |r: Rank, op: Resolved| -> (Rank, String) {
-        match op {
-            Resolved::Receive { channel, seq } => {
-                let ch = &channels[channel];
-                let (round, index) = ch.messages[seq.min(ch.messages.len().saturating_sub(1))];
-                (ch.from, format!("rank {r} waits to receive {} on {}", label(round, index), stream(ch)))
-            }
-            Resolved::Send { channel, seq } => {
-                let ch = &channels[channel];
-                let (round, index) = ch.messages[seq];
-                let why = if slots == 0 { "no buffering".to_string() } else { format!("all {slots} slots full") };
-                (ch.to, format!("rank {r} waits for rank {} to take {} ({why})", ch.to, label(round, index)))
-            }
-            Resolved::InNetwork { step } => {
-                let (round, index) = in_network_steps[step];
-                let missing = schedule.rounds[round].in_network[index]
-                    .ranks
-                    .iter()
-                    .copied()
-                    .find(|q| !joined[step].contains(q))
-                    .unwrap_or(r);
-                let at = schedule.round_label(round);
-                (missing, format!("rank {r} waits for rank {missing} to join the in-network step of {at}"))
-            }
-        }
-    };
-    let wait_of = |r: Rank| -> (Rank, String) {
-        let pending = resolved[r][post[r]].iter().zip(&done[r]).filter(|(_, &d)| !d).map(|(&op, _)| wait_on(r, op));
-        let mut first = None;
-        for (next, how) in pending {
-            if blocked(next) && next != r {
-                return (next, how);
-            }
-            first.get_or_insert((next, how));
-        }
-        first.unwrap_or((r, format!("rank {r} waits on itself")))
-    };
-    let mut seen: Vec<Option<usize>> = vec![None; ranks];
-    let mut path: Vec<(Rank, String)> = Vec::new();
-    let mut r = start;
-    let cycle_start = loop {
-        if let Some(at) = seen[r] {
-            break at;
-        }
-        if !blocked(r) {
-            let (last, how) = path.pop().unwrap_or((r, String::new()));
-            return Err(fail(format!("{how}, but rank {r} has finished (rank {last} can never go on)")));
-        }
-        seen[r] = Some(path.len());
-        let (next, how) = wait_of(r);
-        path.push((r, how));
-        r = next;
-    };
-    let mut message = format!("deadlock with {slots} message slot(s) per channel: ");
-    for (i, (_, how)) in path[cycle_start..].iter().enumerate() {
-        if i > 0 {
-            message.push_str(", ");
-        }
-        let _ = write!(message, "{how}");
-    }
-    let _ = write!(message, " — a cycle of {} ranks", path.len() - cycle_start);
-    Err(fail(message))
 }
 
 #[cfg(test)]
