@@ -186,53 +186,14 @@ fn cost_rounds(
     if largest > MAX_ROUND_TRANSFERS {
         return Err(ModelError::RoundTooLarge { transfers: largest, limit: MAX_ROUND_TRANSFERS });
     }
-    let n = topology.resource_count();
-    let mut round_bytes = vec![0.0f64; n];
-    let mut total_bytes = vec![0.0f64; n];
-    let mut touched: Vec<usize> = Vec::new();
-    let elem_bytes = schedule.elem_bytes as f64;
     let alpha = topology.round_startup_secs;
-    let servers = ServerIndex::new(topology, placement);
-    // Bytes by (source server, destination server); named only at the end.
-    let mut totals = Totals::new(servers.names.len());
-    let mut in_network_cache = InNetworkCache::default();
+    let mut loads = Loads::new(topology, placement, schedule.elem_bytes as f64);
     let mut per_round = Vec::with_capacity(schedule.rounds());
     let mut bottlenecks: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
-    let bandwidth: Vec<f64> = (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect();
-
-    let add_link = |round_bytes: &mut Vec<f64>, touched: &mut Vec<usize>, link: usize, bytes: f64| {
-        // A resource enters `touched` once, when it first has bytes.
-        if bytes <= 0.0 {
-            return;
-        }
-        let mut add = |index: usize| {
-            if round_bytes[index] == 0.0 {
-                touched.push(index);
-            }
-            round_bytes[index] += bytes;
-        };
-        add(topology.resource_index(Resource::Link(link)));
-        for u in &topology.links[link].interfaces {
-            add(topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse }));
-        }
-    };
-    // Whether a link climbs into the spine layer (a switch of tier 2 or above).
-    let enters_spine: Vec<bool> = {
-        let tier = |d: usize| {
-            if topology.devices[d].kind == DeviceKind::Switch {
-                topology.devices[d].tier.unwrap_or(1)
-            } else {
-                0
-            }
-        };
-        topology.links.iter().map(|l| tier(l.to) >= 2 && tier(l.from) < 2).collect()
-    };
-
-    // The last costed round: what it came to, its traffic, its totals, and how many
-    // rounds (itself and those repeating it) it stands for.
+    // The last costed round: what it came to, and how many rounds (itself and those
+    // repeating it) it stands for.
     let mut last: Option<LastRound> = None;
     let mut previous: Option<Cow<'_, Step>> = None;
-    let mut round_tally = Tally::default();
     let mut times = 0u64;
     let mut index = 0usize;
     let reuse = repeats_policy == Repeats::CostOnce;
@@ -251,79 +212,9 @@ fn cost_rounds(
                 (Some(_), None) => false,
             };
             if let (false, Some(round)) = (repeats, round) {
-                totals.add(&round_tally, times, &touched, &round_bytes, &mut total_bytes);
+                loads.flush(times);
                 times = 0;
-                round_tally.clear();
-                for &i in &touched {
-                    round_bytes[i] = 0.0;
-                }
-                touched.clear();
-                let mut bytes_sent = 0.0;
-                for t in &round.transfers {
-                    let bytes = t.read.len as f64 * elem_bytes;
-                    bytes_sent += bytes;
-                    let (src, dst) = (placement.devices[t.from], placement.devices[t.to]);
-                    let route = routes.get(src, dst)?;
-                    let mut to_spine = 0.0;
-                    for &(link, fraction) in route.links {
-                        add_link(&mut round_bytes, &mut touched, link, bytes * fraction);
-                        if enters_spine[link] {
-                            to_spine += fraction;
-                        }
-                    }
-                    let (a, b) = (servers.of_rank[t.from], servers.of_rank[t.to]);
-                    if to_spine > 0.0 {
-                        *round_tally.spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
-                    }
-                    if a != b {
-                        *round_tally.cross.entry((a, b)).or_insert(0.0) += bytes;
-                    }
-                }
-                for step in &round.in_network {
-                    let bytes = step.read.len as f64 * elem_bytes;
-                    bytes_sent += bytes * step.ranks.len() as f64;
-                    for &(link, streams) in in_network_cache.get(routes, placement, &step.ranks)? {
-                        let link_bytes = streams as f64 * bytes;
-                        add_link(&mut round_bytes, &mut touched, link, link_bytes);
-                        if enters_spine[link] {
-                            *round_tally.spine_in_network.get_or_insert(0.0) += link_bytes;
-                        }
-                    }
-                    let first = servers.of_rank[step.ranks[0]];
-                    if step.ranks.iter().any(|&r| servers.of_rank[r] != first) {
-                        *round_tally.cross_in_network.get_or_insert(0.0) += bytes * step.ranks.len() as f64;
-                    }
-                }
-                // Resource order decides ties. A round that touches a good part of the
-                // fabric (a ring's every link) is put in order by a scan, not a sort.
-                if touched.len() > n / 32 {
-                    touched.clear();
-                    touched.extend((0..n).filter(|&i| round_bytes[i] != 0.0));
-                } else {
-                    touched.sort_unstable();
-                }
-                // The slowest resource of the round.
-                let mut worst: Option<(usize, f64)> = None;
-                for &i in &touched {
-                    let secs = round_bytes[i] / bandwidth[i];
-                    if worst.is_none_or(|(_, w)| secs > w * (1.0 + TIE)) {
-                        worst = Some((i, secs));
-                    }
-                }
-                let tied_resources = touched
-                    .iter()
-                    .filter(|&&i| {
-                        let secs = round_bytes[i] / bandwidth[i];
-                        worst.is_some_and(|(w, ws)| i != w && secs >= ws * (1.0 - TIE))
-                    })
-                    .count();
-                last = Some(LastRound {
-                    worst,
-                    bottleneck: worst.map(|(i, _)| load(topology, i, round_bytes[i])),
-                    tied_resources,
-                    bytes_sent,
-                    transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
-                });
+                last = Some(loads.round(&round, routes, placement)?);
                 previous = Some(round);
             }
             times += 1;
@@ -351,65 +242,226 @@ fn cost_rounds(
             index += 1;
         }
     }
-    totals.add(&round_tally, times, &touched, &round_bytes, &mut total_bytes);
-    let Totals { cross, spine, cross_in_network, spine_in_network } = totals;
+    loads.flush(times);
+    Ok(loads.breakdown(schedule, per_round, &bottlenecks))
+}
 
-    let stages = schedule
-        .phase_list()
-        .iter()
-        .map(|p| {
-            let rounds: Vec<&RoundCost> = per_round.iter().filter(|r| r.phase == p.name).collect();
-            StageCost {
-                name: p.name.clone(),
-                rounds: rounds.len(),
-                secs: rounds.iter().map(|r| r.secs).sum(),
-                bytes_sent: rounds.iter().map(|r| r.bytes_sent).sum(),
+/// The bytes on every resource: this round's (those it touched, in resource order) and
+/// the whole schedule's, with the round's and the schedule's bytes between servers and
+/// into the spine layer.
+struct Loads<'t> {
+    topology: &'t Topology,
+    elem_bytes: f64,
+    bandwidth: Vec<f64>,
+    /// Whether a link climbs into the spine layer (a switch of tier 2 or above).
+    enters_spine: Vec<bool>,
+    round_bytes: Vec<f64>,
+    touched: Vec<usize>,
+    total_bytes: Vec<f64>,
+    servers: ServerIndex<'t>,
+    round_tally: Tally,
+    /// Bytes by (source server, destination server); named only at the end.
+    totals: Totals,
+    in_network_cache: InNetworkCache,
+}
+
+impl<'t> Loads<'t> {
+    fn new(topology: &'t Topology, placement: &Placement, elem_bytes: f64) -> Self {
+        let n = topology.resource_count();
+        let tier = |d: usize| {
+            if topology.devices[d].kind == DeviceKind::Switch {
+                topology.devices[d].tier.unwrap_or(1)
+            } else {
+                0
             }
+        };
+        let servers = ServerIndex::new(topology, placement);
+        Loads {
+            topology,
+            elem_bytes,
+            bandwidth: (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect(),
+            enters_spine: topology.links.iter().map(|l| tier(l.to) >= 2 && tier(l.from) < 2).collect(),
+            round_bytes: vec![0.0; n],
+            touched: Vec::new(),
+            total_bytes: vec![0.0; n],
+            totals: Totals::new(servers.names.len()),
+            servers,
+            round_tally: Tally::default(),
+            in_network_cache: InNetworkCache::default(),
+        }
+    }
+
+    /// `bytes` on `link` and the shared interfaces it crosses (a resource enters
+    /// `touched` once, when it first has bytes).
+    fn add_link(&mut self, link: usize, bytes: f64) {
+        if bytes <= 0.0 {
+            return;
+        }
+        let topology = self.topology;
+        let mut add = |index: usize| {
+            if self.round_bytes[index] == 0.0 {
+                self.touched.push(index);
+            }
+            self.round_bytes[index] += bytes;
+        };
+        add(topology.resource_index(Resource::Link(link)));
+        for u in &topology.links[link].interfaces {
+            add(topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse }));
+        }
+    }
+
+    /// Add the round just costed to the schedule's totals, `times` over (it and the rounds
+    /// repeating it), and clear it.
+    fn flush(&mut self, times: u64) {
+        self.totals.add(&self.round_tally, times, &self.touched, &self.round_bytes, &mut self.total_bytes);
+        self.round_tally.clear();
+        for &i in &self.touched {
+            self.round_bytes[i] = 0.0;
+        }
+        self.touched.clear();
+    }
+
+    /// Cost one round: its bytes on every resource it crosses, between servers and into
+    /// the spine, and its slowest resource.
+    fn round(&mut self, round: &Step, routes: &mut RouteTable, placement: &Placement) -> Result<LastRound, ModelError> {
+        let mut bytes_sent = 0.0;
+        for t in &round.transfers {
+            let bytes = t.read.len as f64 * self.elem_bytes;
+            bytes_sent += bytes;
+            let (src, dst) = (placement.devices[t.from], placement.devices[t.to]);
+            let route = routes.get(src, dst)?;
+            let mut to_spine = 0.0;
+            for &(link, fraction) in route.links {
+                self.add_link(link, bytes * fraction);
+                if self.enters_spine[link] {
+                    to_spine += fraction;
+                }
+            }
+            let (a, b) = (self.servers.of_rank[t.from], self.servers.of_rank[t.to]);
+            if to_spine > 0.0 {
+                *self.round_tally.spine.entry((a, b)).or_insert(0.0) += bytes * to_spine;
+            }
+            if a != b {
+                *self.round_tally.cross.entry((a, b)).or_insert(0.0) += bytes;
+            }
+        }
+        for step in &round.in_network {
+            let bytes = step.read.len as f64 * self.elem_bytes;
+            bytes_sent += bytes * step.ranks.len() as f64;
+            let links: Vec<(usize, usize)> = self.in_network_cache.get(routes, placement, &step.ranks)?.to_vec();
+            for (link, streams) in links {
+                let link_bytes = streams as f64 * bytes;
+                self.add_link(link, link_bytes);
+                if self.enters_spine[link] {
+                    *self.round_tally.spine_in_network.get_or_insert(0.0) += link_bytes;
+                }
+            }
+            let first = self.servers.of_rank[step.ranks[0]];
+            if step.ranks.iter().any(|&r| self.servers.of_rank[r] != first) {
+                *self.round_tally.cross_in_network.get_or_insert(0.0) += bytes * step.ranks.len() as f64;
+            }
+        }
+        // Resource order decides ties. A round that touches a good part of the fabric (a
+        // ring's every link) is put in order by a scan, not a sort.
+        let n = self.round_bytes.len();
+        if self.touched.len() > n / 32 {
+            self.touched.clear();
+            let round_bytes = &self.round_bytes;
+            self.touched.extend((0..n).filter(|&i| round_bytes[i] != 0.0));
+        } else {
+            self.touched.sort_unstable();
+        }
+        // The slowest resource of the round.
+        let secs = |i: usize| self.round_bytes[i] / self.bandwidth[i];
+        let mut worst: Option<(usize, f64)> = None;
+        for &i in &self.touched {
+            if worst.is_none_or(|(_, w)| secs(i) > w * (1.0 + TIE)) {
+                worst = Some((i, secs(i)));
+            }
+        }
+        let tied_resources = self
+            .touched
+            .iter()
+            .filter(|&&i| worst.is_some_and(|(w, ws)| i != w && secs(i) >= ws * (1.0 - TIE)))
+            .count();
+        Ok(LastRound {
+            worst,
+            bottleneck: worst.map(|(i, _)| load(self.topology, i, self.round_bytes[i])),
+            tied_resources,
+            bytes_sent,
+            transfers: round.transfers.len() + round.in_network.iter().map(|s| s.ranks.len()).sum::<usize>(),
         })
-        .collect();
-    let bottleneck =
-        bottlenecks.iter().max_by(|a, b| a.1 .1.total_cmp(&b.1 .1).then(b.0.cmp(a.0))).map(|(&i, &(rounds, secs))| {
-            Bottleneck {
+    }
+
+    /// The schedule's breakdown from its costed rounds and these totals.
+    fn breakdown(
+        self,
+        schedule: &CompactSchedule,
+        per_round: Vec<RoundCost>,
+        bottlenecks: &BTreeMap<usize, (usize, f64)>,
+    ) -> Breakdown {
+        let topology = self.topology;
+        let Totals { cross, spine, cross_in_network, spine_in_network } = self.totals;
+        let stages = schedule
+            .phase_list()
+            .iter()
+            .map(|p| {
+                let rounds: Vec<&RoundCost> = per_round.iter().filter(|r| r.phase == p.name).collect();
+                StageCost {
+                    name: p.name.clone(),
+                    rounds: rounds.len(),
+                    secs: rounds.iter().map(|r| r.secs).sum(),
+                    bytes_sent: rounds.iter().map(|r| r.bytes_sent).sum(),
+                }
+            })
+            .collect();
+        let bottleneck = bottlenecks.iter().max_by(|a, b| a.1 .1.total_cmp(&b.1 .1).then(b.0.cmp(a.0))).map(
+            |(&i, &(rounds, secs))| Bottleneck {
                 resource: topology.resource_name(topology.resource(i)),
                 kind: topology.resource_kind(topology.resource(i)).to_string(),
                 rounds,
                 secs,
-            }
-        });
-    let cross = servers.name_pairs(cross, cross_in_network);
-    let spine = servers.name_pairs(spine, spine_in_network);
-    let (nics_total, nics_idle, nics_unused) = nic_usage(topology, &servers.names, &total_bytes);
-    let mut resources: Vec<ResourceLoad> =
-        (0..n).filter(|&i| total_bytes[i] > 0.0).map(|i| load(topology, i, total_bytes[i])).collect();
-    resources.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
-    let transfer_secs: f64 = per_round.iter().map(|r| r.transfer_secs).sum();
-    let alpha_secs = alpha * per_round.len() as f64;
-    let host = host_cost(schedule, topology);
-    let link_secs = alpha_secs + transfer_secs;
-    let total_secs = host.as_ref().map_or(link_secs, |h| link_secs + h.local_secs + h.message_secs);
-    Ok(Breakdown {
-        name: schedule.algorithm.clone(),
-        algorithm: AlgorithmRef::from_name(&schedule.algorithm),
-        pipeline_chunks: None,
-        channels: 1,
-        total_secs,
-        rounds: per_round.len(),
-        alpha_secs,
-        transfer_secs,
-        bytes_sent_total: per_round.iter().map(|r| r.bytes_sent).sum(),
-        cross_server_bytes: cross.values().fold(0.0, |a, b| a + b),
-        cross_server_bytes_by_direction: cross,
-        spine_bytes: spine.values().fold(0.0, |a, b| a + b),
-        spine_bytes_by_direction: spine,
-        nics_total,
-        nics_idle,
-        nics_unused,
-        bottleneck,
-        host,
-        stages,
-        per_round,
-        resources,
-    })
+            },
+        );
+        let cross = self.servers.name_pairs(cross, cross_in_network);
+        let spine = self.servers.name_pairs(spine, spine_in_network);
+        let total_bytes = &self.total_bytes;
+        let (nics_total, nics_idle, nics_unused) = nic_usage(topology, &self.servers.names, total_bytes);
+        let mut resources: Vec<ResourceLoad> = (0..total_bytes.len())
+            .filter(|&i| total_bytes[i] > 0.0)
+            .map(|i| load(topology, i, total_bytes[i]))
+            .collect();
+        resources.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
+        let alpha = topology.round_startup_secs;
+        let transfer_secs: f64 = per_round.iter().map(|r| r.transfer_secs).sum();
+        let alpha_secs = alpha * per_round.len() as f64;
+        let host = host_cost(schedule, topology);
+        let link_secs = alpha_secs + transfer_secs;
+        let total_secs = host.as_ref().map_or(link_secs, |h| link_secs + h.local_secs + h.message_secs);
+        Breakdown {
+            name: schedule.algorithm.clone(),
+            algorithm: AlgorithmRef::from_name(&schedule.algorithm),
+            pipeline_chunks: None,
+            channels: 1,
+            total_secs,
+            rounds: per_round.len(),
+            alpha_secs,
+            transfer_secs,
+            bytes_sent_total: per_round.iter().map(|r| r.bytes_sent).sum(),
+            cross_server_bytes: cross.values().fold(0.0, |a, b| a + b),
+            cross_server_bytes_by_direction: cross,
+            spine_bytes: spine.values().fold(0.0, |a, b| a + b),
+            spine_bytes_by_direction: spine,
+            nics_total,
+            nics_idle,
+            nics_unused,
+            bottleneck,
+            host,
+            stages,
+            per_round,
+            resources,
+        }
+    }
 }
 
 fn host_cost(schedule: &CompactSchedule, topology: &Topology) -> Option<HostCost> {
