@@ -174,69 +174,8 @@ pub const MAX_ROWS: usize = 100_000;
 /// Parse nccl-tests output. `kind` and `ranks` say what the output may not (the seeds'
 /// excerpts have no header); given, they win over what the header says.
 pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<TestsOutput, NcclError> {
-    let mut kind_seen = None;
-    let mut version = None;
-    let mut devices = Vec::new();
-    let mut has_root: Option<bool> = None;
-    let mut raw_rows: Vec<(usize, Vec<&str>)> = Vec::new();
-    let mut avg_busbw_printed = None;
-    let mut out_of_bounds = None;
-    let (mut unread_lines, mut unread_count) = (Vec::new(), 0usize);
-    let mut starts = 0;
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        // mpirun --tag-output prefixes every line with `[job,rank]<stdout>:`.
-        let line = match line.split_once("]<stdout>:") {
-            Some((tag, rest)) if tag.starts_with('[') => rest,
-            _ => line,
-        };
-        let t = line.trim();
-        if t.is_empty() {
-            continue;
-        }
-        if let Some(comment) = t.strip_prefix('#') {
-            let c = comment.trim();
-            if let Some(name) = c.strip_prefix("Collective test starting:") {
-                starts += 1;
-                if starts > 1 {
-                    return Err(NcclError::Line {
-                        line: n,
-                        message: "a second test starts here; analyze one run per file".into(),
-                    });
-                }
-                kind_seen = TestKind::from_binary(name.trim());
-            } else if let Some(v) = c.strip_prefix("nccl-tests version") {
-                version = v.split_whitespace().next().map(str::to_string);
-            } else if let Some(rest) = c.strip_prefix("Rank") {
-                if let Some(d) = rank_line(rest) {
-                    // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective.
-                    if d.group == 0 {
-                        devices.push(d);
-                    }
-                }
-            } else if c.split_whitespace().next() == Some("size") {
-                has_root = Some(c.split_whitespace().any(|w| w == "root"));
-            } else if let Some(v) = c.strip_prefix("Avg bus bandwidth") {
-                avg_busbw_printed = v.trim_start_matches([' ', ':']).trim().parse().ok();
-            } else if let Some(v) = c.strip_prefix("Out of bounds values") {
-                out_of_bounds = Some(v.trim_start_matches([' ', ':']).trim().to_string());
-            }
-            continue;
-        }
-        let tokens: Vec<&str> = t.split_whitespace().collect();
-        if tokens[0].parse::<u64>().is_ok() && tokens.len() >= 12 {
-            if raw_rows.len() == MAX_ROWS {
-                return Err(NcclError::Line { line: n, message: format!("more than {MAX_ROWS} rows") });
-            }
-            raw_rows.push((n, tokens));
-        } else {
-            unread_count += 1;
-            if unread_lines.len() < 100 {
-                unread_lines.push(n);
-            }
-        }
-    }
-    let (kind, kind_from) = match (kind, kind_seen) {
+    let scan = Scan::of(text)?;
+    let (kind, kind_from) = match (kind, scan.kind) {
         (Some(k), _) => (k, "given (--collective)"),
         (None, Some(k)) => (k, "from the header"),
         (None, None) => {
@@ -248,16 +187,142 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
             })
         }
     };
-    if raw_rows.is_empty() {
+    if scan.rows.is_empty() {
         return Err(NcclError::BadInput {
             field: "input".into(),
             message: "no result rows (lines starting with a size in bytes followed by 11 or more columns)".into(),
         });
     }
-    // Columns: size count type redop [root] then time algbw busbw wrong, twice.
-    let mut rows = Vec::with_capacity(raw_rows.len());
-    let mut parsed: Vec<RawRow> = Vec::new();
-    for (line, tokens) in &raw_rows {
+    let parsed = scan
+        .rows
+        .iter()
+        .map(|(line, tokens)| RawRow::read(*line, tokens, scan.has_root))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (ranks, ranks_from) = ranks_of(ranks, &scan.devices, &parsed, kind)?;
+    let factor = if ranks >= 1 { kind.bus_factor(ranks) } else { 1.0 };
+    let rows: Vec<Row> = parsed.into_iter().map(|r| r.recomputed(factor)).collect();
+    let busbw_sum: f64 =
+        rows.iter().map(|r| r.out_of_place.busbw_gb_per_s.value + r.in_place.busbw_gb_per_s.value).sum();
+    let mut hosts: Vec<String> = Vec::new();
+    for d in &scan.devices {
+        if !hosts.contains(&d.host) {
+            hosts.push(d.host.clone());
+        }
+    }
+    let avg_busbw_of_rows = busbw_sum / (2 * rows.len()) as f64;
+    Ok(TestsOutput {
+        kind,
+        kind_from,
+        ranks,
+        ranks_from,
+        hosts,
+        devices: scan.devices,
+        version: scan.version,
+        rows,
+        avg_busbw_printed: scan.avg_busbw_printed,
+        avg_busbw_of_rows,
+        out_of_bounds: scan.out_of_bounds,
+        unread_lines: scan.unread_lines,
+        unread_count: scan.unread_count,
+    })
+}
+
+/// The output's lines sorted: the header's facts, the result rows (line number and
+/// columns), and the lines read as neither.
+struct Scan<'t> {
+    kind: Option<TestKind>,
+    version: Option<String>,
+    devices: Vec<RankDevice>,
+    has_root: Option<bool>,
+    rows: Vec<(usize, Vec<&'t str>)>,
+    avg_busbw_printed: Option<f64>,
+    out_of_bounds: Option<String>,
+    unread_lines: Vec<usize>,
+    unread_count: usize,
+}
+
+impl<'t> Scan<'t> {
+    fn of(text: &'t str) -> Result<Self, NcclError> {
+        let mut scan = Scan {
+            kind: None,
+            version: None,
+            devices: Vec::new(),
+            has_root: None,
+            rows: Vec::new(),
+            avg_busbw_printed: None,
+            out_of_bounds: None,
+            unread_lines: Vec::new(),
+            unread_count: 0,
+        };
+        let mut starts = 0;
+        for (i, line) in text.lines().enumerate() {
+            let n = i + 1;
+            // mpirun --tag-output prefixes every line with `[job,rank]<stdout>:`.
+            let line = match line.split_once("]<stdout>:") {
+                Some((tag, rest)) if tag.starts_with('[') => rest,
+                _ => line,
+            };
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            if let Some(comment) = t.strip_prefix('#') {
+                let c = comment.trim();
+                if let Some(name) = c.strip_prefix("Collective test starting:") {
+                    starts += 1;
+                    if starts > 1 {
+                        return Err(NcclError::Line {
+                            line: n,
+                            message: "a second test starts here; analyze one run per file".into(),
+                        });
+                    }
+                    scan.kind = TestKind::from_binary(name.trim());
+                } else {
+                    scan.header(c);
+                }
+                continue;
+            }
+            let tokens: Vec<&str> = t.split_whitespace().collect();
+            if tokens[0].parse::<u64>().is_ok() && tokens.len() >= 12 {
+                if scan.rows.len() == MAX_ROWS {
+                    return Err(NcclError::Line { line: n, message: format!("more than {MAX_ROWS} rows") });
+                }
+                scan.rows.push((n, tokens));
+            } else {
+                scan.unread_count += 1;
+                if scan.unread_lines.len() < 100 {
+                    scan.unread_lines.push(n);
+                }
+            }
+        }
+        Ok(scan)
+    }
+
+    /// A comment line of the header (`c` without its `#`).
+    fn header(&mut self, c: &str) {
+        if let Some(v) = c.strip_prefix("nccl-tests version") {
+            self.version = v.split_whitespace().next().map(str::to_string);
+        } else if let Some(rest) = c.strip_prefix("Rank") {
+            if let Some(d) = rank_line(rest) {
+                // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective.
+                if d.group == 0 {
+                    self.devices.push(d);
+                }
+            }
+        } else if c.split_whitespace().next() == Some("size") {
+            self.has_root = Some(c.split_whitespace().any(|w| w == "root"));
+        } else if let Some(v) = c.strip_prefix("Avg bus bandwidth") {
+            self.avg_busbw_printed = v.trim_start_matches([' ', ':']).trim().parse().ok();
+        } else if let Some(v) = c.strip_prefix("Out of bounds values") {
+            self.out_of_bounds = Some(v.trim_start_matches([' ', ':']).trim().to_string());
+        }
+    }
+}
+
+impl RawRow {
+    /// A result row's columns: size count type redop [root] then time algbw busbw wrong,
+    /// twice (out of place, in place).
+    fn read(line: usize, tokens: &[&str], has_root: Option<bool>) -> Result<RawRow, NcclError> {
         let root = match has_root {
             Some(r) => r,
             None => tokens.len() >= 13,
@@ -265,7 +330,7 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
         let first = if root { 5 } else { 4 };
         if tokens.len() != first + 8 {
             return Err(NcclError::Line {
-                line: *line,
+                line,
                 message: format!(
                     "{} columns; a row has {} (size count type redop{} then time algbw busbw #wrong for out-of-place \
                      and in-place; -I per-iteration columns are not read)",
@@ -276,27 +341,26 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
             });
         }
         let number = |k: usize, what: &str| -> Result<Printed, NcclError> {
-            printed(tokens[k]).ok_or_else(|| NcclError::Line {
-                line: *line,
-                message: format!("{what} \"{}\" is not a number", tokens[k]),
-            })
+            printed(tokens[k])
+                .ok_or_else(|| NcclError::Line { line, message: format!("{what} \"{}\" is not a number", tokens[k]) })
         };
         let whole = |k: usize, what: &str| -> Result<u64, NcclError> {
             tokens[k].parse().map_err(|_| NcclError::Line {
-                line: *line,
+                line,
                 message: format!("{what} \"{}\" is not a whole number", tokens[k]),
             })
         };
         let bytes = whole(0, "size")?;
         let count = whole(1, "count")?;
-        let root_value = if root {
-            Some(tokens[4].parse::<i64>().map_err(|_| NcclError::Line {
-                line: *line,
-                message: format!("root \"{}\" is not a number", tokens[4]),
-            })?)
-        } else {
-            None
-        };
+        let root_value =
+            if root {
+                Some(tokens[4].parse::<i64>().map_err(|_| NcclError::Line {
+                    line,
+                    message: format!("root \"{}\" is not a number", tokens[4]),
+                })?)
+            } else {
+                None
+            };
         let mut halves = [[Printed { value: 0.0, resolution: 0.0 }; 3]; 2];
         let mut wrong = [String::new(), String::new()];
         for h in 0..2 {
@@ -304,7 +368,7 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
             halves[h] = [number(base, "time")?, number(base + 1, "algbw")?, number(base + 2, "busbw")?];
             if !(MIN_TIME_US..=MAX_TIME_US).contains(&halves[h][0].value) {
                 return Err(NcclError::Line {
-                    line: *line,
+                    line,
                     message: format!(
                         "time {} us is outside {MIN_TIME_US} us to {MAX_TIME_US:e} us (nccl-tests prints 0.01 us at the finest)",
                         tokens[base]
@@ -313,8 +377,8 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
             }
             wrong[h] = tokens[base + 3].to_string();
         }
-        parsed.push(RawRow {
-            line: *line,
+        Ok(RawRow {
+            line,
             bytes,
             count,
             dtype: tokens[2].to_string(),
@@ -322,10 +386,46 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
             root: root_value,
             halves,
             wrong,
-        });
+        })
     }
-    // Ranks: given, from the rank lines, or from the printed busbw/algbw (median).
-    let (ranks, ranks_from) = match ranks {
+
+    /// The row with algbw and busbw recomputed from its size and times (`factor`: the
+    /// collective's bus factor), and whether the printed ones agree to their rounding.
+    fn recomputed(self, factor: f64) -> Row {
+        let RawRow { line, bytes, count, dtype, redop, root, halves, wrong } = self;
+        let half = |h: [Printed; 3], wrong: String| {
+            let [time, algbw, busbw] = h;
+            let alg = bytes as f64 / (time.value * 1e3);
+            let bus = alg * factor;
+            // The time's own rounding moves algbw by up to alg × resolution / time.
+            let slack = |x: f64| x * time.resolution / time.value + 1e-12;
+            let consistent = (algbw.value - alg).abs() <= algbw.resolution + slack(alg)
+                && (busbw.value - bus).abs() <= busbw.resolution + slack(bus);
+            Half {
+                time_us: time,
+                algbw_gb_per_s: algbw,
+                busbw_gb_per_s: busbw,
+                wrong,
+                algbw_recomputed: alg,
+                busbw_recomputed: bus,
+                consistent,
+            }
+        };
+        let [w0, w1] = wrong;
+        let out_of_place = half(halves[0], w0);
+        let in_place = half(halves[1], w1);
+        Row { line, bytes, count, dtype, redop, root, out_of_place, in_place }
+    }
+}
+
+/// Ranks: given, from the rank lines, or from the printed busbw/algbw (their median).
+fn ranks_of(
+    given: Option<usize>,
+    devices: &[RankDevice],
+    parsed: &[RawRow],
+    kind: TestKind,
+) -> Result<(usize, String), NcclError> {
+    let (ranks, ranks_from) = match given {
         Some(0) => return Err(NcclError::BadInput { field: "ranks".into(), message: "0: at least 1".into() }),
         Some(r) => (r, "given".to_string()),
         None if !devices.is_empty() => (devices.len(), "rank lines".to_string()),
@@ -354,55 +454,7 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
     if kind.bus_factor(2) != 1.0 && ranks < 2 {
         return Err(NcclError::BadInput { field: "ranks".into(), message: format!("{ranks}: at least 2") });
     }
-    let factor = if ranks >= 1 { kind.bus_factor(ranks) } else { 1.0 };
-    let mut busbw_sum = 0.0;
-    for RawRow { line, bytes, count, dtype, redop, root, halves, wrong } in parsed {
-        let half = |h: [Printed; 3], wrong: String| {
-            let [time, algbw, busbw] = h;
-            let alg = bytes as f64 / (time.value * 1e3);
-            let bus = alg * factor;
-            // The time's own rounding moves algbw by up to alg × resolution / time.
-            let slack = |x: f64| x * time.resolution / time.value + 1e-12;
-            let consistent = (algbw.value - alg).abs() <= algbw.resolution + slack(alg)
-                && (busbw.value - bus).abs() <= busbw.resolution + slack(bus);
-            Half {
-                time_us: time,
-                algbw_gb_per_s: algbw,
-                busbw_gb_per_s: busbw,
-                wrong,
-                algbw_recomputed: alg,
-                busbw_recomputed: bus,
-                consistent,
-            }
-        };
-        let [w0, w1] = wrong;
-        let out_of_place = half(halves[0], w0);
-        let in_place = half(halves[1], w1);
-        busbw_sum += out_of_place.busbw_gb_per_s.value + in_place.busbw_gb_per_s.value;
-        rows.push(Row { line, bytes, count, dtype, redop, root, out_of_place, in_place });
-    }
-    let mut hosts: Vec<String> = Vec::new();
-    for d in &devices {
-        if !hosts.contains(&d.host) {
-            hosts.push(d.host.clone());
-        }
-    }
-    let avg_busbw_of_rows = busbw_sum / (2 * rows.len()) as f64;
-    Ok(TestsOutput {
-        kind,
-        kind_from,
-        ranks,
-        ranks_from,
-        hosts,
-        devices,
-        version,
-        rows,
-        avg_busbw_printed,
-        avg_busbw_of_rows,
-        out_of_bounds,
-        unread_lines,
-        unread_count,
-    })
+    Ok((ranks, ranks_from))
 }
 
 /// A row as read, before the ranks (and so the bus factor) are known.
