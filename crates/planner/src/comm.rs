@@ -102,7 +102,7 @@ pub const MAX_SIM_RANKS: usize = 512;
 /// costed (timelines often repeat a schedule) and the budget of work left.
 pub struct Coster {
     pub engine: Engine,
-    known: RefCell<Vec<(String, CommTime)>>,
+    known: RefCell<Vec<(CacheKey, CommTime)>>,
     costed_work: Cell<u64>,
     /// The last topology loaded by name (loading a large one costs time and memory).
     last: RefCell<Option<(String, Rc<Topology>)>>,
@@ -113,65 +113,58 @@ impl Coster {
         Coster { engine, known: RefCell::new(Vec::new()), costed_work: Cell::new(0), last: RefCell::new(None) }
     }
 
-    /// The time of `comm`.
+    /// The time of `comm` (errors name `field` and the entry's keys under it).
     pub fn time(&self, comm: &CommInput, field: &str) -> Result<CommTime, PlannerError> {
-        match comm.kind(field)? {
-            Kind::Given => {
-                let secs = comm.secs.unwrap_or_default();
-                within(&format!("{field}.secs"), secs, 0.0, MAX_SECS)?;
-                Ok(CommTime {
-                    secs,
-                    startup_secs: None,
-                    cross_server_bytes: None,
-                    nic_bytes_per_sec: None,
-                    source: "given".into(),
-                })
-            }
-            Kind::Cut => {
-                let (Some(bytes), Some(bw)) = (comm.cut_bytes, comm.cut_bytes_per_sec) else {
-                    return Err(PlannerError::bad(field, "the cut bound needs both cut_bytes and cut_bytes_per_sec"));
-                };
-                within(&format!("{field}.cut_bytes"), bytes, 0.0, MAX_COMM_BYTES)?;
-                within(&format!("{field}.cut_bytes_per_sec"), bw, 1.0, 1e16)?;
-                // seed 001 §7.1.2: T_C = V_C / B_C, a lower bound on the transfer.
-                Ok(CommTime {
-                    secs: bytes / bw,
-                    startup_secs: None,
-                    cross_server_bytes: None,
-                    nic_bytes_per_sec: None,
-                    source: format!(
-                        "cut bound: {} across {} (seed 001 §7.1.2)",
-                        railyard_units::units::format_bytes(bytes),
-                        railyard_units::units::format_bytes_per_sec(bw)
-                    ),
-                })
-            }
-            Kind::Schedule => {
-                let topo = comm.topo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.topo"), "missing"))?;
-                let key = format!("{:?}|{topo}|{comm:?}", self.engine);
+        match comm.resolve(field)? {
+            Comm::Given { secs } => Ok(CommTime {
+                secs,
+                startup_secs: None,
+                cross_server_bytes: None,
+                nic_bytes_per_sec: None,
+                source: "given".into(),
+            }),
+            // seed 001 §7.1.2: T_C = V_C / B_C, a lower bound on the transfer.
+            Comm::Cut { bytes, bytes_per_sec } => Ok(CommTime {
+                secs: bytes / bytes_per_sec,
+                startup_secs: None,
+                cross_server_bytes: None,
+                nic_bytes_per_sec: None,
+                source: format!(
+                    "cut bound: {} across {} (seed 001 §7.1.2)",
+                    railyard_units::units::format_bytes(bytes),
+                    railyard_units::units::format_bytes_per_sec(bytes_per_sec)
+                ),
+            }),
+            Comm::Schedule(schedule) => {
+                let key = CacheKey { engine: self.engine, topology: schedule.topo.clone(), schedule: schedule.clone() };
                 if let Some(t) = self.cached(&key) {
                     return Ok(t);
                 }
-                let topology = self.load(topo, field)?;
-                let t = self.schedule_time(comm, field, &topology)?;
+                let topology = self.load(&schedule.topo, field)?;
+                let t = self.schedule_time(&schedule, field, &topology)?;
                 self.known.borrow_mut().push((key, t.clone()));
                 Ok(t)
             }
         }
     }
 
-    /// The time of `comm` as a schedule on `topology` (its `topo` only names it).
+    /// The time of `comm`, a schedule, on `topology` (its `topo` only names it).
     pub fn time_on(&self, comm: &CommInput, field: &str, topology: &Topology) -> Result<CommTime, PlannerError> {
-        let key = format!("{:?}|{}|{comm:?}", self.engine, topology.name);
+        let named =
+            CommInput { topo: Some(comm.topo.clone().unwrap_or_else(|| topology.name.clone())), ..comm.clone() };
+        let Comm::Schedule(schedule) = named.resolve(field)? else {
+            return Err(PlannerError::bad(field, "a schedule (topo with algo and size_bytes) is needed here"));
+        };
+        let key = CacheKey { engine: self.engine, topology: topology.name.clone(), schedule: schedule.clone() };
         if let Some(t) = self.cached(&key) {
             return Ok(t);
         }
-        let t = self.schedule_time(comm, field, topology)?;
+        let t = self.schedule_time(&schedule, field, topology)?;
         self.known.borrow_mut().push((key, t.clone()));
         Ok(t)
     }
 
-    fn cached(&self, key: &str) -> Option<CommTime> {
+    fn cached(&self, key: &CacheKey) -> Option<CommTime> {
         self.known.borrow().iter().find(|(k, _)| k == key).map(|(_, t)| t.clone())
     }
 
@@ -193,44 +186,8 @@ impl Coster {
         Ok(t)
     }
 
-    fn schedule_time(&self, comm: &CommInput, field: &str, topology: &Topology) -> Result<CommTime, PlannerError> {
-        let topo = comm.topo.clone().unwrap_or_else(|| topology.name.clone());
-        let algo_text = comm.algo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.algo"), "missing"))?;
-        let algorithm: Algorithm =
-            algo_text.parse().map_err(|e: String| PlannerError::bad(format!("{field}.algo"), e))?;
-        let collective: Collective = comm
-            .collective
-            .as_deref()
-            .unwrap_or("allreduce")
-            .parse()
-            .map_err(|e: String| PlannerError::bad(format!("{field}.collective"), e))?;
-        if collective == Collective::AllToAllv {
-            return Err(PlannerError::bad(
-                format!("{field}.collective"),
-                "alltoallv needs per-pair counts, which a scenario cannot give; use alltoall",
-            ));
-        }
-        let size = comm.size_bytes.ok_or_else(|| PlannerError::bad(format!("{field}.size_bytes"), "missing"))?;
-        if !((1.0..=MAX_COMM_BYTES).contains(&size) && size.fract() == 0.0) {
-            return Err(PlannerError::bad(
-                format!("{field}.size_bytes"),
-                format!("must be a whole number of bytes in 1..=2^50 (got {size})"),
-            ));
-        }
-        let elem_bytes = comm.elem_bytes.unwrap_or(4);
-        if !matches!(elem_bytes, 1 | 2 | 4 | 8) {
-            return Err(PlannerError::bad(
-                format!("{field}.elem_bytes"),
-                format!("must be 1, 2, 4 or 8 (got {elem_bytes})"),
-            ));
-        }
-        let bytes = size as u64;
-        if !bytes.is_multiple_of(elem_bytes) {
-            return Err(PlannerError::bad(
-                format!("{field}.size_bytes"),
-                format!("{bytes} B is not a whole number of {elem_bytes}-byte elements"),
-            ));
-        }
+    fn schedule_time(&self, comm: &ScheduleComm, field: &str, topology: &Topology) -> Result<CommTime, PlannerError> {
+        let ScheduleComm { topo, algorithm, collective, bytes, elem_bytes, .. } = comm.clone();
         let topo_err = |cause| PlannerError::Topology { field: format!("{field}.topo"), cause };
         let mut capped = None;
         let mut nic_bytes_per_sec = None;
@@ -370,7 +327,9 @@ impl CommInput {
         CommInput { size_bytes: Some(((bytes / elem).floor().max(1.0)) * elem), ..self.clone() }
     }
 
-    fn kind(&self, field: &str) -> Result<Kind, PlannerError> {
+    /// The one communication this entry gives, checked: a time, a cut bound, or a
+    /// schedule (the collective all-reduce and 4-byte elements unless said).
+    pub fn resolve(&self, field: &str) -> Result<Comm, PlannerError> {
         let schedule = self.topo.is_some() || self.algo.is_some();
         let cut = self.cut_bytes.is_some() || self.cut_bytes_per_sec.is_some();
         let given = [self.secs.is_some(), cut, schedule].iter().filter(|&&b| b).count();
@@ -380,20 +339,95 @@ impl CommInput {
                 "give exactly one of: secs; cut_bytes with cut_bytes_per_sec; topo with algo and size_bytes",
             ));
         }
-        Ok(if self.secs.is_some() {
-            Kind::Given
-        } else if cut {
-            Kind::Cut
-        } else {
-            Kind::Schedule
-        })
+        if let Some(secs) = self.secs {
+            return Ok(Comm::Given { secs: within(&format!("{field}.secs"), secs, 0.0, MAX_SECS)? });
+        }
+        if cut {
+            let (Some(bytes), Some(bw)) = (self.cut_bytes, self.cut_bytes_per_sec) else {
+                return Err(PlannerError::bad(field, "the cut bound needs both cut_bytes and cut_bytes_per_sec"));
+            };
+            return Ok(Comm::Cut {
+                bytes: within(&format!("{field}.cut_bytes"), bytes, 0.0, MAX_COMM_BYTES)?,
+                bytes_per_sec: within(&format!("{field}.cut_bytes_per_sec"), bw, 1.0, 1e16)?,
+            });
+        }
+        let topo = self.topo.clone().ok_or_else(|| PlannerError::bad(format!("{field}.topo"), "missing"))?;
+        let algo_text = self.algo.as_deref().ok_or_else(|| PlannerError::bad(format!("{field}.algo"), "missing"))?;
+        let algorithm: Algorithm =
+            algo_text.parse().map_err(|e: String| PlannerError::bad(format!("{field}.algo"), e))?;
+        let collective: Collective = self
+            .collective
+            .as_deref()
+            .unwrap_or("allreduce")
+            .parse()
+            .map_err(|e: String| PlannerError::bad(format!("{field}.collective"), e))?;
+        if collective == Collective::AllToAllv {
+            return Err(PlannerError::bad(
+                format!("{field}.collective"),
+                "alltoallv needs per-pair counts, which a scenario cannot give; use alltoall",
+            ));
+        }
+        let size = self.size_bytes.ok_or_else(|| PlannerError::bad(format!("{field}.size_bytes"), "missing"))?;
+        if !((1.0..=MAX_COMM_BYTES).contains(&size) && size.fract() == 0.0) {
+            return Err(PlannerError::bad(
+                format!("{field}.size_bytes"),
+                format!("must be a whole number of bytes in 1..=2^50 (got {size})"),
+            ));
+        }
+        let elem_bytes = self.elem_bytes.unwrap_or(4);
+        if !matches!(elem_bytes, 1 | 2 | 4 | 8) {
+            return Err(PlannerError::bad(
+                format!("{field}.elem_bytes"),
+                format!("must be 1, 2, 4 or 8 (got {elem_bytes})"),
+            ));
+        }
+        let bytes = size as u64;
+        if !bytes.is_multiple_of(elem_bytes) {
+            return Err(PlannerError::bad(
+                format!("{field}.size_bytes"),
+                format!("{bytes} B is not a whole number of {elem_bytes}-byte elements"),
+            ));
+        }
+        Ok(Comm::Schedule(ScheduleComm {
+            topo,
+            algorithm,
+            collective,
+            bytes,
+            elem_bytes,
+            in_flight: self.in_flight.clone(),
+        }))
     }
 }
 
-enum Kind {
-    Given,
-    Cut,
-    Schedule,
+/// One communication, as the entry that gives it resolves (`CommInput::resolve`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Comm {
+    /// A time given outright.
+    Given { secs: f64 },
+    /// The cut bound T_C = V_C / B_C (seed 001 §7.1.2).
+    Cut { bytes: f64, bytes_per_sec: f64 },
+    /// A collective's schedule on a topology, costed or simulated.
+    Schedule(ScheduleComm),
+}
+
+/// A collective's schedule to cost: on `topo` (a preset or file), with its NICs capped
+/// by the requests in flight where given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleComm {
+    pub topo: String,
+    pub algorithm: Algorithm,
+    pub collective: Collective,
+    pub bytes: u64,
+    pub elem_bytes: u64,
+    pub in_flight: Option<InFlight>,
+}
+
+/// What a costing is remembered by: the engine, the topology's name and the schedule.
+#[derive(Debug, Clone, PartialEq)]
+struct CacheKey {
+    engine: Engine,
+    topology: String,
+    schedule: ScheduleComm,
 }
 
 /// B_eff = min(N·m/T, m/δ) of seed 001 §7.3.4, the path itself left to the topology.
