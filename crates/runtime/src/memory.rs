@@ -20,11 +20,6 @@ pub const HUGE_PAGE_BYTES: usize = 2 << 20;
 /// Buffers at least this long are advised (numpy's threshold).
 pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
-/// Ask for huge pages on `buf` when it is large; harmless (ignored) where unsupported.
-pub fn advise_huge_pages(buf: &mut [u8]) {
-    advise_range(buf.as_mut_ptr(), buf.len());
-}
-
 /// The same for `len` bytes at `at` (initialised or not: only addresses are used).
 fn advise_range(at: *mut u8, len: usize) {
     if len < HUGE_PAGE_MIN_BYTES || cfg!(miri) {
@@ -134,8 +129,9 @@ mod tests {
             assert_eq!(v.len(), len);
             assert!(v.iter().all(|&b| b == 0));
         }
+        // Advice on a buffer too small for huge pages changes nothing.
         let mut small = vec![1u8; 10];
-        advise_huge_pages(&mut small);
+        advise_range(small.as_mut_ptr(), small.len());
         assert_eq!(small, vec![1u8; 10]);
     }
 }

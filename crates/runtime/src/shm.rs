@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 
+pub use crate::share::Share;
 use crate::share::{Board, Claimed};
-pub use crate::share::{Share, SHARE_PIECE_BYTES};
 
 const HEAD: usize = 0;
 /// The consumer's process id (so a producer can tell a dead peer from a slow one).
@@ -134,14 +134,6 @@ pub struct Published<'a> {
 }
 
 impl Published<'_> {
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// The first `N` bytes, copied out; None when there are fewer.
     pub fn head<const N: usize>(&self) -> Option<[u8; N]> {
         // SAFETY: `N <= len` bytes from `at` lie in the ring's data area (`peek`); read by
@@ -290,6 +282,8 @@ pub struct ShmReader {
 
 impl ShmWriter {
     /// Copy as much of `buf` as fits into the ring, without waiting; the bytes written.
+    /// (The engine writes frames with `try_write_parts`; this is the tests' plain write.)
+    #[cfg(test)]
     pub fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.try_write_parts(&[buf], 0)
     }
@@ -409,11 +403,6 @@ impl ShmWriter {
     /// Whether the consuming process still runs.
     pub fn peer_alive(&self) -> bool {
         alive(self.peer_pid)
-    }
-
-    /// The consuming process.
-    pub fn peer_pid(&self) -> u64 {
-        self.peer_pid
     }
 
     /// Push one piece of the consumer's shared transfer, if one is open: the bytes pushed
@@ -769,6 +758,7 @@ pub(crate) fn anon(capacity: usize) -> (ShmWriter, ShmReader) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::share::SHARE_PIECE_BYTES;
 
     /// Ring index arithmetic: every split of the wrap point, and positions checked.
     #[test]
@@ -805,7 +795,7 @@ mod tests {
         assert_eq!(w.try_write_parts(&[&[1, 2, 3], &[4, 5]], 0).unwrap(), 5);
         assert_eq!(r.peek(6).unwrap(), Peek::Short);
         let Peek::Bytes(b) = r.peek(5).unwrap() else { panic!("five bytes are published") };
-        assert_eq!((b.len(), b.head::<3>(), b.head::<6>()), (5, Some([1, 2, 3]), None));
+        assert_eq!((b.len, b.head::<3>(), b.head::<6>()), (5, Some([1, 2, 3]), None));
         assert!(b.starts_with(&[1, 2, 3]) && b.starts_with(&[1, 2, 3, 4, 5]));
         assert!(!b.starts_with(&[1, 2, 4]) && !b.starts_with(&[1, 2, 3, 4, 5, 6]), "differs, or past the bytes");
         let mut tail = [0u8; 2];
@@ -818,7 +808,7 @@ mod tests {
         let pad = vec![9u8; MIN_RING_BYTES - 8];
         assert_eq!(w.try_write(&pad).unwrap(), pad.len());
         let Peek::Bytes(b) = r.peek(pad.len()).unwrap() else { panic!("published") };
-        assert_eq!(b.len(), pad.len());
+        assert_eq!(b.len, pad.len());
         r.advance(pad.len()).unwrap();
         assert_eq!(w.try_write(&[7; 10]).unwrap(), 10);
         assert_eq!(r.peek(5).unwrap(), Peek::Wrapped);

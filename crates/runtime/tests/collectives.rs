@@ -595,7 +595,7 @@ fn large_messages_over_single_copy_rings_and_striped_sockets() {
             }
             // All-gather with chunks past STREAM_MIN_BYTES: the own chunk's copy into the
             // output streams (copy.rs); every element keeps its place.
-            let m = railyard_runtime::copy::STREAM_MIN_BYTES / 4 + 5;
+            let m = railyard_runtime::STREAM_MIN_BYTES / 4 + 5;
             let mine: Vec<i32> = (0..m).map(|i| (r * 1_000_000 + i % 999_983) as i32).collect();
             let mut all = vec![-1i32; m * p];
             comm.all_gather(&mine, &mut all).map_err(|e| e.to_string())?;

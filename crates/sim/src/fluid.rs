@@ -427,7 +427,7 @@ impl<'a> Fluid<'a> {
         false
     }
 
-    /// 1. Senders push (not through a paused first link).
+    /// Step 1: senders push (not through a paused first link).
     fn push(&mut self) {
         let dt = self.options.dt_secs;
         for &fi in &self.live {
@@ -453,7 +453,7 @@ impl<'a> Fluid<'a> {
         }
     }
 
-    /// 2. Every link serves its queue, first in first out: the initial fluid first, then
+    /// Step 2: every link serves its queue, first in first out: the initial fluid first, then
     /// each flow in proportion to what it has waiting. What a hop passes on waits a step
     /// at the next.
     fn serve(&mut self) {
@@ -486,7 +486,7 @@ impl<'a> Fluid<'a> {
         }
     }
 
-    /// 3, drop: a port past its buffer loses what does not fit, in proportion to what
+    /// Step 3, drop: a port past its buffer loses what does not fit, in proportion to what
     /// each flow has waiting there; the senders send it again.
     fn drop_overflow(&mut self) {
         let buffer = self.options.buffer_bytes;
@@ -512,7 +512,7 @@ impl<'a> Fluid<'a> {
         }
     }
 
-    /// 3, pause (PFC): bytes each switch holds per ingress link (what waits at a port of
+    /// Step 3, pause (PFC): bytes each switch holds per ingress link (what waits at a port of
     /// the switch having come in over that link), and the links feeding a full port: past
     /// `xoff` held, or into a port at its buffer, an ingress link pauses.
     fn pause_upstream(&mut self) {
@@ -568,7 +568,7 @@ impl<'a> Fluid<'a> {
         }
     }
 
-    /// 4. Rate control: marks past `mark` bytes, feedback after the delay, a cut once per
+    /// Step 4, rate control: marks past `mark` bytes, feedback after the delay, a cut once per
     /// congestion episode, or additive increase.
     fn control_rates(&mut self, mark: f64) {
         let (t, o) = (self.t, self.options);
@@ -602,7 +602,7 @@ impl<'a> Fluid<'a> {
         }
     }
 
-    /// 5. Flows done, rounds done: a job's next round starts α after its last flow.
+    /// Step 5: flows done, rounds done: a job's next round starts α after its last flow.
     fn complete(&mut self) {
         let (t, alpha) = (self.t, self.topology.round_startup_secs);
         for &fi in &self.live {

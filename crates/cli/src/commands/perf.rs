@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use railyard_runtime::memory::HugePageBuffer;
+use railyard_runtime::HugePageBuffer;
 use railyard_runtime::{from_env, Communicator, Config, RedOp, UniqueId};
 use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Contributors, Dtype};
 use serde::Serialize;
