@@ -1,6 +1,6 @@
 //! `railyard analyze nccl-tests` and `railyard explain-nccl` (issue 15): nccl-tests
 //! output read and checked against its own definitions, NCCL's tuner reproduced on
-//! cases computed by hand from its constants (nccl-facts §1.2–§1.8), verdicts.
+//! cases computed by hand from its constants (docs/sources.md#nccl-tuner), verdicts.
 
 mod common;
 use common::{json, railyard};

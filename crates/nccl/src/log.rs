@@ -1,4 +1,4 @@
-//! An `NCCL_DEBUG=INFO` log (nccl-facts §5.2) in railyard's words: the version, each
+//! An `NCCL_DEBUG=INFO` log (docs/sources.md#nccl-tuner: its format strings) in railyard's words: the version, each
 //! rank's host and device (`comm … rank r nRanks n nNodes m localRanks l …`), the ring of
 //! every channel (`Channel 00/16 :    0   1   2 …`), every rank's tree per channel
 //! (`Trees [0] c0/c1/c2->r->parent …`), the transport of every connection

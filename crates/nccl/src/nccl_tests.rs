@@ -1,4 +1,4 @@
-//! The standard output of nccl-tests (`all_reduce_perf` and the rest; nccl-facts §2.1):
+//! The standard output of nccl-tests (`all_reduce_perf` and the rest; docs/sources.md#nccl-tests):
 //! its header (test, threads, GPUs, iterations), the devices of every rank, and the rows
 //! of sizes with out-of-place and in-place time, algbw, busbw and #wrong — in the
 //! current layout (a `root` column, `#wrong`) and the old one (no `root`, `error`).
@@ -52,7 +52,7 @@ impl TestKind {
         }
     }
 
-    /// busbw = algbw × this (nccl-tests `doc/PERFORMANCE.md`, nccl-facts §2.2).
+    /// busbw = algbw × this (nccl-tests `doc/PERFORMANCE.md`, docs/sources.md#nccl-tests).
     pub fn bus_factor(self, ranks: usize) -> f64 {
         let n = ranks as f64;
         match self {

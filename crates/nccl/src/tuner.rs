@@ -1,5 +1,5 @@
 //! NCCL's tuner as NCCL computes it (`ncclTopoTuneModel`, `ncclTopoGetAlgoTime`,
-//! `topoGetAlgoInfo`; `../shared/docs/nccl-facts.md` §1.5–§1.8): a latency and an
+//! `topoGetAlgoInfo`; docs/sources.md#nccl-tuner): a latency and an
 //! algorithm bandwidth per (algorithm, protocol) from the constants of
 //! `tuner_constants.rs` and what NCCL's graph search found (channels and the per-channel
 //! bandwidth inside a node and across nodes), then for a size the time
@@ -285,7 +285,7 @@ pub fn table(input: &TunerInput, coll: Coll) -> Result<Table, NcclError> {
             let (a_i, p_i) = (a.index(), p.index());
             let channels = if matches!(a, Algo::Nvls | Algo::NvlsTree) { input.nvls_channels } else { input.channels };
             let ch = channels as f64;
-            // seed: nccl-facts §1.5, bandwidth.
+            // NCCL's ncclTopoTuneModel, bandwidth (docs/sources.md#nccl-tuner).
             let mut bw = if nodes <= 2 || matches!(a, Algo::CollNetDirect | Algo::CollNetChain) {
                 input.bw_intra_gb_per_s
             } else {
@@ -340,7 +340,7 @@ pub fn table(input: &TunerInput, coll: Coll) -> Result<Table, NcclError> {
                 let ratio = if matches!(a, Algo::Ring | Algo::Nvls | Algo::NvlsTree) { n as f64 / nsteps } else { 0.5 };
                 bus *= ratio;
             }
-            // seed: nccl-facts §1.6, latency.
+            // NCCL's ncclTopoTuneModel, latency (docs/sources.md#nccl-tuner).
             let intra_lat = HW_LATENCY_US[intra_hw][a_i][p_i];
             let mut inter_lat = if ppn == 1 { HW_LATENCY_US[2][0][p_i] } else { HW_LATENCY_US[2][a_i][p_i] };
             inter_lat += input.latency_inter_us;
@@ -432,7 +432,7 @@ pub fn choose(input: &TunerInput, table: &Table, bytes: u64) -> Option<Choice> {
     for c in table.cells.iter().filter(|c| c.enabled) {
         let mut bw = c.algbw_gb_per_s;
         let mut lat = c.latency_us;
-        // seed: nccl-facts §1.7.
+        // NCCL's ncclTopoGetAlgoTime (docs/sources.md#nccl-tuner).
         let log_size = log2i((bytes >> 6) as usize) as usize;
         if c.algo == Algo::Tree && coll == Coll::AllReduce && bytes >> 6 > 0 && log_size < 23 {
             bw *= TREE_CORRECTION[c.proto.index()][log_size];
@@ -533,7 +533,7 @@ mod tests {
         *t.cells.iter().find(|c| c.algo == a && c.proto == p).unwrap()
     }
 
-    /// The worked single-node latencies of nccl-facts §1.6: Ring LL 6.6+14×0.6 = 15.0,
+    /// Single-node latencies worked by hand from ncclTopoTuneModel's formula: Ring LL 6.6+14×0.6 = 15.0,
     /// LL128 14.0+14×1.9 = 40.6, Simple 8.4+14×3.4 = 56.0; Tree LL 6.8+2×7×0.6 = 15.2,
     /// LL128 14+2×7×1.25 = 31.5, Simple 8.4+2×7×4 = 64.4; NVLS Simple 25.
     #[test]

@@ -1,5 +1,5 @@
 //! NCCL's default tuner constants (`src/graph/tuning.cc`, NCCL 2.30.7), as
-//! `../shared/docs/nccl-facts.md` §1.2 and §1.7 copy them. Latencies in µs, bandwidths
+//! docs/sources.md#nccl-tuner says where. Latencies in µs, bandwidths
 //! in GB/s (per channel for the `PER_CH_*` tables). Rows by algorithm in NCCL's index
 //! order (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT), columns by
 //! protocol (LL, LL128, Simple).

@@ -1,4 +1,4 @@
-//! Element-wise reductions on raw buffers, for every dtype and op (PRODUCT.md: f32, f64,
+//! Element-wise reductions on raw buffers, for every dtype and op (every dtype the schedule crate names: f32, f64,
 //! f16, bf16, i32, i64, u8; sum, prod, min, max, avg). Buffers are byte slices in native
 //! byte order; loops are plain so the compiler can vectorise them.
 

@@ -1,4 +1,5 @@
-//! Element types of the buffers (PRODUCT.md: f32, f64, f16, bf16, i32, i64, u8).
+//! Element types of the buffers (f32, f64, f16, bf16, i32, i64, u8: NCCL's
+//! common types, docs/sources.md#nccl-tuner).
 
 use std::fmt;
 use std::str::FromStr;

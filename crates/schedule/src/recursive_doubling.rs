@@ -1,5 +1,6 @@
 //! Recursive-doubling all-reduce, the small-message choice of Open MPI's tuned module and
-//! of MPICH (nccl-facts: "allreduce < 10000 B recursive doubling"): with p the largest
+//! of MPICH (its CSEL rule "allreduce < 10000 B recursive doubling",
+//! docs/sources.md#mpi-selection): with p the largest
 //! power of two ≤ P, at round k rank v and v XOR 2^k exchange all they hold and both add
 //! it in, so after log2 p rounds every rank holds the whole reduction — half the rounds
 //! of RHD (seed 000 §8.2.3), which is what counts when start-up (α) dominates. Ranks

@@ -1,6 +1,6 @@
-//! The step graph: dependencies finer than "the previous round" (PRODUCT.md: the
-//! simulator and a pipelined runtime start a step as soon as what it needs is done, not
-//! at a barrier).
+//! The step graph: dependencies finer than "the previous round" (the simulator and a
+//! pipelined runtime start a step as soon as what it needs is done, not at a barrier;
+//! seed 001 §7.4.1's dependency graphs).
 //!
 //! Steps are numbered in one flat table, round by round (a round's transfers, then its
 //! in-network steps, then its local steps); `StepId` gives a step's round and place.

@@ -1,5 +1,5 @@
 //! `railyard perf COLLECTIVE`: run collectives for real and report like nccl-tests
-//! (nccl-facts §2): size, count, type, redop, root, then time (µs), algbw and busbw
+//! (docs/sources.md#nccl-tests): size, count, type, redop, root, then time (µs), algbw and busbw
 //! (GB/s) and #wrong for out-of-place and in-place. `--np N` starts N local ranks as
 //! processes; under a launcher (torchrun, mpirun, srun, `railyard launch`) each process
 //! is one rank. Rank 0 prints.

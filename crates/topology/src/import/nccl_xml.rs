@@ -1,8 +1,8 @@
-//! NCCL's topology XML (`NCCL_TOPO_DUMP_FILE`, nccl-facts §3.1):
+//! NCCL's topology XML (`NCCL_TOPO_DUMP_FILE`, docs/sources.md#nccl-tuner):
 //! `<system><cpu numaid host_hash><pci busid class link_speed link_width>…<gpu dev>
 //! <nvlink target count tclass/></gpu>…<nic><net name dev speed/></nic>…`.
 //!
-//! Bandwidths as NCCL derives them (nccl-facts §1.3), except NVLink: a PCIe link is
+//! Bandwidths as NCCL derives them (NCCL's src/graph/topo.h, docs/sources.md#nccl-tuner), except NVLink: a PCIe link is
 //! link_width × per-lane rate (32 GT/s → 3 GB/s per lane, so Gen5 x16 = 48 GB/s; Gen4
 //! x16 = 24 GB/s); a NIC is speed (Mb/s) / 8; an NVLink bundle is count x
 //! `LinkDefaults::nvlink_bytes_per_sec`. `tclass` 0x068000 targets are NVSwitch chips,

@@ -1,4 +1,4 @@
-//! `nvidia-smi topo -m` (nccl-facts §3.2): a matrix of GPUs and NICs whose cells name
+//! `nvidia-smi topo -m` (docs/sources.md#nvidia-smi): a matrix of GPUs and NICs whose cells name
 //! the connection: X (self), NV# (# bonded NVLinks), PIX (one PCIe bridge), PXB
 //! (several bridges), PHB (a host bridge), NODE (host bridges in one NUMA node), SYS
 //! (across sockets; SOC in old drivers).
