@@ -660,6 +660,7 @@ impl Communicator {
                     timeout: self.config.timeout,
                     call: self.calls,
                     round: i as u32,
+                    deferred: false,
                 };
                 let empty_polls = drive(&mut self.links, how)?;
                 // How long a round that may slip waited says whether its producer streams.
@@ -672,6 +673,19 @@ impl Communicator {
             for l in &round.local {
                 local_step(bases, l, dtype, op);
             }
+        }
+        // The agreement frames no round waited for (`agreement.rs`).
+        if crate::progress::deferred_pending(&self.links) {
+            let how = Drive {
+                dtype,
+                op,
+                idle: self.idle,
+                timeout: self.config.timeout,
+                call: self.calls,
+                round: prepared.rounds.len() as u32,
+                deferred: true,
+            };
+            drive(&mut self.links, how)?;
         }
         for l in &prepared.epilogue {
             local_step(bases, l, dtype, op);
@@ -785,6 +799,12 @@ impl Communicator {
     ) -> Result<bool, CommError> {
         let mut queued = false;
         for r in &round.receives {
+            if r.deferred {
+                let call = Call { number: self.calls_with[r.from], sig };
+                let link = self.links[r.from].as_mut().ok_or_else(|| no_link(r.from))?;
+                crate::progress::queue_deferred_receive(link, call, r.from)?;
+                continue;
+            }
             debug_assert_ne!(r.write.buffer, Buffer::Input, "Prepared::new refuses writes to the input");
             // SAFETY: inside the output or scratch buffer (`Prepared::new` refuses a receive
             // into the input); no send of this round reads it (`clash`) and receives of one

@@ -84,6 +84,8 @@ pub(crate) struct ReceiveStep {
     pub from: usize,
     pub write: Span,
     pub op: Op,
+    /// An agreement frame no round waits for, only the call's end (`agreement.rs`).
+    pub deferred: bool,
 }
 
 /// This rank's part of one round, in schedule order.
@@ -150,7 +152,7 @@ impl Prepared {
             }
             for t in receives {
                 let write = writable_span(&lens, &t.write, elem)?;
-                steps.receives.push(ReceiveStep { from: t.from, write, op: t.op });
+                steps.receives.push(ReceiveStep { from: t.from, write, op: t.op, deferred: false });
                 talks[t.from] = true;
                 bytes.entry(t.from).or_default().1 += t.write.len * elem as u64;
             }
@@ -223,9 +225,12 @@ impl Prepared {
 /// Merge the agreement's empty frames (`agreement.rs`) into this rank's first rounds:
 /// in round k one to its dissemination partner and one from the other, unless the round
 /// already carries data along that edge. Sends go first, so they leave before the round's
-/// data; an empty frame reads and writes nothing.
+/// data; an empty frame reads and writes nothing. Where the data alone carries every rank
+/// to every rank (`covered_by_data`), the one frame from r − 1 is there to find a mismatch
+/// at once, not to order anything: no round waits for it, only the call's end.
 fn add_agreement(rounds: &mut Vec<RoundSteps>, spec: &CollectiveSpec, me: usize, talks: &mut [bool]) {
     let agreement = crate::agreement::rounds(spec);
+    let deferred = crate::agreement::covered_by_data(spec);
     if rounds.len() < agreement {
         rounds.resize_with(agreement, RoundSteps::default);
     }
@@ -239,7 +244,7 @@ fn add_agreement(rounds: &mut Vec<RoundSteps>, spec: &CollectiveSpec, me: usize,
             steps.sends.insert(0, SendStep { to, read: read_nothing, clash: false });
         }
         if !steps.receives.iter().any(|r| r.from == from) {
-            steps.receives.push(ReceiveStep { from, write: write_nothing, op: Op::Copy });
+            steps.receives.push(ReceiveStep { from, write: write_nothing, op: Op::Copy, deferred });
         }
         for peer in [to, from] {
             talks[peer] = true;

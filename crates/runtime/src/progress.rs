@@ -105,6 +105,9 @@ struct In {
     /// Single-copy receives from this long on are shared (`SHARE_MIN_BYTES`,
     /// `ONE_WAY_SHARE_MIN_BYTES`).
     share_min: usize,
+    /// Taken whenever it arrives, but no round waits for it: only the call's end does
+    /// (`queue_deferred_receive`).
+    deferred: bool,
 }
 
 /// A peer: its transport and its lanes (one for shared memory, one per socket for TCP).
@@ -149,9 +152,10 @@ impl Lane {
         }
     }
 
-    fn busy(&self) -> bool {
+    /// Whether the lane has work a round waits for (`deferred`: deferred receives too).
+    fn busy(&self, deferred: bool) -> bool {
         !self.out.is_empty()
-            || !self.incoming.is_empty()
+            || self.incoming.iter().any(|f| deferred || !f.deferred)
             || matches!(&self.io, LaneIo::Shm { tx, .. } if !tx.all_acked())
     }
 
@@ -705,8 +709,28 @@ fn receive_frame(
         fill: 0,
         share: None,
         share_min,
+        deferred: false,
     });
     Ok(true)
+}
+
+/// Queue an empty frame from the link's peer that no round waits for: it is checked
+/// whenever it arrives (so a peer running another call is found at once) and only the
+/// call's end waits for it (`Drive::deferred`). Taken at once when it is already there.
+/// Whether it was left queued.
+pub fn queue_deferred_receive(link: &mut Link, call: Call, peer: usize) -> Result<bool, CommError> {
+    let lane = &mut link.lanes[0];
+    let queued =
+        receive_frame(lane, call, &mut [], Op::Copy, Reduction { dtype: Dtype::U8, op: RedOp::Sum }, peer, usize::MAX)?;
+    if let Some(f) = lane.incoming.back_mut().filter(|_| queued) {
+        f.deferred = true;
+    }
+    Ok(queued)
+}
+
+/// Whether any deferred receive is still queued.
+pub(crate) fn deferred_pending(links: &[Option<Link>]) -> bool {
+    links.iter().flatten().flat_map(|l| &l.lanes).any(|l| l.incoming.iter().any(|f| f.deferred))
 }
 
 /// How long to spin and yield before sleeping: `spins` busy polls, then yields until
@@ -773,6 +797,8 @@ pub struct Drive {
     /// rank that does not move.
     pub call: u64,
     pub round: u32,
+    /// Wait for the deferred receives too (the call's end).
+    pub deferred: bool,
 }
 
 /// Whether no frame is queued on any link.
@@ -847,12 +873,15 @@ fn release_all(links: &mut [Option<Link>]) {
 }
 
 /// The first peer with work pending (the one a wait is on).
-fn first_busy(links: &[Option<Link>]) -> Option<usize> {
-    links.iter().enumerate().find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(Lane::busy)).map(|_| peer))
+fn first_busy(links: &[Option<Link>], deferred: bool) -> Option<usize> {
+    links
+        .iter()
+        .enumerate()
+        .find_map(|(peer, l)| l.as_ref().filter(|l| l.lanes.iter().any(|lane| lane.busy(deferred))).map(|_| peer))
 }
 
 fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool) -> Result<u32, CommError> {
-    let Drive { dtype, op, idle, timeout, call, round } = how;
+    let Drive { dtype, op, idle, timeout, call, round, deferred } = how;
     let mut waits = 0u32;
     let mut empty = 0u32;
     let mut sleeps = 0u32;
@@ -876,7 +905,7 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
                         moved += tx.help().map_err(|e| CommError::io(peer, "single-copy send", e))?;
                     }
                 }
-                pending |= lane.busy();
+                pending |= lane.busy(deferred);
             }
         }
         if !pending {
@@ -901,12 +930,12 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
         let waited = since.get_or_insert_with(Instant::now).elapsed();
         if !*published {
             // Past the spins: say whom this rank waits for (off the fast path).
-            let on = first_busy(links).unwrap_or(0);
+            let on = first_busy(links, deferred).unwrap_or(0);
             publish_wait(links, Some(WaitStatus { call, round, on }));
             *published = true;
         }
         if waited >= timeout {
-            let peer = first_busy(links).unwrap_or(0);
+            let peer = first_busy(links, deferred).unwrap_or(0);
             let waiting = links.get(peer).and_then(|l| l.as_ref()).map(waiting_for).unwrap_or_default();
             return Err(CommError::Stalled { peer, secs: timeout.as_secs(), waiting });
         }
@@ -927,7 +956,7 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
             }
             for (peer, link) in links.iter().enumerate() {
                 if let Some(l) = link {
-                    if l.lanes.iter().any(|lane| lane.busy() && lane.io.peer_gone()) {
+                    if l.lanes.iter().any(|lane| lane.busy(deferred) && lane.io.peer_gone()) {
                         return Err(CommError::Io {
                             peer,
                             what: "shared-memory transfer",
@@ -945,7 +974,7 @@ fn drive_until_done(links: &mut [Option<Link>], how: Drive, published: &mut bool
         fds.clear();
         let mut shm_pending = false;
         for link in links.iter().flatten() {
-            for lane in link.lanes.iter().filter(|l| l.busy()) {
+            for lane in link.lanes.iter().filter(|l| l.busy(deferred)) {
                 match lane.io.fd() {
                     Some(fd) => {
                         let mut events = 0;
@@ -1051,7 +1080,15 @@ mod tests {
         let mut links: Vec<Option<Link>> = (0..2).map(|_| None).collect();
         links[peer] = Some(link);
         let idle = Idle { spins: 10, yields: 10, yield_for: Duration::from_millis(1) };
-        let how = Drive { dtype: Dtype::U8, op: RedOp::Sum, idle, timeout: Duration::from_secs(5), call: 1, round: 0 };
+        let how = Drive {
+            dtype: Dtype::U8,
+            op: RedOp::Sum,
+            idle,
+            timeout: Duration::from_secs(5),
+            call: 1,
+            round: 0,
+            deferred: false,
+        };
         drive(&mut links, how)?;
         links[peer].take().ok_or_else(|| CommError::BadArgs { message: "the link went".into() })
     }
