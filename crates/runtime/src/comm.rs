@@ -633,6 +633,7 @@ impl Communicator {
         // Only a rank that only receives slips behind its producer, and only where it
         // spins (with a core of its own) rather than giving the core away.
         let may_slip = SLIP_POLICY.applies(prepared.receive_only, prepared.received_bytes)
+            && !prepared.lockstep
             && self.config.slip
             && self.idle.spins > 0;
         for (i, round) in prepared.rounds.iter().enumerate() {

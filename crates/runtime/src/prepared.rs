@@ -115,6 +115,9 @@ pub(crate) struct Prepared {
     /// This rank only receives in the call (sends nothing): the calls that may slip
     /// behind a streaming producer (`slip.rs`).
     pub receive_only: bool,
+    /// The call's ranks wait for each other's agreement frames (`agreement.rs`): no
+    /// producer can run calls ahead of this rank, so there is nothing to slip behind.
+    pub lockstep: bool,
     /// Bytes this rank receives in the call.
     pub received_bytes: u64,
     /// This rank only sends in the call (receives nothing): its sends stay in the ring
@@ -213,6 +216,8 @@ impl Prepared {
             peer_bytes: peer_bytes.into(),
             early,
             receive_only,
+            lockstep: crate::agreement::rounds(&schedule.spec) > 0
+                && !crate::agreement::covered_by_data(&schedule.spec),
             received_bytes,
             send_only,
             prologue: steps,

@@ -1,8 +1,10 @@
 //! Temporal slipping: a consumer that keeps catching its producer up in a shared-memory
 //! ring falls back behind it on purpose (FastForward, Giacomoni et al., PPoPP 2008).
 //!
-//! Why: when a rank only receives, call after call (the non-root ranks of a repeated small
-//! broadcast), its producer runs calls ahead of it and neither ever waits, so the
+//! Why: when a rank only receives, call after call (a repeated small point-to-point
+//! receive; a broadcast's non-roots did before its ranks waited for each other's agreement,
+//! `agreement.rs`, and such lockstep calls do not slip), its producer runs calls ahead of
+//! it and neither ever waits, so the
 //! consumer reads lines the producer wrote long before. But when the consumer has caught
 //! up, it reads each frame's line as it is written and the lines ahead of it, the producer
 //! then writes lines the consumer's core holds, and both slow down to the speed of those
