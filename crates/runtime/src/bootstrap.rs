@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 use crate::error::CommError;
 
 const HELLO_MAGIC: u32 = 0x5259_4248; // "RYBH"
+/// A refusal, in a hello's place: its rank field says why (`Refusal`).
+const REFUSE_MAGIC: u32 = 0x5259_424e; // "RYBN"
+/// Connections that have not yet said who they are, held at most (a flood of idle
+/// connections costs no more than this many sockets).
+const MAX_PENDING: usize = 256;
 /// Ranks a rendezvous accepts at most (a bound on what a peer can make us allocate).
 pub const MAX_RANKS: usize = 4096;
 
@@ -136,25 +141,6 @@ fn decode_hello(b: &[u8; HELLO_BYTES]) -> Option<Hello> {
     Some((secret, rank, size, SocketAddr::new(ip, port), lane))
 }
 
-fn accept_until(listener: &TcpListener, deadline: Instant) -> Result<TcpStream, CommError> {
-    listener.set_nonblocking(true).map_err(|e| boot_err(e.to_string()))?;
-    loop {
-        match listener.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false).map_err(|e| boot_err(e.to_string()))?;
-                return Ok(s);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Err(boot_err("timed out waiting for the other ranks to connect"));
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => return Err(boot_err(format!("accept: {e}"))),
-        }
-    }
-}
-
 fn connect_until(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, CommError> {
     loop {
         match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
@@ -169,20 +155,124 @@ fn connect_until(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, CommE
     }
 }
 
-/// Read a hello with the deadline; None for anything that is not a valid hello with our secret.
-fn read_hello(
-    s: &mut TcpStream,
+/// Why rank 0 (or a peer) turned a connection away, told to it in a hello's place so the
+/// joiner's error says what is wrong instead of "failed to fill whole buffer".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// Its secret is not this job's (a RAILYARD_ID of another job, or mistyped).
+    Secret = 1,
+    /// It counts another number of ranks.
+    Size = 2,
+    /// Its rank or lane is out of range, or already joined.
+    Rank = 3,
+}
+
+impl Refusal {
+    fn words(code: usize, size: usize) -> String {
+        match code {
+            1 => "the secret does not match (its RAILYARD_ID is not this job's: another job's, or mistyped)".into(),
+            2 => format!("rank 0's job does not have {size} ranks (RAILYARD_WORLD_SIZE differs between ranks)"),
+            3 => "its rank is out of range or already taken (two ranks with one RAILYARD_RANK?)".into(),
+            c => format!("refused (code {c})"),
+        }
+    }
+}
+
+fn encode_refusal(why: Refusal) -> [u8; HELLO_BYTES] {
+    let mut b = [0u8; HELLO_BYTES];
+    b[0..4].copy_from_slice(&REFUSE_MAGIC.to_le_bytes());
+    b[4..8].copy_from_slice(&(why as u32).to_le_bytes());
+    b
+}
+
+/// A connection accepted but not yet heard from, and what it has sent of its hello.
+struct Pending {
+    stream: TcpStream,
+    hello: [u8; HELLO_BYTES],
+    got: usize,
+}
+
+/// The next connection to `listener` that says a valid hello with our secret: (its
+/// stream, in blocking mode, rank, listening address, lane). Connections are read side
+/// by side without blocking, so one that connects and says nothing (or slowly) delays no
+/// other; one with another secret, size or rank is told why and closed; garbage is closed.
+fn next_hello(
+    listener: &TcpListener,
+    pending: &mut Vec<Pending>,
     secret: u128,
     size: usize,
     lanes: usize,
     deadline: Instant,
-) -> Option<(usize, SocketAddr, usize)> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    s.set_read_timeout(Some(left.min(Duration::from_secs(5)))).ok()?;
-    let mut b = [0u8; HELLO_BYTES];
-    s.read_exact(&mut b).ok()?;
-    let (got_secret, rank, got_size, addr, lane) = decode_hello(&b)?;
-    (got_secret == secret && got_size == size && rank < size && lane < lanes).then_some((rank, addr, lane))
+) -> Result<(TcpStream, usize, SocketAddr, usize), CommError> {
+    listener.set_nonblocking(true).map_err(|e| boot_err(e.to_string()))?;
+    loop {
+        let mut moved = false;
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stream.set_nonblocking(true).map_err(|e| boot_err(e.to_string()))?;
+                    if pending.len() == MAX_PENDING {
+                        // The oldest has had the longest to speak.
+                        pending.remove(0);
+                    }
+                    pending.push(Pending { stream, hello: [0; HELLO_BYTES], got: 0 });
+                    moved = true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(boot_err(format!("accept: {e}"))),
+            }
+        }
+        let mut i = 0;
+        while i < pending.len() {
+            let p = &mut pending[i];
+            match p.stream.read(&mut p.hello[p.got..]) {
+                Ok(0) => {
+                    pending.swap_remove(i);
+                    continue;
+                }
+                Ok(n) => {
+                    p.got += n;
+                    moved = true;
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
+                Err(_) => {
+                    pending.swap_remove(i);
+                    continue;
+                }
+            }
+            if pending[i].got < HELLO_BYTES {
+                i += 1;
+                continue;
+            }
+            let mut p = pending.swap_remove(i);
+            let Some((got_secret, rank, got_size, addr, lane)) = decode_hello(&p.hello) else { continue };
+            let refusal = if got_secret != secret {
+                Some(Refusal::Secret)
+            } else if got_size != size {
+                Some(Refusal::Size)
+            } else if rank >= size || lane >= lanes {
+                Some(Refusal::Rank)
+            } else {
+                None
+            };
+            if let Some(why) = refusal {
+                // Best effort: the joiner reads why instead of a closed connection.
+                let _ = p.stream.set_nonblocking(false);
+                let _ = p.stream.set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = p.stream.write_all(&encode_refusal(why));
+                continue;
+            }
+            p.stream.set_nonblocking(false).map_err(|e| boot_err(e.to_string()))?;
+            return Ok((p.stream, rank, addr, lane));
+        }
+        if Instant::now() >= deadline {
+            return Err(boot_err("timed out waiting for the other ranks to connect"));
+        }
+        if !moved {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
 /// Connected links to every other rank: `links[peer]` holds `lanes` sockets (lane order),
@@ -212,17 +302,18 @@ pub fn rendezvous(
     let listener = TcpListener::bind(bind).map_err(|e| boot_err(format!("cannot listen on {bind}: {e}")))?;
     let listen = listener.local_addr().map_err(|e| boot_err(e.to_string()))?;
     let mut table: Vec<SocketAddr> = vec![id.addr; size];
+    let mut pending = Vec::new();
     if rank == 0 {
         let mut joined = 0;
         while joined < size - 1 {
-            let mut s = accept_until(&listener, deadline)?;
-            // A connection that does not know the secret is dropped, and we keep waiting.
-            if let Some((peer, addr, 0)) = read_hello(&mut s, id.secret, size, 1, deadline) {
-                if peer != 0 && slots[peer][0].is_none() {
-                    table[peer] = addr;
-                    slots[peer][0] = Some(s);
-                    joined += 1;
-                }
+            // A connection that does not know the secret is turned away, and we keep waiting.
+            let (mut s, peer, addr, _) = next_hello(&listener, &mut pending, id.secret, size, 1, deadline)?;
+            if peer != 0 && slots[peer][0].is_none() {
+                table[peer] = addr;
+                slots[peer][0] = Some(s);
+                joined += 1;
+            } else {
+                let _ = s.write_all(&encode_refusal(Refusal::Rank));
             }
         }
         table[0] = listen;
@@ -241,7 +332,21 @@ pub fn rendezvous(
         s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)))).ok();
         for (r, slot) in table.iter_mut().enumerate() {
             let mut b = [0u8; HELLO_BYTES];
-            s.read_exact(&mut b).map_err(|e| CommError::io(0, "bootstrap receive", e))?;
+            s.read_exact(&mut b).map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => boot_err(format!(
+                    "rank 0 at {} closed the connection without an answer (not a railyard rank 0, or it ended)",
+                    id.addr
+                )),
+                _ => CommError::io(0, "bootstrap receive", e),
+            })?;
+            if r == 0 && u32::from_le_bytes([b[0], b[1], b[2], b[3]]) == REFUSE_MAGIC {
+                let code = u32::from_le_bytes([b[4], b[5], b[6], b[7]]) as usize;
+                return Err(boot_err(format!(
+                    "rank 0 at {} refused rank {rank}: {}",
+                    id.addr,
+                    Refusal::words(code, size)
+                )));
+            }
             let (secret, got, _, addr, _) =
                 decode_hello(&b).ok_or_else(|| boot_err("rank 0 sent a garbled address table"))?;
             if secret != id.secret || got != r {
@@ -263,12 +368,10 @@ pub fn rendezvous(
     }
     let mut expected = (size - 1 - rank) * lanes - if rank == 0 { size - 1 } else { 0 };
     while expected > 0 {
-        let mut s = accept_until(&listener, deadline)?;
-        if let Some((peer, _, lane)) = read_hello(&mut s, id.secret, size, lanes, deadline) {
-            if peer > rank && slots[peer][lane].is_none() {
-                slots[peer][lane] = Some(s);
-                expected -= 1;
-            }
+        let (s, peer, _, lane) = next_hello(&listener, &mut pending, id.secret, size, lanes, deadline)?;
+        if peer > rank && slots[peer][lane].is_none() {
+            slots[peer][lane] = Some(s);
+            expected -= 1;
         }
     }
     let mut links = Vec::with_capacity(size);

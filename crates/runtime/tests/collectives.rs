@@ -481,6 +481,64 @@ fn a_connection_without_the_secret_is_refused() {
     }
 }
 
+/// Issue 41: a joiner with another job's secret is told so (it read "failed to fill whole
+/// buffer" before), and the job it tried to join still forms; so is a joiner that counts
+/// another number of ranks.
+#[test]
+fn a_joiner_with_the_wrong_secret_or_size_is_told_why() {
+    let addr = free_addr();
+    let id = UniqueId::new(addr).unwrap();
+    let config = Config { timeout: Duration::from_secs(10), ..Config::default() };
+    let join = |r: usize| {
+        let (id, config) = (id.clone(), config.clone());
+        std::thread::spawn(move || Communicator::init(&id, r, 2, config).map(|c| c.rank()))
+    };
+    // Rank 0 waits for its rank 1; the wrong ones come first.
+    let rank0 = join(0);
+    let short = Config { timeout: Duration::from_secs(5), ..Config::default() };
+    let wrong_secret = UniqueId { secret: id.secret ^ 1, ..id.clone() };
+    let err = Communicator::init(&wrong_secret, 1, 2, short.clone()).err().expect("refused").to_string();
+    assert!(err.contains("secret does not match"), "{err}");
+    let err = Communicator::init(&id, 1, 3, short).err().expect("refused").to_string();
+    assert!(err.contains("does not have 3 ranks"), "{err}");
+    let rank1 = join(1);
+    for h in [rank0, rank1] {
+        assert!(h.join().unwrap().is_ok());
+    }
+}
+
+/// Issue 41: a connection to the rendezvous port that says nothing does not hold the job
+/// up (it delayed the start by about 2 s: rank 0 read each connection to the end first).
+#[test]
+fn an_idle_connection_does_not_delay_the_job() {
+    let addr = free_addr();
+    let id = UniqueId::new(addr).unwrap();
+    let join = |r: usize| {
+        let id = id.clone();
+        std::thread::spawn(move || {
+            let c = Communicator::init(&id, r, 3, Config { timeout: Duration::from_secs(20), ..Config::default() });
+            (c.map(|c| c.rank()), std::time::Instant::now())
+        })
+    };
+    let rank0 = join(0);
+    // An idle connection, made once rank 0 listens and before the others join.
+    let idle = (0..500)
+        .find_map(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            std::net::TcpStream::connect(addr).ok()
+        })
+        .expect("rank 0 listens");
+    let start = std::time::Instant::now();
+    let others = [join(1), join(2)];
+    for h in std::iter::once(rank0).chain(others) {
+        let (c, done) = h.join().unwrap();
+        assert!(c.is_ok(), "{c:?}");
+        let took = done.duration_since(start);
+        assert!(took < Duration::from_secs(1), "the job took {took:?} to form after the others joined");
+    }
+    drop(idle);
+}
+
 #[test]
 fn a_rank_that_disappears_makes_the_others_fail_not_hang() {
     let config = Config { timeout: Duration::from_secs(3), ..Config::default() };

@@ -35,7 +35,8 @@ pub struct Findings {
     pub missing: Vec<usize>,
     /// Per rank: the last call it started, and its state.
     pub last_calls: Vec<(usize, u64, String)>,
-    /// The ranks whose last call is the lowest, when not all are equal.
+    /// The ranks whose last call is the lowest, when not all are equal; else, while the
+    /// others wait, the ranks that left no dump.
     pub behind: Option<Behind>,
     pub desync: Option<Desync>,
     /// The unfinished calls: who waits where.
@@ -45,7 +46,8 @@ pub struct Findings {
 #[derive(Debug, Serialize, PartialEq)]
 pub struct Behind {
     pub ranks: Vec<usize>,
-    pub their_last_call: u64,
+    /// Their last call (absent: they left no dump).
+    pub their_last_call: Option<u64>,
     pub others_reached: u64,
 }
 
@@ -81,7 +83,7 @@ pub fn triage(dumps: &[Dump]) -> Findings {
     let mut ranks: Vec<usize> = dumps.iter().map(|d| d.rank).collect();
     ranks.sort_unstable();
     let size = dumps.iter().map(|d| d.size).max().unwrap_or(0);
-    let missing = (0..size).filter(|r| !ranks.contains(r)).collect();
+    let missing: Vec<usize> = (0..size).filter(|r| !ranks.contains(r)).collect();
     let last = |d: &Dump| d.calls.last().map_or(0, |c| c.seq);
     let mut last_calls: Vec<(usize, u64, String)> = dumps
         .iter()
@@ -90,11 +92,20 @@ pub fn triage(dumps: &[Dump]) -> Findings {
     last_calls.sort();
     let lowest = last_calls.iter().map(|l| l.1).min().unwrap_or(0);
     let highest = last_calls.iter().map(|l| l.1).max().unwrap_or(0);
-    let behind = (lowest < highest).then(|| Behind {
-        ranks: last_calls.iter().filter(|l| l.1 == lowest).map(|l| l.0).collect(),
-        their_last_call: lowest,
-        others_reached: highest,
-    });
+    // A rank that wrote no dump while the others wait in a call is the one they wait on:
+    // stopped, hung or killed before it could write (a rank that failed writes one).
+    let others_wait = dumps.iter().any(|d| d.calls.last().is_some_and(|c| c.state != CallState::Done));
+    let behind = if lowest < highest {
+        Some(Behind {
+            ranks: last_calls.iter().filter(|l| l.1 == lowest).map(|l| l.0).collect(),
+            their_last_call: Some(lowest),
+            others_reached: highest,
+        })
+    } else if others_wait && !missing.is_empty() {
+        Some(Behind { ranks: missing.clone(), their_last_call: None, others_reached: highest })
+    } else {
+        None
+    };
     // The first sequence number at which two ranks' records differ.
     let mut by_seq: BTreeMap<u64, Vec<(usize, &CallRecord)>> = BTreeMap::new();
     for d in dumps {
@@ -186,13 +197,22 @@ fn text(f: &Findings, dumps: &[Dump]) -> String {
             d.reason
         );
     }
+    let plural = |b: &Behind| if b.ranks.len() > 1 { "s" } else { "" };
     match &f.behind {
+        Some(b @ Behind { their_last_call: Some(last), .. }) => {
+            out += &format!(
+                "behind: rank{} {:?} last started call #{last}; the others reached #{}\n",
+                plural(b),
+                b.ranks,
+                b.others_reached
+            )
+        }
         Some(b) => {
             out += &format!(
-                "behind: rank{} {:?} last started call #{}; the others reached #{}\n",
-                if b.ranks.len() > 1 { "s" } else { "" },
+                "behind: rank{} {:?}, which left no dump while the others wait in call #{} (stopped, hung or \
+                 killed before it could write one; a rank that fails writes one)\n",
+                plural(b),
                 b.ranks,
-                b.their_last_call,
                 b.others_reached
             )
         }
@@ -274,7 +294,7 @@ mod tests {
         ];
         let f = triage(&dumps);
         assert_eq!(f.missing, vec![2]);
-        assert_eq!(f.behind, Some(Behind { ranks: vec![1], their_last_call: 2, others_reached: 3 }));
+        assert_eq!(f.behind, Some(Behind { ranks: vec![1], their_last_call: Some(2), others_reached: 3 }));
         let d = f.desync.expect("a desync");
         assert_eq!((d.seq, d.field.as_str()), (2, "size"));
         assert_eq!(
@@ -286,5 +306,20 @@ mod tests {
         let same = vec![dump(0, vec![call(1, "allreduce", 8, Done)]), dump(1, vec![call(1, "allreduce", 8, Done)])];
         let f = triage(&same);
         assert!(f.behind.is_none() && f.desync.is_none() && f.waiting.is_empty());
+    }
+
+    /// Issue 41: rank 1 was stopped (SIGSTOP) and wrote no dump; ranks 0 and 2 wait in
+    /// the same call. The rank that left no dump while the others wait is the one behind.
+    #[test]
+    fn a_rank_that_left_no_dump_while_the_others_wait_is_behind() {
+        use CallState::*;
+        let waiting = |rank| dump(rank, vec![call(1, "allreduce", 8, Done), call(2, "allreduce", 8, Failed)]);
+        let f = triage(&[waiting(0), waiting(2)]);
+        assert_eq!(f.behind, Some(Behind { ranks: vec![1], their_last_call: None, others_reached: 2 }));
+        let words = text(&f, &[waiting(0), waiting(2)]);
+        assert!(words.contains("behind: rank [1], which left no dump while the others wait in call #2"), "{words}");
+        // Everyone done: a missing dump is no one behind.
+        let done = |rank| dump(rank, vec![call(1, "allreduce", 8, Done)]);
+        assert!(triage(&[done(0), done(2)]).behind.is_none());
     }
 }
