@@ -32,6 +32,43 @@ fn perf_runs_ranks_as_processes_and_checks_every_element() {
     }
 }
 
+/// Issue 41: `-c 1` checks integer reductions as the runtime computes them, wrapping in
+/// the type's width: at 8 ranks a product of values up to 5 overflows uint8 (the checker
+/// computed it in f64 and saturated, reporting 8,192 wrong elements of a right result).
+#[test]
+fn integer_reductions_are_checked_as_they_wrap() {
+    for dtype in ["uint8", "int32", "int64"] {
+        for op in ["sum", "prod", "min", "max", "avg"] {
+            let rows = json(&[
+                "perf",
+                "all_reduce",
+                "--np",
+                "8",
+                "-c",
+                "1",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "-d",
+                dtype,
+                "-o",
+                op,
+                "-b",
+                "1K",
+                "-e",
+                "1K",
+                "--format",
+                "json",
+            ]);
+            for r in rows.as_array().unwrap() {
+                assert_eq!(r["out_of_place"]["wrong"], 0, "{dtype} {op}: {r}");
+                assert_eq!(r["in_place"]["wrong"], 0, "{dtype} {op}: {r}");
+            }
+        }
+    }
+}
+
 /// Transfers of 2 MiB and more between processes are shared: the receiver pulls pieces
 /// while the sender pushes others (`shm.rs`); every element must land once, in place.
 #[test]

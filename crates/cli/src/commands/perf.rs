@@ -155,39 +155,73 @@ fn decode(dtype: Dtype, c: &[u8]) -> f64 {
     }
 }
 
-/// Expected value of one output element (reductions computed in f64, then rounded to the dtype).
-fn expected(spec: &CollectiveSpec, dtype: Dtype, op: RedOp, index: u64, who: Contributors) -> f64 {
-    let round = |v: f64| {
-        let mut b = Vec::new();
-        encode(dtype, v, &mut b);
-        decode(dtype, &b)
+/// What one output element must hold. Integer reductions are computed as the runtime
+/// computes them, in the type's width (sums and products wrap; avg divides the wrapped
+/// sum, truncating), and compared exactly; float ones in f64, rounded to the dtype, and
+/// compared within its rounding.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Want {
+    Int(i128),
+    Float(f64),
+}
+
+fn is_int(dtype: Dtype) -> bool {
+    matches!(dtype, Dtype::I32 | Dtype::I64 | Dtype::U8)
+}
+
+/// `x` wrapped to `dtype`'s width (integers), as the runtime's arithmetic leaves it.
+fn wrap(dtype: Dtype, x: i128) -> i128 {
+    match dtype {
+        Dtype::U8 => i128::from(x as u8),
+        Dtype::I32 => i128::from(x as i32),
+        _ => i128::from(x as i64),
+    }
+}
+
+fn expected(spec: &CollectiveSpec, dtype: Dtype, op: RedOp, index: u64, who: Contributors) -> Want {
+    let ranks: Vec<usize> = match who {
+        Contributors::One(q) => vec![q],
+        Contributors::All => (0..spec.ranks).collect(),
     };
-    match who {
-        Contributors::One(q) => round(value(q, index)),
-        Contributors::All => {
-            let vals: Vec<f64> = (0..spec.ranks).map(|q| value(q, index)).collect();
-            let r = match op {
-                RedOp::Sum => vals.iter().sum(),
-                RedOp::Prod => vals.iter().product(),
-                RedOp::Min => vals.iter().copied().fold(f64::INFINITY, f64::min),
-                RedOp::Max => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                RedOp::Avg => {
-                    let s: f64 = vals.iter().sum();
-                    if matches!(dtype, Dtype::I32 | Dtype::I64 | Dtype::U8) {
-                        (s / spec.ranks as f64).trunc()
-                    } else {
-                        s / spec.ranks as f64
-                    }
-                }
-            };
-            round(r)
-        }
+    let one = matches!(who, Contributors::One(_));
+    if is_int(dtype) {
+        let vals: Vec<i128> = ranks.iter().map(|&q| value(q, index) as i128).collect();
+        let sum = || vals.iter().fold(0i128, |a, &b| wrap(dtype, a + b));
+        let v = match op {
+            _ if one => vals[0],
+            RedOp::Sum => sum(),
+            RedOp::Prod => vals.iter().fold(1i128, |a, &b| wrap(dtype, a * b)),
+            RedOp::Min => vals.iter().copied().min().unwrap_or(0),
+            RedOp::Max => vals.iter().copied().max().unwrap_or(0),
+            RedOp::Avg => sum() / spec.ranks as i128,
+        };
+        return Want::Int(wrap(dtype, v));
+    }
+    let vals: Vec<f64> = ranks.iter().map(|&q| value(q, index)).collect();
+    let r = match op {
+        _ if one => vals[0],
+        RedOp::Sum => vals.iter().sum(),
+        RedOp::Prod => vals.iter().product(),
+        RedOp::Min => vals.iter().copied().fold(f64::INFINITY, f64::min),
+        RedOp::Max => vals.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        RedOp::Avg => vals.iter().sum::<f64>() / spec.ranks as f64,
+    };
+    let mut b = Vec::new();
+    encode(dtype, r, &mut b);
+    Want::Float(decode(dtype, &b))
+}
+
+/// An integer element as the runtime left it.
+fn decode_int(dtype: Dtype, c: &[u8]) -> i128 {
+    match dtype {
+        Dtype::U8 => i128::from(c[0]),
+        Dtype::I32 => i128::from(i32::from_ne_bytes(c[..4].try_into().unwrap_or_default())),
+        _ => i128::from(i64::from_ne_bytes(c[..8].try_into().unwrap_or_default())),
     }
 }
 
 fn wrong(spec: &CollectiveSpec, rank: usize, dtype: Dtype, op: RedOp, output: &[u8]) -> u64 {
     let e = dtype.size_bytes() as usize;
-    let float = matches!(dtype, Dtype::F32 | Dtype::F64 | Dtype::F16 | Dtype::Bf16);
     let tol = match dtype {
         Dtype::F16 | Dtype::Bf16 => 1e-2,
         _ => 1e-6,
@@ -202,17 +236,10 @@ fn wrong(spec: &CollectiveSpec, rank: usize, dtype: Dtype, op: RedOp, output: &[
                 (Collective::AllGather | Collective::Gather, Contributors::One(q)) => index + parts[*q].start,
                 _ => *index,
             };
-            let want = expected(spec, dtype, op, index, *who);
-            let got = decode(dtype, &output[i * e..(i + 1) * e]);
-            if float {
-                (got - want).abs() > tol * want.abs().max(1.0)
-            } else if op == RedOp::Prod {
-                // Integer products wrap; compare modulo the type's width.
-                let bits = e as u32 * 8;
-                let m = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
-                (got as i128 as u64 & m) != ((want as i128) as u64 & m)
-            } else {
-                got != want
+            let got = &output[i * e..(i + 1) * e];
+            match expected(spec, dtype, op, index, *who) {
+                Want::Int(want) => decode_int(dtype, got) != want,
+                Want::Float(want) => (decode(dtype, got) - want).abs() > tol * want.abs().max(1.0),
             }
         })
         .count() as u64
