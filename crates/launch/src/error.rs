@@ -5,7 +5,7 @@ use thiserror::Error;
 pub enum LaunchError {
     #[error("ranks: {np}: from 1 to {max}")]
     Ranks { np: usize, max: usize },
-    #[error("cannot start {program} as rank {rank}: {source}")]
+    #[error("cannot start {program} as rank {rank}")]
     Start { program: String, rank: usize, source: std::io::Error },
     #[error("waiting for a rank: {0}")]
     Wait(std::io::Error),

@@ -12,17 +12,26 @@ extern "C" fn on_signal(sig: libc::c_int) {
     SIGNALLED.store(sig, Ordering::SeqCst);
 }
 
-/// The dispositions `forward_signals` replaced, restored when the job is over (a host
-/// program, Python, gets its own handlers back).
-pub(crate) struct Forwarding {
-    previous: [(libc::c_int, libc::sighandler_t); 3],
-}
+/// The dispositions `forward_signals` replaced, and how many jobs are forwarding: jobs
+/// run at once (threads of a host program, Python) share one installation, and the last
+/// to end restores what was there before the first began.
+type Saved = [(libc::c_int, libc::sighandler_t); 3];
+static FORWARDING: std::sync::Mutex<(usize, Option<Saved>)> = std::sync::Mutex::new((0, None));
+
+/// A job's share of the signal forwarding; the last one dropped restores the host's
+/// handlers.
+pub(crate) struct Forwarding;
 
 impl Drop for Forwarding {
     fn drop(&mut self) {
-        for (sig, handler) in self.previous {
-            // SAFETY: reinstalls the disposition signal(2) returned for `sig` when it was
-            // replaced: the host program's own handler, or a default.
+        let mut f = FORWARDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.0 = f.0.saturating_sub(1);
+        if f.0 > 0 {
+            return;
+        }
+        for (sig, handler) in f.1.take().into_iter().flatten() {
+            // SAFETY: reinstalls the disposition signal(2) returned for `sig` when the
+            // first job replaced it: the host program's own handler, or a default.
             unsafe {
                 libc::signal(sig, handler);
             }
@@ -30,21 +39,26 @@ impl Drop for Forwarding {
     }
 }
 
-/// Take SIGINT and SIGTERM (noted in `SIGNALLED` for the job's loop to pass on) and
-/// SIGCHLD's default, until the returned guard is dropped.
+/// Take SIGINT and SIGTERM (noted in `SIGNALLED` for every running job's loop to pass on)
+/// and SIGCHLD's default, until the last returned guard is dropped.
 pub(crate) fn forward_signals() -> Forwarding {
-    SIGNALLED.store(0, Ordering::SeqCst);
-    // A launcher started with SIGCHLD ignored would have its ranks reaped by the kernel:
-    // no exit status, and pidfds of pids that may be reused.
-    // SAFETY: restoring the default disposition of SIGCHLD installs no handler.
-    let chld = unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
-    let mut previous = [(libc::SIGCHLD, chld), (libc::SIGINT, libc::SIG_DFL), (libc::SIGTERM, libc::SIG_DFL)];
-    for entry in previous.iter_mut().skip(1) {
-        // SAFETY: `on_signal` is an `extern "C"` function that only stores to an atomic,
-        // which is async-signal-safe.
-        entry.1 = unsafe { libc::signal(entry.0, on_signal as *const () as libc::sighandler_t) };
+    let mut f = FORWARDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if f.0 == 0 {
+        SIGNALLED.store(0, Ordering::SeqCst);
+        // A launcher started with SIGCHLD ignored would have its ranks reaped by the
+        // kernel: no exit status, and pidfds of pids that may be reused.
+        // SAFETY: restoring the default disposition of SIGCHLD installs no handler.
+        let chld = unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+        let mut previous = [(libc::SIGCHLD, chld), (libc::SIGINT, libc::SIG_DFL), (libc::SIGTERM, libc::SIG_DFL)];
+        for entry in previous.iter_mut().skip(1) {
+            // SAFETY: `on_signal` is an `extern "C"` function that only stores to an
+            // atomic, which is async-signal-safe.
+            entry.1 = unsafe { libc::signal(entry.0, on_signal as *const () as libc::sighandler_t) };
+        }
+        f.1 = Some(previous);
     }
-    Forwarding { previous }
+    f.0 += 1;
+    Forwarding
 }
 
 /// Signal the whole job: the process group `pgid` (the ranks and whatever they started
@@ -86,4 +100,34 @@ pub(crate) fn signal_job(pgid: u32, unreaped: impl IntoIterator<Item = u32>, sig
 /// The pids of the ranks not yet reaped.
 pub(crate) fn unreaped<'a>(children: &'a [Child], status: &'a [Option<ExitStatus>]) -> impl Iterator<Item = u32> + 'a {
     children.iter().zip(status).filter(|(_, s)| s.is_none()).map(|(c, _)| c.id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn current(sig: libc::c_int) -> libc::sighandler_t {
+        // SAFETY: reads the disposition by installing the default and putting back what
+        // was there at once; the test holds no signal of its own.
+        unsafe {
+            let was = libc::signal(sig, libc::SIG_DFL);
+            libc::signal(sig, was);
+            was
+        }
+    }
+
+    /// Two jobs at once (threads of a Python program): the first to end must not take
+    /// Ctrl-C away from the other; the last restores the host's handler.
+    #[test]
+    fn forwarding_lasts_until_the_last_job_ends() {
+        let host = current(libc::SIGTERM);
+        let first = forward_signals();
+        let second = forward_signals();
+        let ours = on_signal as *const () as libc::sighandler_t;
+        assert_eq!(current(libc::SIGTERM), ours);
+        drop(first);
+        assert_eq!(current(libc::SIGTERM), ours, "the second job still forwards");
+        drop(second);
+        assert_eq!(current(libc::SIGTERM), host);
+    }
 }
