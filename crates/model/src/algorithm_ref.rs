@@ -26,6 +26,16 @@ impl AlgorithmRef {
     }
 }
 
+/// An algorithm's name with the options that shaped it, as every table shows it:
+/// "tree (8 chunks)", "ring (2 channels)", "halving-doubling".
+pub fn shaped_name(name: &str, pipeline_chunks: Option<usize>, channels: usize) -> String {
+    match (pipeline_chunks, channels) {
+        (Some(c), _) if c > 1 => format!("{name} ({c} chunks)"),
+        (_, k) if k > 1 => format!("{name} ({k} channels)"),
+        _ => name.to_string(),
+    }
+}
+
 impl std::fmt::Display for AlgorithmRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

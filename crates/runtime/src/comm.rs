@@ -421,6 +421,10 @@ impl Communicator {
                 (a, chunk_choices(a, ChunkPolicy::Fixed(n), spec.count)[0])
             }
         };
+        // RAILYARD_PIPELINE_CHUNKS and RAILYARD_CHUNK_BYTES pipeline chain and trees here:
+        // the runtime's hierarchical stages run one after the other, so cutting them into
+        // chunks would add rounds and overlap nothing.
+        let pipeline_chunks = if algorithm.pipelined() { pipeline_chunks } else { 1 };
         let options = gen_options(algorithm, self.config.channels, pipeline_chunks, None, groups, InterStage::Ring);
         let channels = if algorithm.uses_channels() { options.channels } else { 0 };
         let sig = CallSig::new(spec.collective, spec.count, spec.root, spec.peer, dtype, op, algorithm).with_shape(

@@ -12,8 +12,9 @@ use crate::error::CommError;
 pub const MAX_SOCKETS_PER_PEER: usize = 16;
 /// RAILYARD_TRACE_BUFFER at most (a bound on what a communicator holds).
 pub const MAX_TRACE_CALLS: usize = 1 << 16;
-/// The most pipelined chunks a call is cut into (RAILYARD_PIPELINE_CHUNKS, RAILYARD_CHUNK_BYTES).
-pub const MAX_PIPELINE_CHUNKS: u64 = 1024;
+/// The most pipelined chunks a call is cut into (RAILYARD_PIPELINE_CHUNKS, RAILYARD_CHUNK_BYTES):
+/// the schedules' own limit, so the runtime takes what `plan` and `sim` take.
+pub use railyard_schedule::limits::MAX_PIPELINE_CHUNKS;
 
 /// 1/true/on or 0/false/off.
 fn switch(v: &str) -> Option<bool> {
@@ -94,7 +95,7 @@ impl Config {
     /// RAILYARD_PIPELINE_CHUNKS's count, else the model's choice.
     pub fn chunk_policy(&self, bytes: u64) -> ChunkPolicy {
         match (self.chunk_bytes, self.pipeline_chunks) {
-            (Some(chunk), _) => ChunkPolicy::Fixed(bytes.div_ceil(chunk).clamp(1, MAX_PIPELINE_CHUNKS) as usize),
+            (Some(chunk), _) => ChunkPolicy::Fixed(bytes.div_ceil(chunk).clamp(1, MAX_PIPELINE_CHUNKS as u64) as usize),
             (None, Some(n)) => ChunkPolicy::Fixed(n),
             (None, None) => ChunkPolicy::Search,
         }
@@ -129,7 +130,7 @@ impl Config {
             c.pipeline_chunks = Some(
                 v.parse()
                     .ok()
-                    .filter(|&n| (1..=MAX_PIPELINE_CHUNKS as usize).contains(&n))
+                    .filter(|&n| (1..=MAX_PIPELINE_CHUNKS).contains(&n))
                     .ok_or_else(|| bad("RAILYARD_PIPELINE_CHUNKS", &v))?,
             );
         }

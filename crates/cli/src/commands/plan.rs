@@ -172,13 +172,9 @@ fn sweep_chart(s: &Sweep) -> String {
     .svg()
 }
 
-/// The algorithm's name with the options that shaped it: "tree (8 chunks)", "ring (2 channels)".
+/// The algorithm's name with the options that shaped it: "tree (8 chunks)".
 fn label(b: &Breakdown) -> String {
-    match (b.pipeline_chunks, b.channels) {
-        (Some(c), _) if c > 1 => format!("{} ({c} chunks)", b.name),
-        (_, k) if k > 1 => format!("{} ({k} channels)", b.name),
-        _ => b.name.clone(),
-    }
+    railyard_model::algorithm_ref::shaped_name(&b.name, b.pipeline_chunks, b.channels)
 }
 
 fn bottleneck_cell(b: &Breakdown) -> String {

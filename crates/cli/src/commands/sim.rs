@@ -129,6 +129,10 @@ pub struct SimArgs {
 #[derive(Debug, Serialize)]
 struct Run {
     algorithm: String,
+    /// Chunks the schedule was cut into (algorithms that pipeline).
+    pipeline_chunks: Option<usize>,
+    /// Parallel rings (1 for algorithms that have none).
+    channels: usize,
     /// The per-round model's time (absent with --no-compare).
     model_secs: Option<f64>,
     /// The other start rule's time (absent with --no-compare).
@@ -213,6 +217,7 @@ pub fn run(args: &SimArgs) -> Result<String> {
     let mut skipped: Vec<(String, String)> = resolved.skipped.into_iter().map(|s| (s.name, s.reason)).collect();
     for variant in resolved.variants {
         let (algorithm, schedule) = (variant.algorithm.to_string(), variant.schedule);
+        let (pipeline_chunks, channels) = (variant.pipeline_chunks, variant.channels);
         let trace = (runs.is_empty() && args.trace.is_some()).then_some(MAX_TRACE_EVENTS);
         let sim_options = sim_options(args, dependencies, trace);
         let started = Instant::now();
@@ -279,7 +284,16 @@ pub fn run(args: &SimArgs) -> Result<String> {
             let json = report.trace.to_json(&[algorithm.to_string()], &label);
             std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
         }
-        runs.push(Run { algorithm: algorithm.to_string(), model_secs, other_secs, notes, wall_secs, report });
+        runs.push(Run {
+            algorithm: algorithm.to_string(),
+            pipeline_chunks,
+            channels,
+            model_secs,
+            other_secs,
+            notes,
+            wall_secs,
+            report,
+        });
     }
     if runs.is_empty() {
         bail!(
@@ -383,7 +397,7 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
             format!("{} ({:.0}% of {})", u.resource, u.utilisation * 100.0, format_bytes_per_sec(u.bytes_per_sec))
         });
         table.row([
-            r.algorithm.clone(),
+            railyard_model::algorithm_ref::shaped_name(&r.algorithm, r.pipeline_chunks, r.channels),
             format_secs(job.secs),
             r.other_secs.map_or("-".into(), format_secs),
             r.model_secs.map_or("-".into(), format_secs),
