@@ -147,7 +147,7 @@ def plan(
         except (TypeError, KeyError):
             raise TypeError(f"dtype: {dtype!r} is not one of {', '.join(_DTYPE_NAMES)} (or f32, bf16, ...)") from None
     root = _int(root, "root", 0, 1 << 31)
-    channels = _int(channels, "channels", 1, 64)
+    channels = _int(channels, "channels", 0, 1 << 31)  # the range is the resolver's to check
     ranks = None if ranks is None else _int(ranks, "ranks", 1, 1 << 31)
     nbytes = _size(size, "size")
     if nbytes >= 1 << 63:

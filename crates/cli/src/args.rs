@@ -120,6 +120,7 @@ pub fn model_error(e: ModelError) -> anyhow::Error {
     let flag = |field: &str| match field {
         "algorithms" => "--algo".to_string(),
         "size" | "ranks" | "order" | "groups" | "root" | "channels" | "placement" => format!("--{field}"),
+        "pipeline_chunks" => "--pipeline-chunks".to_string(),
         other => other.to_string(),
     };
     anyhow::anyhow!(match &e {

@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use railyard_schedule::limits::{MAX_CHANNELS, MAX_PIPELINE_CHUNKS};
 use railyard_schedule::msccl;
 use railyard_schedule::{
     check, generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, GenOptions, InterStage, Rank,
@@ -41,9 +42,11 @@ pub const MAX_SEARCHED_CHUNKS: usize = 128;
 /// The chunk counts an algorithm is generated with under `policy` (one for all but a
 /// search), for a collective of `count` elements.
 pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> Vec<usize> {
-    let pipelines = algorithm.pipelined() || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork);
     match policy {
-        ChunkPolicy::Fixed(n) if pipelines => vec![n.max(1)],
+        // No more chunks than elements: the rest would be empty rounds.
+        ChunkPolicy::Fixed(n) if takes_chunks(algorithm) => {
+            vec![n.clamp(1, count.clamp(1, usize::MAX as u64) as usize)]
+        }
         ChunkPolicy::Search if algorithm.pipelined() => (0..)
             .map(|k| 1usize << k)
             .take_while(|&c| c <= MAX_SEARCHED_CHUNKS)
@@ -51,6 +54,12 @@ pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> V
             .collect(),
         _ => vec![1],
     }
+}
+
+/// Whether `algorithm` can be cut into pipelined chunks: chain and trees, and the
+/// hierarchical all-reduces, whose chunks overlap one stage with another.
+fn takes_chunks(algorithm: Algorithm) -> bool {
+    algorithm.pipelined() || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork)
 }
 
 /// The generator options of `algorithm`: the one place they are built. Options an
@@ -69,7 +78,7 @@ pub fn gen_options(
         groups,
         order: order.filter(|_| algorithm.uses_order()).map(<[Rank]>::to_vec),
         channels: if algorithm.uses_channels() { channels.max(1) } else { 1 },
-        pipeline_chunks: pipeline_chunks.max(1),
+        pipeline_chunks: if takes_chunks(algorithm) { pipeline_chunks.max(1) } else { 1 },
         inter_stage,
     }
 }
@@ -254,6 +263,18 @@ pub(crate) fn resolve_with(
     }
     let count = request.bytes / request.elem_bytes;
     let spec = CollectiveSpec::new(request.collective, placement.len(), count).with_root(request.root);
+    // Said once for the request, not once per algorithm that would fail on it.
+    if request.collective.rooted() && request.root >= placement.len() {
+        return Err(ModelError::BadInput {
+            field: "root".into(),
+            message: format!(
+                "{} is not a rank of the {} placed (0..{})",
+                request.root,
+                placement.len(),
+                placement.len()
+            ),
+        });
+    }
     let groups = request.groups.clone().unwrap_or_else(|| placement.ranks_by_server(topology));
     let asked = request.builtins();
     check_options(request, &asked, placement.len())?;
@@ -326,6 +347,15 @@ fn secs(v: &Variant) -> f64 {
 /// hold every rank once.
 fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize) -> Result<(), ModelError> {
     let bad = |field: &str, message: String| ModelError::BadInput { field: field.into(), message };
+    // Checked here for every front end (flags, jobs files, Python), not by each.
+    if !(1..=MAX_CHANNELS).contains(&request.channels) {
+        return Err(bad("channels", format!("{}: from 1 to {MAX_CHANNELS}", request.channels)));
+    }
+    if let ChunkPolicy::Fixed(n) = request.chunks {
+        if !(1..=MAX_PIPELINE_CHUNKS).contains(&n) {
+            return Err(bad("pipeline_chunks", format!("{n}: from 1 to {MAX_PIPELINE_CHUNKS}")));
+        }
+    }
     if let Some(groups) = &request.groups {
         let mut seen = vec![false; ranks];
         for &r in groups.iter().flatten() {
@@ -343,18 +373,18 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
     }
     let runs = |a: &&Algorithm| a.supports(request.collective);
     let names = || asked.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
-    let unused = |option: &str, takers: &str, takes: fn(&Algorithm) -> bool| {
+    let unused = |option: &str, sets: &str, takes: fn(&Algorithm) -> bool| {
         let why = match asked.iter().find(|a| takes(a)) {
             Some(a) => format!("{a} takes it but does not run {}", request.collective.as_str()),
             None => format!("none of the algorithms asked ({}) is one", names()),
         };
-        bad(option, format!("sets the order of {takers}, and {why}"))
+        bad(option, format!("sets {sets}, and {why}"))
     };
     if request.order.is_some() && !asked.iter().filter(runs).any(|a| a.uses_order()) {
-        return Err(unused("order", "ring and chain", |a| a.uses_order()));
+        return Err(unused("order", "the rank order of ring and chain", |a| a.uses_order()));
     }
     if request.groups.is_some() && !asked.iter().filter(runs).any(|a| a.uses_groups()) {
-        return Err(unused("groups", "hierarchical, in-network and interleaved-ring (their server groups)", |a| {
+        return Err(unused("groups", "the server groups of hierarchical, in-network and interleaved-ring", |a| {
             a.uses_groups()
         }));
     }
@@ -433,6 +463,22 @@ mod tests {
         assert_eq!((o.channels, o.order), (1, None), "options rhd does not take are left out");
         let o = gen_options(Algorithm::Ring, 4, 1, Some(&[1, 0]), vec![], InterStage::Ring);
         assert_eq!((o.channels, o.order), (4, Some(vec![1, 0])));
+    }
+
+    #[test]
+    fn options_are_checked_once_for_the_request() {
+        let t = railyard_topology::presets::preset("hgx-h100x2").unwrap();
+        let field_of = |r: CollectiveRequest| match resolve(&t, &r) {
+            Err(ModelError::BadInput { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let base = || CollectiveRequest::all(Collective::Broadcast, 1 << 20, 4);
+        assert_eq!(field_of(CollectiveRequest { channels: 0, ..base() }), "channels");
+        assert_eq!(field_of(CollectiveRequest { channels: MAX_CHANNELS + 1, ..base() }), "channels");
+        assert_eq!(field_of(CollectiveRequest { chunks: ChunkPolicy::Fixed(0), ..base() }), "pipeline_chunks");
+        // One error for the request, not one skipped algorithm each.
+        assert_eq!(field_of(CollectiveRequest { root: 16, ..base() }), "root");
+        assert!(resolve(&t, &CollectiveRequest { root: 15, ..base() }).is_ok());
     }
 
     #[test]

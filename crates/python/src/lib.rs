@@ -40,9 +40,6 @@ fn plan_json(
     let collective: Collective = collective.parse().map_err(|e: String| value_error("collective", e))?;
     let dtype: Dtype = dtype.parse().map_err(|e: String| value_error("dtype", e))?;
     let (algorithms, strict) = parse_algorithms(algo, collective).map_err(|e| value_error("algo", e))?;
-    if !(1..=64).contains(&channels) {
-        return Err(value_error("channels", format!("must be 1..=64 (got {channels})")));
-    }
     let request = CollectiveRequest {
         root,
         channels,
@@ -57,6 +54,13 @@ fn plan_json(
             let reasons: Vec<String> = skipped.iter().map(|(a, why)| format!("{a}: {why}")).collect();
             value_error("algo", format!("no algorithm can run here: {}", reasons.join("; ")))
         }
+        // The resolver's field names, as this function's arguments name them.
+        ModelError::BadInput { field, message } => match field.as_str() {
+            "algorithms" => value_error("algo", message),
+            "size" => value_error("size", message),
+            f => value_error(f, message),
+        },
+        e @ ModelError::SizeNotMultiple { .. } => value_error("size", e),
         e => value_error("plan", e),
     })?;
     serde_json::to_string(&result).map_err(|e| PyRuntimeError::new_err(e.to_string()))

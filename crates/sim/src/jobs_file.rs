@@ -27,14 +27,12 @@
 //! `collective = "none"` is a compute task (no size, no algorithm): with `after`, jobs
 //! form a step's DAG of compute and collectives (seed 001 §7.4).
 
-use railyard_model::{resolve_on, ChunkPolicy, CollectiveRequest};
+use railyard_model::{resolve_on, ChunkPolicy, CollectiveRequest, ModelError};
 use railyard_schedule::{Algorithm, Collective, CollectiveSpec, CompactSchedule, Dtype, InterStage, ScheduleBuilder};
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 use railyard_units::units::{parse_bytes, parse_secs};
 use serde::Deserialize;
 use thiserror::Error;
-
-use railyard_schedule::limits::MAX_PIPELINE_CHUNKS;
 
 use crate::engine::{on_cycle, MAX_JOBS};
 use crate::job_spec::JobSpec;
@@ -196,15 +194,6 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
             None => InterStage::Ring,
         };
         let channels = entry.channels.unwrap_or(1);
-        if !(1..=railyard_schedule::limits::MAX_CHANNELS).contains(&channels) {
-            return Err(field(
-                "channels",
-                format!("{channels}: from 1 to {}", railyard_schedule::limits::MAX_CHANNELS),
-            ));
-        }
-        if let Some(asked) = entry.pipeline_chunks.filter(|c| !(1..=MAX_PIPELINE_CHUNKS).contains(c)) {
-            return Err(field("pipeline_chunks", format!("{asked}: from 1 to {MAX_PIPELINE_CHUNKS}")));
-        }
         let schedule = if compute_only {
             let spec = CollectiveSpec::new(collective, ranks, bytes / elem_bytes).with_root(entry.root);
             ScheduleBuilder::new(spec, "compute", elem_bytes).build_compact()
@@ -217,7 +206,16 @@ pub fn parse_jobs(text: &str, topology: &Topology) -> Result<Vec<PlannedJob>, Jo
                 inter_stage,
                 ..CollectiveRequest::new(collective, bytes, elem_bytes, vec![algorithm])
             };
-            let resolved = resolve_on(topology, &placement, &request).map_err(|e| field("algorithm", e.to_string()))?;
+            // The resolver checks the options; its complaint names the entry's key.
+            let resolved = resolve_on(topology, &placement, &request).map_err(|e| match e {
+                ModelError::BadInput { field: f, message } => match f.as_str() {
+                    "channels" => field("channels", message),
+                    "pipeline_chunks" => field("pipeline_chunks", message),
+                    "root" => field("root", message),
+                    _ => field("algorithm", format!("{f}: {message}")),
+                },
+                e => field("algorithm", e.to_string()),
+            })?;
             resolved
                 .variants
                 .into_iter()
@@ -376,6 +374,19 @@ mod tests {
             ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nbogus = 1", "unknown field"),
             ("[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nready = [\"1ms\"]", "ready"),
             ("", "no [[job]]"),
+            // The resolver checks these; the error still names the entry's key.
+            (
+                "[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"ring\"\nchannels = 0",
+                "channels: 0: from 1",
+            ),
+            (
+                "[[job]]\ncollective = \"allreduce\"\nsize = \"1MiB\"\nalgorithm = \"tree\"\npipeline_chunks = 5000",
+                "pipeline_chunks: 5000",
+            ),
+            (
+                "[[job]]\ncollective = \"broadcast\"\nsize = \"1MiB\"\nalgorithm = \"tree\"\nroot = 99",
+                "root: 99 is not a rank",
+            ),
         ] {
             let err = parse_jobs(text, &t).unwrap_err().to_string();
             assert!(err.contains(expect), "{text}: {err}");

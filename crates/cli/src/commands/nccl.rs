@@ -275,7 +275,8 @@ pub fn explain(args: &ExplainArgs) -> Result<String> {
     }
     let choice = tuner::choose(&shape.input, &table, args.size).context("NCCL_ALGO/NCCL_PROTO leave no algorithm")?;
     // railyard's own choice on the same topology and size.
-    let request = railyard_model::CollectiveRequest::all(args.collective, args.size - args.size % 4, 4);
+    // One-byte elements: the size as asked, not rounded to a dtype (2 B stays 2 B).
+    let request = railyard_model::CollectiveRequest::all(args.collective, args.size, 1);
     let ours = match railyard_model::plan_on(&topology, &placement, &request) {
         Err(railyard_model::ModelError::NothingRuns { .. }) => None,
         p => Some(p.map_err(crate::args::model_error)?),

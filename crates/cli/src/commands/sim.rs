@@ -110,8 +110,12 @@ pub struct SimArgs {
     pub ready: Option<Times>,
     /// Several jobs sharing the network, from a TOML file ([[job]] entries with collective,
     /// size, algorithm, placement, skip, ranks, start, period, count, ready; see
-    /// crates/sim/src/jobs_file.rs); --collective, --size, --algo and --ready are then unused
-    #[arg(long, value_name = "FILE")]
+    /// crates/sim/src/jobs_file.rs); each job says its own collective, size, algorithm and
+    /// placement, so those flags are refused beside it
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "collective", "size", "dtype", "algo", "root", "channels", "pipeline_chunks",
+        "inter_stage", "placement", "ranks", "order", "groups", "ready",
+    ])]
     pub jobs: Option<PathBuf>,
     /// Draw the run of the first algorithm (or the jobs) to this SVG file: a Gantt chart
     /// of its rounds (or jobs' phases) over time and the utilisation of the six busiest
