@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use railyard_model::request::{msccl_count, msccl_program, AlgorithmSpec};
-use railyard_model::{plan_on, CollectiveRequest};
+use railyard_model::{gen_options, plan_on, CollectiveRequest};
 use railyard_schedule::msccl;
 use railyard_schedule::{Algorithm, Collective};
 use railyard_topology::{Placement, PlacementPolicy};
@@ -110,8 +110,13 @@ fn export(a: &ExportArgs) -> Result<String> {
             msccl::MAX_EXPORT_RANK_ELEMENTS
         );
     }
-    let schedule =
-        railyard_schedule::generate_compact(a.algo, &spec, &railyard_schedule::GenOptions::default(), 4)?.expand();
+    let schedule = railyard_schedule::generate_compact(
+        a.algo,
+        &spec,
+        &gen_options(a.algo, 1, 1, None, vec![], Default::default()),
+        4,
+    )?
+    .expand();
     let xml = msccl::export(&schedule)?;
     match &a.output {
         Some(path) => {
