@@ -12,8 +12,8 @@ fn every_collective_plans_on_the_seed_cluster() {
         ("gather", vec!["direct"]),
         ("scatter", vec!["direct"]),
         ("alltoall", vec!["bruck", "pairwise", "direct", "hierarchical"]),
-        ("allgather", vec!["ring", "interleaved-ring", "rhd", "bruck", "direct", "hierarchical"]),
-        ("reducescatter", vec!["ring", "interleaved-ring", "rhd", "direct", "hierarchical"]),
+        ("allgather", vec!["ring", "interleaved-ring", "rhd", "bruck", "direct", "hierarchical", "rail-ring"]),
+        ("reducescatter", vec!["ring", "interleaved-ring", "rhd", "direct", "hierarchical", "rail-ring"]),
         ("barrier", vec!["bruck", "direct"]),
         ("sendrecv", vec!["direct"]),
     ] {
@@ -29,7 +29,8 @@ fn every_collective_plans_on_the_seed_cluster() {
 
 #[test]
 fn auto_explains_its_choice_and_compares_with_nccl() {
-    let plan = json(&["plan", "--algo", "auto", "--format", "json"]);
+    // Among the seed's four schemes, in-network (example 7.2); NCCL's rule of thumb agrees.
+    let plan = json(&["plan", "--algo", "ring,interleaved-ring,hierarchical,in-network", "--format", "json"]);
     let c = &plan["choice"];
     assert_eq!(c["algorithm"], "in-network");
     assert_eq!(c["runner_up"], "hierarchical");
@@ -37,6 +38,11 @@ fn auto_explains_its_choice_and_compares_with_nccl() {
     assert_eq!(c["nccl"]["algorithm"], "collnet");
     assert_eq!(c["nccl"]["protocol"], "Simple");
     assert_eq!(c["agrees_with_nccl"], true);
+    // With NCCL's own rail-aligned rings in the running, those win: each of 8 channels
+    // crosses on its own NIC (400 GB/s between the servers, not one NIC's 50).
+    let all = json(&["plan", "--algo", "auto", "--format", "json"]);
+    assert_eq!(all["choice"]["algorithm"], "rail-ring");
+    assert_eq!(all["choice"]["runner_up"], "in-network");
     // 8 bytes: latency-bound (fewest rounds wins); the rule of thumb says tree with LL.
     let small = json(&["plan", "--algo", "auto", "--size", "8B", "--format", "json"]);
     assert_eq!(small["choice"]["nccl"]["algorithm"], "tree");
@@ -44,7 +50,7 @@ fn auto_explains_its_choice_and_compares_with_nccl() {
     assert!(
         ["tree", "double-tree", "rhd", "recursive-doubling"].contains(&small["choice"]["algorithm"].as_str().unwrap())
     );
-    let md = railyard(&["plan", "--algo", "auto"]);
+    let md = railyard(&["plan", "--algo", "ring,interleaved-ring,hierarchical,in-network"]);
     assert!(md.stdout.contains("Chosen: **in-network**") && md.stdout.contains("rule of thumb"), "{}", md.stdout);
 }
 
@@ -72,7 +78,8 @@ fn sweep_shows_both_regimes_and_the_crossovers() {
     );
     assert_eq!(last["bytes"], 1u64 << 30);
     assert!(
-        ["ring", "interleaved-ring", "hierarchical", "in-network"].contains(&last["fastest"].as_str().unwrap()),
+        ["ring", "interleaved-ring", "rail-ring", "hierarchical", "in-network"]
+            .contains(&last["fastest"].as_str().unwrap()),
         "{last}"
     );
     assert!(!s["crossovers"].as_array().unwrap().is_empty());
@@ -95,7 +102,7 @@ fn options_and_bad_input() {
     assert_eq!(tree["algorithms"][0]["pipeline_chunks"], 4);
     for (args, needle) in [
         (vec!["plan", "--collective", "gather", "--algo", "ring"], "does not implement gather"),
-        (vec!["plan", "--collective", "broadcast", "--root", "99"], "root 99"),
+        (vec!["plan", "--collective", "broadcast", "--root", "99"], "--root: 99 is not a rank"),
         (vec!["plan", "--sweep", "1GiB:8B"], "FROM <= TO"),
         (vec!["plan", "--sweep", "8B"], "FROM:TO"),
         (vec!["plan", "--svg", "/tmp/x.svg"], "--sweep"),
@@ -230,7 +237,7 @@ fn repeated_algorithms_and_channels_are_reported_as_run() {
     assert_eq!(names, ["ring", "tree"]);
     let plan = json(&["plan", "--channels", "4", "--format", "json"]);
     for a in plan["algorithms"].as_array().unwrap() {
-        let rings = matches!(a["name"].as_str().unwrap(), "ring" | "interleaved-ring");
+        let rings = matches!(a["name"].as_str().unwrap(), "ring" | "interleaved-ring" | "rail-ring");
         assert_eq!(a["channels"], if rings { 4 } else { 1 }, "{}", a["name"]);
     }
 }

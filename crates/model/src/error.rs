@@ -37,6 +37,9 @@ pub enum ModelError {
     MscclTooSmall { bytes: u64, chunks: u64 },
     #[error("{file}: {problem}")]
     Msccl { file: String, problem: MscclProblem },
+    /// The algorithm needs hardware the topology does not have.
+    #[error("needs {needs}, which {topology} does not have")]
+    NeedsHardware { needs: &'static str, topology: String },
 }
 
 /// Why an MSCCL program does not fit a request.

@@ -2,7 +2,8 @@
 //! explicit inputs. (The chapter's stand-alone network models — Clos sizing, queues,
 //! ECMP, incast and the rest — are the `railyard-netmodels` crate.)
 //!
-//! - [`per_round`]: the per-round resource model of a schedule on a topology (seed 001 §7.2.1).
+//! - [`per_round`]: the per-round resource model of a schedule on a topology (seed 001 §7.2.1):
+//!   the bound at line rate, and [`expected`] at the rates NCCL-class software reaches.
 //! - [`request`]: one collective request and its one resolver, for every front end.
 //! - [`plan`]: cost a request's algorithms and take the fastest.
 //! - [`selection`]: the fastest algorithm, explained, and NCCL's rule of thumb beside it.
@@ -15,6 +16,7 @@
 pub mod algorithm_ref;
 pub mod closed_form;
 pub mod error;
+pub mod expected;
 pub mod in_network;
 pub mod per_round;
 pub mod plan;

@@ -14,12 +14,13 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use railyard_schedule::{CompactSchedule, Step, Transfer};
-use railyard_topology::{DeviceKind, LinkClass, Placement, Resource, RouteTable, Topology};
+use railyard_topology::{DeviceKind, Hop, LinkClass, Placement, Protocol, Resource, RouteTable, Topology};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::algorithm_ref::AlgorithmRef;
 use crate::error::ModelError;
+use crate::expected::{ExpectedSums, Reduction, RoundRates};
 use crate::in_network::InNetworkCache;
 use crate::server_pairs::ServerPairBytes;
 
@@ -106,7 +107,14 @@ pub struct Breakdown {
     pub pipeline_chunks: Option<usize>,
     /// Parallel rings (ring algorithms).
     pub channels: usize,
+    /// The bound: line rates and the topology's α per round (nothing is faster on this
+    /// hardware; the seeds' model).
     pub total_secs: f64,
+    /// What NCCL-class software is expected to take (`crate::expected`): achievable
+    /// rates and the fastest protocol's latencies.
+    pub expected_secs: f64,
+    /// The protocol the expected time assumes.
+    pub protocol: Protocol,
     pub rounds: usize,
     /// rounds x α
     pub alpha_secs: f64,
@@ -196,6 +204,7 @@ fn cost_rounds(
     let mut previous: Option<Cow<'_, Step>> = None;
     let mut times = 0u64;
     let mut index = 0usize;
+    let mut expected = ExpectedSums::new();
     let reuse = repeats_policy == Repeats::CostOnce;
     for (phase_index, phase) in schedule.phases.iter().enumerate() {
         for k in 0..phase.rounds.rounds() {
@@ -219,6 +228,7 @@ fn cost_rounds(
             }
             times += 1;
             let Some(costed) = &last else { continue };
+            expected.add(&topology.achievable, &costed.rates, 1);
             if let Some((i, secs)) = costed.worst {
                 let entry = bottlenecks.entry(i).or_insert((0, 0.0));
                 entry.0 += 1;
@@ -243,7 +253,7 @@ fn cost_rounds(
         }
     }
     loads.flush(times);
-    Ok(loads.breakdown(schedule, per_round, &bottlenecks))
+    Ok(loads.breakdown(schedule, per_round, &bottlenecks, &expected))
 }
 
 /// The bytes on every resource: this round's (those it touched, in resource order) and
@@ -256,6 +266,13 @@ struct Loads<'t> {
     /// Whether a link climbs into the spine layer (a switch of tier 2 or above).
     enters_spine: Vec<bool>,
     round_bytes: Vec<f64>,
+    /// This round's bytes on each resource divided by the fraction of line rate they
+    /// reach (`Achievable`): its time at achievable rates is this over the bandwidth.
+    round_expected_bytes: Vec<f64>,
+    /// Fraction of line rate of a copy on each resource, and of an in-switch
+    /// reduction's stream on each link.
+    fraction: Vec<f64>,
+    reduction_fraction: Vec<f64>,
     touched: Vec<usize>,
     total_bytes: Vec<f64>,
     servers: ServerIndex<'t>,
@@ -280,6 +297,19 @@ impl<'t> Loads<'t> {
             topology,
             elem_bytes,
             bandwidth: (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect(),
+            round_expected_bytes: vec![0.0; n],
+            // A shared interface is a PCIe slot or the like: PCIe's fraction.
+            fraction: (0..n)
+                .map(|i| match topology.resource(i) {
+                    Resource::Link(l) => topology.achievable.fraction(topology.links[l].class),
+                    Resource::Interface { .. } => topology.achievable.pcie,
+                })
+                .collect(),
+            reduction_fraction: topology
+                .links
+                .iter()
+                .map(|l| topology.achievable.reduction_fraction(l.class))
+                .collect(),
             enters_spine: topology.links.iter().map(|l| tier(l.to) >= 2 && tier(l.from) < 2).collect(),
             round_bytes: vec![0.0; n],
             touched: Vec::new(),
@@ -293,20 +323,23 @@ impl<'t> Loads<'t> {
 
     /// `bytes` on `link` and the shared interfaces it crosses (a resource enters
     /// `touched` once, when it first has bytes).
-    fn add_link(&mut self, link: usize, bytes: f64) {
+    fn add_link(&mut self, link: usize, bytes: f64, reduction: bool) {
         if bytes <= 0.0 {
             return;
         }
         let topology = self.topology;
-        let mut add = |index: usize| {
+        let link_fraction = if reduction { self.reduction_fraction[link] } else { self.fraction[link] };
+        let mut add = |index: usize, fraction: f64| {
             if self.round_bytes[index] == 0.0 {
                 self.touched.push(index);
             }
             self.round_bytes[index] += bytes;
+            self.round_expected_bytes[index] += bytes / fraction;
         };
-        add(topology.resource_index(Resource::Link(link)));
+        add(topology.resource_index(Resource::Link(link)), link_fraction);
         for u in &topology.links[link].interfaces {
-            add(topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse }));
+            let index = topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse });
+            add(index, self.fraction[index]);
         }
     }
 
@@ -317,6 +350,7 @@ impl<'t> Loads<'t> {
         self.round_tally.clear();
         for &i in &self.touched {
             self.round_bytes[i] = 0.0;
+            self.round_expected_bytes[i] = 0.0;
         }
         self.touched.clear();
     }
@@ -332,7 +366,7 @@ impl<'t> Loads<'t> {
             let route = routes.get(src, dst)?;
             let mut to_spine = 0.0;
             for &(link, fraction) in route.links {
-                self.add_link(link, bytes * fraction);
+                self.add_link(link, bytes * fraction, false);
                 if self.enters_spine[link] {
                     to_spine += fraction;
                 }
@@ -348,10 +382,10 @@ impl<'t> Loads<'t> {
         for step in &round.in_network {
             let bytes = step.read.len as f64 * self.elem_bytes;
             bytes_sent += bytes * step.ranks.len() as f64;
-            let links: Vec<(usize, usize)> = self.in_network_cache.get(routes, placement, &step.ranks)?.to_vec();
+            let links: Vec<(usize, usize)> = self.in_network_cache.get(routes, placement, step)?.to_vec();
             for (link, streams) in links {
                 let link_bytes = streams as f64 * bytes;
-                self.add_link(link, link_bytes);
+                self.add_link(link, link_bytes, true);
                 if self.enters_spine[link] {
                     *self.round_tally.spine_in_network.get_or_insert(0.0) += link_bytes;
                 }
@@ -379,12 +413,31 @@ impl<'t> Loads<'t> {
                 worst = Some((i, secs(i)));
             }
         }
+        // The same round at achievable rates: its slowest resource there, the slowest
+        // hop its transfers cross, and where its in-switch reductions happen.
+        let mut expected_secs = 0.0f64;
+        let mut hop: Option<Hop> = None;
+        for &i in &self.touched {
+            expected_secs = expected_secs.max(self.round_expected_bytes[i] / self.bandwidth[i]);
+            if let Resource::Link(l) = self.topology.resource(i) {
+                let h = Hop::of(self.topology.links[l].class);
+                hop = Some(hop.map_or(h, |o| o.max(h)));
+            }
+        }
+        let reduction = match round.in_network.is_empty() {
+            true => None,
+            false => Some(match hop {
+                Some(Hop::Net) => Reduction::Network,
+                _ => Reduction::NvSwitch,
+            }),
+        };
         let tied_resources = self
             .touched
             .iter()
             .filter(|&&i| worst.is_some_and(|(w, ws)| i != w && secs(i) >= ws * (1.0 - TIE)))
             .count();
         Ok(LastRound {
+            rates: RoundRates { transfer_secs: expected_secs, hop, reduction },
             worst,
             bottleneck: worst.map(|(i, _)| load(self.topology, i, self.round_bytes[i])),
             tied_resources,
@@ -399,6 +452,7 @@ impl<'t> Loads<'t> {
         schedule: &CompactSchedule,
         per_round: Vec<RoundCost>,
         bottlenecks: &BTreeMap<usize, (usize, f64)>,
+        expected: &ExpectedSums,
     ) -> Breakdown {
         let topology = self.topology;
         let Totals { cross, spine, cross_in_network, spine_in_network } = self.totals;
@@ -437,13 +491,17 @@ impl<'t> Loads<'t> {
         let alpha_secs = alpha * per_round.len() as f64;
         let host = host_cost(schedule, topology);
         let link_secs = alpha_secs + transfer_secs;
-        let total_secs = host.as_ref().map_or(link_secs, |h| link_secs + h.local_secs + h.message_secs);
+        let host_secs = host.as_ref().map_or(0.0, |h| h.local_secs + h.message_secs);
+        let total_secs = link_secs + host_secs;
+        let expected = expected.finish(&topology.achievable, host_secs, per_round.len(), schedule.path_rounds);
         Breakdown {
             name: schedule.algorithm.clone(),
             algorithm: AlgorithmRef::from_name(&schedule.algorithm),
             pipeline_chunks: None,
             channels: 1,
             total_secs,
+            expected_secs: expected.secs,
+            protocol: expected.protocol,
             rounds: per_round.len(),
             alpha_secs,
             transfer_secs,
@@ -537,6 +595,7 @@ impl<'t> ServerIndex<'t> {
 
 /// The outcome of costing one round, kept for the rounds that repeat its traffic.
 struct LastRound {
+    rates: RoundRates,
     worst: Option<(usize, f64)>,
     bottleneck: Option<ResourceLoad>,
     tied_resources: usize,

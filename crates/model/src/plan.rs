@@ -3,7 +3,7 @@
 //! the runtime's tuner, the training planner and the NCCL readers all call.
 
 use railyard_schedule::Collective;
-use railyard_topology::{Placement, Topology};
+use railyard_topology::{Achievable, Placement, Topology};
 use serde::Serialize;
 
 use crate::error::ModelError;
@@ -27,6 +27,10 @@ pub struct Plan {
     pub fastest: Option<String>,
     /// The fastest, explained: the runner-up and its margin, NCCL's rule of thumb beside it.
     pub choice: Option<Choice>,
+    /// Name of the algorithm with the least expected time (at achievable rates).
+    pub fastest_expected: Option<String>,
+    /// The rates the expected times assume.
+    pub achievable: Achievable,
 }
 
 impl Plan {
@@ -67,9 +71,14 @@ pub fn plan_on(topology: &Topology, placement: &Placement, request: &CollectiveR
         round_startup_secs: topology.round_startup_secs,
         routing: topology.routing.as_str(),
         fastest: fastest(&algorithms).map(|b| b.name.clone()),
+        fastest_expected: algorithms
+            .iter()
+            .min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs))
+            .map(|b| b.name.clone()),
         algorithms,
         skipped,
         choice: None,
+        achievable: topology.achievable.clone(),
     };
     plan.choice = choose(&plan.algorithms, plan.bytes, request.in_network_available(topology));
     Ok(plan)

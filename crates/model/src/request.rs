@@ -15,7 +15,7 @@ use railyard_schedule::msccl;
 use railyard_schedule::{
     check, generate_compact, Algorithm, Collective, CollectiveSpec, CompactSchedule, GenOptions, InterStage, Rank,
 };
-use railyard_topology::{Placement, PlacementPolicy, RouteTable, Topology};
+use railyard_topology::{DeviceKind, Placement, PlacementPolicy, RouteTable, Topology};
 use serde::Serialize;
 
 pub use crate::algorithm_ref::AlgorithmRef;
@@ -47,7 +47,9 @@ pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> V
         ChunkPolicy::Fixed(n) if takes_chunks(algorithm) => {
             vec![n.clamp(1, count.clamp(1, usize::MAX as u64) as usize)]
         }
-        ChunkPolicy::Search if algorithm.pipelined() => (0..)
+        // NVLS is searched too: its stages pipeline as NCCL's NVLSTree does. (The other
+        // hierarchical all-reduces keep one chunk, the seeds' examples.)
+        ChunkPolicy::Search if algorithm.pipelined() || algorithm == Algorithm::Nvls => (0..)
             .map(|k| 1usize << k)
             .take_while(|&c| c <= MAX_SEARCHED_CHUNKS)
             .filter(|&c| c == 1 || (c as u64) <= count)
@@ -59,7 +61,7 @@ pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> V
 /// Whether `algorithm` can be cut into pipelined chunks: chain and trees, and the
 /// hierarchical all-reduces, whose chunks overlap one stage with another.
 fn takes_chunks(algorithm: Algorithm) -> bool {
-    algorithm.pipelined() || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork)
+    algorithm.pipelined() || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls)
 }
 
 /// The generator options of `algorithm`: the one place they are built. Options an
@@ -295,7 +297,9 @@ pub(crate) fn resolve_with(
                 groups.clone(),
                 request.inter_stage,
             );
-            let made = generate_compact(algorithm, &spec, &options, request.elem_bytes).map_err(ModelError::from);
+            let made = hardware_for(algorithm, topology).and_then(|()| {
+                generate_compact(algorithm, &spec, &options, request.elem_bytes).map_err(ModelError::from)
+            });
             let variant = made.and_then(|schedule| {
                 let breakdown = match costed {
                     true => Some(cost_with(&schedule, &mut routes, placement)?),
@@ -305,7 +309,13 @@ pub(crate) fn resolve_with(
                     algorithm: AlgorithmRef::Builtin(algorithm),
                     schedule,
                     pipeline_chunks: (algorithm.pipelined() || chunks > 1).then_some(chunks),
-                    channels: options.channels,
+                    channels: match algorithm {
+                        Algorithm::RailRing => railyard_schedule::rail_ring::rail_channels(
+                            options.channels,
+                            groups.first().map_or(1, Vec::len),
+                        ),
+                        _ => options.channels,
+                    },
                     breakdown,
                 })
             });
@@ -336,6 +346,19 @@ pub(crate) fn resolve_with(
         }
     }
     Ok(Resolved { placement: placement.clone(), spec, groups, variants, skipped })
+}
+
+/// An algorithm whose steps need a kind of switch is refused on a topology without one:
+/// NVLS reduces in an NVSwitch, and on a switch elsewhere it would be another algorithm.
+fn hardware_for(algorithm: Algorithm, topology: &Topology) -> Result<(), ModelError> {
+    let nvls = |d: &railyard_topology::Device| d.kind == DeviceKind::NvSwitch && d.in_network_reduction;
+    if algorithm == Algorithm::Nvls && !topology.devices.iter().any(nvls) {
+        return Err(ModelError::NeedsHardware {
+            needs: "an NVSwitch that reduces (NVLS: NVLink4 or later, e.g. dgx-h100)",
+            topology: topology.name.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// A variant's time where resolving costed it (a searched one always is).

@@ -43,8 +43,9 @@ pub fn nccl_rule_of_thumb(bytes: u64, in_network_available: bool) -> NcclRule {
 pub fn nccl_family(algorithm: &str) -> Option<&'static str> {
     match algorithm {
         "tree" | "double-tree" => Some("tree"),
-        "ring" | "interleaved-ring" | "hierarchical" | "chain" => Some("ring"),
+        "ring" | "interleaved-ring" | "rail-ring" | "hierarchical" | "chain" => Some("ring"),
         "in-network" => Some("collnet"),
+        "nvls" => Some("nvls"),
         _ => None,
     }
 }

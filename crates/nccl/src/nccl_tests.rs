@@ -145,8 +145,8 @@ pub struct RankDevice {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TestsOutput {
     pub kind: TestKind,
-    /// Where the kind came from: the header, or the caller.
-    pub kind_from: &'static str,
+    /// Where the kind came from: the header, the caller, or the columns (and how).
+    pub kind_from: String,
     pub ranks: usize,
     /// How the ranks were found: "rank lines", "given", or from busbw/algbw.
     pub ranks_from: String,
@@ -175,18 +175,6 @@ pub const MAX_ROWS: usize = 100_000;
 /// excerpts have no header); given, they win over what the header says.
 pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<TestsOutput, NcclError> {
     let scan = Scan::of(text)?;
-    let (kind, kind_from) = match (kind, scan.kind) {
-        (Some(k), _) => (k, "given (--collective)"),
-        (None, Some(k)) => (k, "from the header"),
-        (None, None) => {
-            return Err(NcclError::BadInput {
-                field: "collective".into(),
-                message:
-                    "the output names no test (no \"# Collective test starting\" line); say which with --collective"
-                        .into(),
-            })
-        }
-    };
     if scan.rows.is_empty() {
         return Err(NcclError::BadInput {
             field: "input".into(),
@@ -196,8 +184,21 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
     let parsed = scan
         .rows
         .iter()
-        .map(|(line, tokens)| RawRow::read(*line, tokens, scan.has_root))
+        .map(|(line, tokens)| {
+            let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+            RawRow::read(*line, &tokens, scan.has_root)
+        })
         .collect::<Result<Vec<_>, _>>()?;
+    let (kind, kind_from) = match (kind, scan.kind) {
+        (Some(k), _) => (k, "given (--collective)".to_string()),
+        (None, Some(k)) => (k, "from the header".to_string()),
+        (None, None) => infer_kind(&parsed).ok_or_else(|| NcclError::BadInput {
+            field: "collective".into(),
+            message: "the output names no test (no \"# Collective test starting\" line) and its columns do not \
+                      say which; say which with --collective"
+                .into(),
+        })?,
+    };
     let (ranks, ranks_from) = ranks_of(ranks, &scan.devices, &parsed, kind)?;
     let factor = if ranks >= 1 { kind.bus_factor(ranks) } else { 1.0 };
     let rows: Vec<Row> = parsed.into_iter().map(|r| r.recomputed(factor)).collect();
@@ -229,20 +230,20 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
 
 /// The output's lines sorted: the header's facts, the result rows (line number and
 /// columns), and the lines read as neither.
-struct Scan<'t> {
+struct Scan {
     kind: Option<TestKind>,
     version: Option<String>,
     devices: Vec<RankDevice>,
     has_root: Option<bool>,
-    rows: Vec<(usize, Vec<&'t str>)>,
+    rows: Vec<(usize, Vec<String>)>,
     avg_busbw_printed: Option<f64>,
     out_of_bounds: Option<String>,
     unread_lines: Vec<usize>,
     unread_count: usize,
 }
 
-impl<'t> Scan<'t> {
-    fn of(text: &'t str) -> Result<Self, NcclError> {
+impl Scan {
+    fn of(text: &str) -> Result<Self, NcclError> {
         let mut scan = Scan {
             kind: None,
             version: None,
@@ -257,14 +258,17 @@ impl<'t> Scan<'t> {
         let mut starts = 0;
         for (i, line) in text.lines().enumerate() {
             let n = i + 1;
-            // mpirun --tag-output prefixes every line with `[job,rank]<stdout>:`.
-            let line = match line.split_once("]<stdout>:") {
-                Some((tag, rest)) if tag.starts_with('[') => rest,
-                _ => line,
-            };
-            let t = line.trim();
+            let cleaned = strip_launcher_tags(line);
+            let t = cleaned.trim();
             if t.is_empty() {
                 continue;
+            }
+            // A command line naming the test binary (`./build/sendrecv_perf -b 8 ...`).
+            if scan.kind.is_none() && !t.starts_with('#') {
+                if let Some(kind) = t.split_whitespace().next().and_then(|w| w.ends_with("_perf").then_some(w)) {
+                    scan.kind = TestKind::from_binary(kind);
+                    continue;
+                }
             }
             if let Some(comment) = t.strip_prefix('#') {
                 let c = comment.trim();
@@ -287,7 +291,7 @@ impl<'t> Scan<'t> {
                 if scan.rows.len() == MAX_ROWS {
                     return Err(NcclError::Line { line: n, message: format!("more than {MAX_ROWS} rows") });
                 }
-                scan.rows.push((n, tokens));
+                scan.rows.push((n, tokens.into_iter().map(str::to_string).collect()));
             } else {
                 scan.unread_count += 1;
                 if scan.unread_lines.len() < 100 {
@@ -316,6 +320,32 @@ impl<'t> Scan<'t> {
         } else if let Some(v) = c.strip_prefix("Out of bounds values") {
             self.out_of_bounds = Some(v.trim_start_matches([' ', ':']).trim().to_string());
         }
+    }
+}
+
+/// A line without what launchers add: mpirun --tag-output's `[job,rank]<stdout>:` (at
+/// the start, or in the middle where ranks' writes interleave), srun --label's `12: `,
+/// and a bare `[0] `.
+fn strip_launcher_tags(line: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = std::borrow::Cow::Borrowed(line);
+    while let Some(end) = out.find("]<stdout>:").or_else(|| out.find("]<stderr>:")) {
+        let Some(start) = out[..end].rfind('[') else { break };
+        let mut owned = out.into_owned();
+        owned.replace_range(start..end + "]<stdout>:".len(), " ");
+        out = std::borrow::Cow::Owned(owned);
+    }
+    let t = out.trim_start();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let label = if digits > 0 && t[digits..].starts_with(": ") {
+        Some(digits + 2)
+    } else if t.starts_with('[') {
+        t.find("] ").filter(|&i| t[1..i].bytes().all(|b| b.is_ascii_digit() || b == b',')).map(|i| i + 2)
+    } else {
+        None
+    };
+    match label {
+        Some(skip) => std::borrow::Cow::Owned(t[skip..].to_string()),
+        None => out,
     }
 }
 
@@ -418,6 +448,59 @@ impl RawRow {
     }
 }
 
+/// The test an output that does not name one ran, from its columns (nccl-tests'
+/// definitions, docs/sources.md#nccl-tests): the reduction (`none` for the tests that
+/// only move data), the root (-1 for the unrooted), and busbw/algbw — 2(n−1)/n for
+/// all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 for the rest. An
+/// all-gather and an all-to-all have the same columns but for the in-place check, which
+/// all-to-all does not run (`N/A`). The row of the largest size with algbw of at least
+/// 1 GB/s decides (two printed decimals leave its ratio exact enough).
+fn infer_kind(rows: &[RawRow]) -> Option<(TestKind, String)> {
+    let row = rows.iter().filter(|r| r.halves[0][1].value >= 1.0).max_by_key(|r| r.bytes)?;
+    let ratio = row.halves[0][2].value / row.halves[0][1].value;
+    let reduces = row.redop != "none";
+    let rooted = row.root.is_some_and(|r| r >= 0);
+    // A per-rank count (all-gather, reduce-scatter, all-to-all) is the size over the
+    // ranks; the others count the whole buffer. Where the dtype is unknown, the ratio says.
+    let per_rank = match dtype_bytes(&row.dtype) {
+        Some(e) => row.count.saturating_mul(e) < row.bytes,
+        None => ratio < 1.0 - 1e-3,
+    };
+    // A test that checks out of place but not in place (`N/A`) cannot run in place.
+    let in_place_unchecked = row.wrong[1] == "N/A" && row.wrong[0] != "N/A";
+    let kind = match (reduces, rooted) {
+        (true, true) => TestKind::Reduce,
+        (false, true) => TestKind::Broadcast,
+        (true, false) if per_rank => TestKind::ReduceScatter,
+        (true, false) if ratio > 1.0 + 1e-3 => TestKind::AllReduce,
+        // sendrecv prints `sum` too, and checks out of place only (with -c 0 nothing is
+        // checked and the two read alike: an all-reduce of 2 ranks is taken).
+        (true, false) if in_place_unchecked => TestKind::SendRecv,
+        (true, false) => TestKind::AllReduce,
+        (false, false) if !per_rank => TestKind::SendRecv,
+        (false, false) if in_place_unchecked => TestKind::AllToAll,
+        (false, false) => TestKind::AllGather,
+    };
+    let how = format!(
+        "from the columns: redop {}, root {}, busbw/algbw {ratio:.3}{} (no \"# Collective test starting\" line)",
+        row.redop,
+        row.root.map_or("absent".to_string(), |r| r.to_string()),
+        if kind == TestKind::AllToAll { ", in-place not checked" } else { "" }
+    );
+    Some((kind, how))
+}
+
+/// Bytes of an nccl-tests type name (`-d`), where it is one.
+fn dtype_bytes(name: &str) -> Option<u64> {
+    Some(match name {
+        "int8" | "uint8" | "char" | "f8e4m3" | "f8e5m2" => 1,
+        "half" | "bfloat16" | "float16" => 2,
+        "float" | "int32" | "uint32" | "int" => 4,
+        "double" | "int64" | "uint64" => 8,
+        _ => return None,
+    })
+}
+
 /// Ranks: given, from the rank lines, or from the printed busbw/algbw (their median).
 fn ranks_of(
     given: Option<usize>,
@@ -425,31 +508,46 @@ fn ranks_of(
     parsed: &[RawRow],
     kind: TestKind,
 ) -> Result<(usize, String), NcclError> {
+    // The printed busbw/algbw (their median over rows of at least 1 GB/s) says how many
+    // ranks a collective whose bus factor depends on them had.
+    let mut ratios: Vec<f64> = parsed
+        .iter()
+        .flat_map(|p| p.halves.iter().map(|h| (h[1], h[2])))
+        .filter(|(a, b)| a.value >= 1.0 && b.value > 0.0)
+        .map(|(a, b)| b.value / a.value)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let factor = ratios.get(ratios.len() / 2).copied();
+    let from_ratio = factor.and_then(|f| kind.ranks_from_factor(f).map(|n| (n, f)));
     let (ranks, ranks_from) = match given {
         Some(0) => return Err(NcclError::BadInput { field: "ranks".into(), message: "0: at least 1".into() }),
         Some(r) => (r, "given".to_string()),
-        None if !devices.is_empty() => (devices.len(), "rank lines".to_string()),
-        None => {
-            let mut ratios: Vec<f64> = parsed
-                .iter()
-                .flat_map(|p| p.halves.iter().map(|h| (h[1], h[2])))
-                .filter(|(a, b)| a.value >= 1.0 && b.value > 0.0)
-                .map(|(a, b)| b.value / a.value)
-                .collect();
-            ratios.sort_by(f64::total_cmp);
-            let factor = ratios.get(ratios.len() / 2).copied();
-            match factor.and_then(|f| kind.ranks_from_factor(f).map(|n| (n, f))) {
-                Some((n, f)) => (n, format!("busbw/algbw = {f:.3} in the rows (no rank lines)")),
-                None if kind.bus_factor(2) == 1.0 => (0, "not needed (busbw = algbw)".into()),
-                None => {
-                    return Err(NcclError::BadInput {
-                        field: "ranks".into(),
-                        message: "the output lists no ranks and its busbw/algbw does not say how many; give --ranks"
-                            .into(),
-                    })
+        // An excerpt may list some ranks only: the highest index says at least how many,
+        // and busbw/algbw more where the lines were cut short.
+        None if !devices.is_empty() => {
+            let highest = devices.iter().map(|d| d.rank).max().unwrap_or(0) + 1;
+            let listed = devices.len();
+            match from_ratio {
+                Some((n, f)) if n as f64 > highest as f64 * 1.05 => (
+                    n,
+                    format!("busbw/algbw = {f:.4} in the rows: about {n} ranks (the rank lines list {listed}, up to rank {})", highest - 1),
+                ),
+                _ if highest > listed => {
+                    (highest, format!("rank lines (the highest is rank {}; {listed} listed)", highest - 1))
                 }
+                _ => (listed, "rank lines".to_string()),
             }
         }
+        None => match from_ratio {
+            Some((n, f)) => (n, format!("busbw/algbw = {f:.3} in the rows (no rank lines)")),
+            None if kind.bus_factor(2) == 1.0 => (0, "not needed (busbw = algbw)".into()),
+            None => {
+                return Err(NcclError::BadInput {
+                    field: "ranks".into(),
+                    message: "the output lists no ranks and its busbw/algbw does not say how many; give --ranks".into(),
+                })
+            }
+        },
     };
     if kind.bus_factor(2) != 1.0 && ranks < 2 {
         return Err(NcclError::BadInput { field: "ranks".into(), message: format!("{ranks}: at least 2") });
@@ -537,7 +635,41 @@ mod tests {
                     8 2 float sum -1 x 0.00 0.00 0 1.0 0.00 0.00 0\n";
         let e = parse(text, Some(TestKind::AllReduce), Some(2)).unwrap_err().to_string();
         assert!(e.starts_with("line 2: time \"x\""), "{e}");
-        assert!(parse(SEED_SAMPLE, None, None).unwrap_err().to_string().contains("--collective"));
+        // No test named: the columns say which (redop sum, no per-rank count, busbw/algbw 1.75).
+        let o = parse(SEED_SAMPLE, None, None).unwrap();
+        assert_eq!((o.kind, o.ranks), (TestKind::AllReduce, 8));
+        assert!(o.kind_from.contains("columns"), "{}", o.kind_from);
+    }
+
+    /// Outputs as users paste them: launcher tags at the start and in the middle of lines,
+    /// no header, an excerpt of the rank lines; each test told from its columns.
+    #[test]
+    fn pasted_outputs_without_a_header_are_read_from_their_columns() {
+        let row = |size: u64, count: u64, redop: &str, algbw: f64, busbw: f64, in_place_wrong: &str| {
+            let t = size as f64 / (algbw * 1e3);
+            format!("{size} {count} float {redop} -1 {t:.1} {algbw:.2} {busbw:.2} 0 {t:.1} {algbw:.2} {busbw:.2} {in_place_wrong}\n")
+        };
+        let g = 1u64 << 30;
+        let cases = [
+            (row(g, g / 4, "sum", 200.0, 375.0, "0"), TestKind::AllReduce),
+            (row(g, g / 64, "sum", 200.0, 187.5, "0"), TestKind::ReduceScatter),
+            (row(g, g / 64, "none", 200.0, 187.5, "0"), TestKind::AllGather),
+            (row(g, g / 64, "none", 200.0, 187.5, "N/A"), TestKind::AllToAll),
+            (row(g, g / 4, "sum", 20.0, 20.0, "N/A"), TestKind::SendRecv),
+        ];
+        for (text, kind) in cases {
+            assert_eq!(parse(&text, None, None).unwrap().kind, kind, "{text}");
+            let tagged: String = text.split(' ').collect::<Vec<_>>().join("[1,0]<stdout>: ");
+            assert_eq!(parse(&format!("[1,0]<stdout>:{tagged}"), None, None).unwrap().kind, kind, "{tagged}");
+            assert_eq!(parse(&format!(" 3: {text}"), None, None).unwrap().kind, kind);
+        }
+        // Rank lines of ranks 0 and 71 only: 72 ranks at least, not 2.
+        let text = format!(
+            "#  Rank  0 Group  0 Pid 1 on h0 device  0 [0x01] NVIDIA B200\n\
+             #  Rank 71 Group  0 Pid 2 on h9 device  7 [0x01] NVIDIA B200\n{}",
+            row(g, g / 4, "sum", 400.0, 400.0 * 2.0 * 71.0 / 72.0, "0")
+        );
+        assert_eq!(parse(&text, None, None).unwrap().ranks, 72);
     }
 
     #[test]

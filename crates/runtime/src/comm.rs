@@ -382,13 +382,12 @@ impl Communicator {
         // Forced (argument, then RAILYARD_ALGO), else chosen by the model, else the default.
         // An algorithm asked for by the call is honoured or refused, never replaced;
         // RAILYARD_ALGO (one for all calls) applies where it implements the collective.
-        if let Some(a) = algorithm.filter(|a| !a.supports(spec.collective) || *a == Algorithm::InNetwork) {
+        if let Some(a) = algorithm.filter(|a| !a.supports(spec.collective) || a.in_switch()) {
             return Err(CommError::BadArgs {
                 message: format!("algorithm {a} does not implement {} in the runtime", spec.collective.as_str()),
             });
         }
-        let forced =
-            algorithm.or(self.config.algorithm).filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork);
+        let forced = algorithm.or(self.config.algorithm).filter(|a| a.supports(spec.collective) && !a.in_switch());
         // The hierarchical algorithms' servers are the hosts (they need equal hosts; with
         // unequal ones every rank is one server).
         let equal = self.groups.iter().all(|g| g.len() == self.groups[0].len());

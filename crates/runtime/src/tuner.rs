@@ -190,10 +190,7 @@ impl Tuner {
     fn candidates(spec: &CollectiveSpec, forced: Option<Algorithm>) -> Vec<Algorithm> {
         match forced {
             Some(a) => vec![a],
-            None => Algorithm::ALL
-                .into_iter()
-                .filter(|a| a.supports(spec.collective) && *a != Algorithm::InNetwork)
-                .collect(),
+            None => Algorithm::ALL.into_iter().filter(|a| a.supports(spec.collective) && !a.in_switch()).collect(),
         }
     }
 

@@ -83,7 +83,7 @@ fn pairs() -> Vec<(Collective, Algorithm)> {
     let mut v = Vec::new();
     for c in Collective::ALL {
         for a in Algorithm::ALL {
-            if a.supports(c) && a != Algorithm::InNetwork && c != Collective::AllToAllv {
+            if a.supports(c) && !a.in_switch() && c != Collective::AllToAllv {
                 v.push((c, a));
             }
         }

@@ -12,6 +12,9 @@ pub enum Algorithm {
     Ring,
     /// Ring alternating servers: 0, 8, 1, 9, ... (seed 001 §7.2.1).
     InterleavedRing,
+    /// NCCL's rings on a rail-optimized cluster: a channel per local rank (or as asked),
+    /// each crossing servers on one rail, so the channels use every NIC (`rail_ring.rs`).
+    RailRing,
     /// Pipelined chain from (broadcast) or to (reduce) the root.
     Chain,
     /// One binary tree, pipelined.
@@ -32,10 +35,15 @@ pub enum Algorithm {
     Hierarchical,
     /// Hierarchical all-reduce with the inter-server stage done by the switches (SHARP / NVLS).
     InNetwork,
+    /// NCCL's NVLS: the hierarchical all-reduce with each server's stages done in its
+    /// NVSwitch (reduce-scatter by `multimem.ld_reduce`, all-gather by multicast), the
+    /// shards crossing servers by the inter-server stage asked (ring by default: NCCL's
+    /// NVLSTree crosses by a tree; NVLS with SHARP in the network switches).
+    Nvls,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 12] = [
+    pub const ALL: [Algorithm; 14] = [
         Algorithm::Ring,
         Algorithm::InterleavedRing,
         Algorithm::Chain,
@@ -48,12 +56,15 @@ impl Algorithm {
         Algorithm::Direct,
         Algorithm::Hierarchical,
         Algorithm::InNetwork,
+        Algorithm::Nvls,
+        Algorithm::RailRing,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Algorithm::Ring => "ring",
             Algorithm::InterleavedRing => "interleaved-ring",
+            Algorithm::RailRing => "rail-ring",
             Algorithm::Chain => "chain",
             Algorithm::Tree => "tree",
             Algorithm::DoubleTree => "double-tree",
@@ -64,6 +75,7 @@ impl Algorithm {
             Algorithm::Direct => "direct",
             Algorithm::Hierarchical => "hierarchical",
             Algorithm::InNetwork => "in-network",
+            Algorithm::Nvls => "nvls",
         }
     }
 
@@ -72,10 +84,12 @@ impl Algorithm {
     pub fn supports(self, c: Collective) -> bool {
         use Collective::*;
         match self {
-            Algorithm::Ring | Algorithm::InterleavedRing => matches!(c, AllReduce | ReduceScatter | AllGather),
+            Algorithm::Ring | Algorithm::InterleavedRing | Algorithm::RailRing => {
+                matches!(c, AllReduce | ReduceScatter | AllGather)
+            }
             Algorithm::Chain => matches!(c, Broadcast | Reduce),
             Algorithm::Tree => matches!(c, AllReduce | Broadcast | Reduce),
-            Algorithm::DoubleTree | Algorithm::InNetwork => c == AllReduce,
+            Algorithm::DoubleTree | Algorithm::InNetwork | Algorithm::Nvls => c == AllReduce,
             Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
             Algorithm::RecursiveDoubling => c == AllReduce,
             Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
@@ -87,7 +101,7 @@ impl Algorithm {
 
     /// Whether the algorithm runs on parallel rings (`channels`).
     pub fn uses_channels(self) -> bool {
-        matches!(self, Algorithm::Ring | Algorithm::InterleavedRing)
+        matches!(self, Algorithm::Ring | Algorithm::InterleavedRing | Algorithm::RailRing)
     }
 
     /// Whether the algorithm follows a given rank order (`GenOptions::order`).
@@ -97,7 +111,20 @@ impl Algorithm {
 
     /// Whether the algorithm follows given server groups (`GenOptions::groups`).
     pub fn uses_groups(self) -> bool {
-        matches!(self, Algorithm::InterleavedRing | Algorithm::Hierarchical | Algorithm::InNetwork)
+        matches!(
+            self,
+            Algorithm::InterleavedRing
+                | Algorithm::RailRing
+                | Algorithm::Hierarchical
+                | Algorithm::InNetwork
+                | Algorithm::Nvls
+        )
+    }
+
+    /// Whether switches reduce (in-network steps: SHARP, NVLS): hosts cannot run it, and a
+    /// topology without a reducing switch cannot either.
+    pub fn in_switch(self) -> bool {
+        matches!(self, Algorithm::InNetwork | Algorithm::Nvls)
     }
 
     /// Whether the algorithm cuts the message into pipelined chunks (`pipeline_chunks`).

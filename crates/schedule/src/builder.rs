@@ -24,6 +24,8 @@ impl ScheduleBuilder {
                 prologue: Vec::new(),
                 epilogue: Vec::new(),
                 forward_first_round: false,
+                pipeline_chunks: 1,
+                path_rounds: 0,
             },
         }
     }

@@ -133,15 +133,24 @@ impl State {
         Ok(())
     }
 
-    /// What an in-network step delivers: the join of every participant's region (each
-    /// rank once).
+    /// What an in-network step delivers: the join of every sender's region (each rank
+    /// once; a multicast's one sender's region as it is).
     fn in_network(&self, at: &str, step: &InNetwork) -> Result<Vec<Value>, CheckError> {
         let mut seen = FixedBitSet::with_capacity(self.ranks);
-        let mut result: Option<Vec<Value>> = None;
         for &r in &step.ranks {
             if r < self.ranks && seen.put(r) {
                 return Err(fail(at, format!("rank {r} takes part twice")));
             }
+        }
+        let named = match step.flow {
+            crate::ir::Flow::All => None,
+            crate::ir::Flow::ReduceTo(r) | crate::ir::Flow::MulticastFrom(r) => Some(r),
+        };
+        if let Some(r) = named.filter(|r| !step.ranks.contains(r)) {
+            return Err(fail(at, format!("names rank {r}, which does not take part")));
+        }
+        let mut result: Option<Vec<Value>> = None;
+        for r in step.senders() {
             let values = self.read(at, r, &step.read)?;
             result = Some(match result {
                 None => values,
@@ -264,11 +273,11 @@ pub fn check(schedule: &Schedule) -> Result<CheckReport, CheckError> {
             let at = format!("{round_at}: in-network reduction of ranks {:?}", step.ranks);
             same_len(&at, &step.read, &step.write)?;
             let result = state.in_network(&at, step)?;
-            for &r in &step.ranks {
+            for r in step.senders() {
                 spans.push((r, step.read.buffer, step.read.offset, step.read.end(), Access::Read, owner));
-                spans.push((r, step.write.buffer, step.write.offset, step.write.end(), Access::Copy, owner));
             }
-            for &r in &step.ranks {
+            for r in step.receivers() {
+                spans.push((r, step.write.buffer, step.write.offset, step.write.end(), Access::Copy, owner));
                 writes.push((at.clone(), r, step.write, result.clone(), Op::Copy));
             }
         }
@@ -336,7 +345,7 @@ pub fn check_in_order(schedule: &Schedule, graph: &StepGraph, order: &[usize]) -
             let at = format!("{}: in-network reduction of ranks {:?}", schedule.round_label(round), net.ranks);
             same_len(&at, &net.read, &net.write)?;
             let result = state.in_network(&at, net)?;
-            for &rank in &net.ranks {
+            for rank in net.receivers() {
                 state.write(&at, rank, &net.write, result.clone(), Op::Copy)?;
             }
         } else {

@@ -243,6 +243,11 @@ pub struct CompactSchedule {
     /// Whether round 0's sends of bytes the prologue copied out of the input read the
     /// input instead (`forward.rs`; every generated schedule does).
     pub forward_first_round: bool,
+    /// The pipelined chunks it was cut into (1: not pipelined).
+    pub pipeline_chunks: usize,
+    /// The rounds one chunk passes through (a pipeline's depth), where it is cut into
+    /// chunks; 0: every round (what NCCL's latency model charges once per step).
+    pub path_rounds: usize,
 }
 
 /// Work a schedule puts on the busiest host, beside its link time.

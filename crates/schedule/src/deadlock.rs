@@ -581,6 +581,7 @@ mod tests {
             read: half(r.clone()),
             write: half(r),
             shard: None,
+            flow: crate::Flow::All,
         };
         b.phase(
             "in-network",

@@ -9,9 +9,10 @@ use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::direct::{direct, pairwise};
 use crate::error::ScheduleError;
-use crate::hierarchical::{hierarchical, hierarchical_all_reduce, InterStage};
+use crate::hierarchical::{hierarchical, hierarchical_all_reduce, InterStage, IntraStage};
 use crate::ir::Schedule;
 use crate::limits::Form;
+use crate::rail_ring::rail_ring;
 use crate::recursive_doubling::recursive_doubling;
 use crate::rhd::rhd;
 use crate::ring::{interleaved_order, ring};
@@ -71,6 +72,7 @@ fn build(
     let mut schedule = match algorithm {
         Algorithm::Ring => ring(spec, order, channels, elem_bytes, name),
         Algorithm::InterleavedRing => ring(spec, &interleaved_order(groups), channels, elem_bytes, name),
+        Algorithm::RailRing => rail_ring(spec, groups, channels, elem_bytes, name),
         Algorithm::Chain => chain(spec, order, chunks, elem_bytes, name),
         Algorithm::Tree => tree(spec, false, chunks, elem_bytes, name),
         Algorithm::DoubleTree => tree(spec, true, chunks, elem_bytes, name),
@@ -80,12 +82,26 @@ fn build(
         Algorithm::Pairwise => pairwise(spec, elem_bytes, name),
         Algorithm::Direct => direct(spec, elem_bytes, name),
         Algorithm::Hierarchical if spec.collective == Collective::AllReduce => {
-            hierarchical_all_reduce(spec, groups, options.inter_stage, chunks, elem_bytes, name)
+            hierarchical_all_reduce(spec, groups, IntraStage::Ring, options.inter_stage, chunks, elem_bytes, name)
         }
         Algorithm::Hierarchical => hierarchical(spec, groups, elem_bytes, name),
-        Algorithm::InNetwork => hierarchical_all_reduce(spec, groups, InterStage::InNetwork, chunks, elem_bytes, name),
+        Algorithm::InNetwork => {
+            hierarchical_all_reduce(spec, groups, IntraStage::Ring, InterStage::InNetwork, chunks, elem_bytes, name)
+        }
+        Algorithm::Nvls => {
+            hierarchical_all_reduce(spec, groups, IntraStage::Nvls, options.inter_stage, chunks, elem_bytes, name)
+        }
     }?;
     schedule.forward_first_round = true;
+    let pipelines = algorithm.pipelined()
+        || spec.collective == Collective::AllReduce
+            && matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls);
+    schedule.pipeline_chunks = if pipelines { chunks } else { 1 };
+    // A chain's or tree's chunks enter one round after another: one passes all rounds but
+    // the last chunks − 1. (The hierarchical ones set their own.)
+    if schedule.pipeline_chunks > 1 && schedule.path_rounds == 0 {
+        schedule.path_rounds = schedule.rounds().saturating_sub(chunks - 1).max(1);
+    }
     Ok(schedule)
 }
 

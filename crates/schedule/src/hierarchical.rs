@@ -24,12 +24,26 @@ use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::{CompactSchedule, ListedRounds, ParallelRounds, RoundSource, SequenceRounds};
 use crate::direct::AllToAllBlocks;
 use crate::error::ScheduleError;
-use crate::ir::{Buffer, InNetwork, LocalOp, Op, Region, Step, Transfer};
+use crate::ir::{Buffer, Flow, InNetwork, LocalOp, Op, Region, Step, Transfer};
 use crate::partition::{partition, partition_range};
 use crate::rhd::{doubling_steps, halving_steps};
 use crate::ring::{
     all_gather_buffers, check_order, copy, reduce_scatter_buffers, single_blocks, Block, RingRounds, RingStage,
 };
+
+/// How each server reduces its shards and gathers them back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IntraStage {
+    /// A ring reduce-scatter and a ring all-gather over the server's ranks: L − 1 rounds
+    /// each.
+    #[default]
+    Ring,
+    /// In the NVSwitch (NVLS, seed 000 §8.5): the owner of shard j reads it reduced from
+    /// every GPU of the server (`Flow::ReduceTo`), then stores it to all of them at once
+    /// (`Flow::MulticastFrom`): one round each. Each GPU's link carries the buffer and
+    /// one shard each way, not 2(L − 1)/L of the buffer as a ring's does.
+    Nvls,
+}
 
 /// How the shards cross servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -92,6 +106,7 @@ pub fn check_groups(groups: &[Vec<Rank>], ranks: usize) -> Result<(), ScheduleEr
 pub fn hierarchical_all_reduce(
     spec: &CollectiveSpec,
     groups: &[Vec<Rank>],
+    intra: IntraStage,
     inter: InterStage,
     chunks: usize,
     elem_bytes: u64,
@@ -110,8 +125,10 @@ pub fn hierarchical_all_reduce(
             op: Op::Copy,
         });
     }
-    let stages: Vec<[Stage; 3]> =
-        partition(spec.count, chunks.max(1)).into_iter().map(|range| chunk_stages(groups, range, inter)).collect();
+    let stages: Vec<[Stage; 3]> = partition(spec.count, chunks.max(1))
+        .into_iter()
+        .map(|range| chunk_stages(groups, range, intra, inter))
+        .collect();
     if stages.len() == 1 {
         for stage in stages.into_iter().flatten() {
             if let Some(rounds) = stage.rounds {
@@ -126,6 +143,9 @@ pub fn hierarchical_all_reduce(
     // reduce-scatter at its start: they meet only where the inter-server stage is
     // shorter than the two together.
     let n = stages.len();
+    // One chunk passes its three stages, a slot each.
+    let path_rounds: usize =
+        stages[0].iter().map(|stage| stage.rounds.as_ref().map_or(0, |r| r.rounds())).sum::<usize>().max(1);
     let mut slots: Vec<Vec<SlotPart>> = (0..n + 2).map(|_| Vec::new()).collect();
     for (c, chunk) in stages.into_iter().enumerate() {
         for (i, stage) in chunk.into_iter().enumerate() {
@@ -142,11 +162,17 @@ pub fn hierarchical_all_reduce(
         let names: Vec<String> = slot.iter().map(|(_, _, name)| name.clone()).collect();
         let sources = slot
             .into_iter()
-            .map(|(stage, rounds, _)| (if stage == 2 { length - rounds.rounds() } else { 0 }, rounds))
+            // NVLS's stages use the NVSwitch's two directions the other way round (the
+            // reduce-scatter sends, the all-gather receives): they start together.
+            .map(|(stage, rounds, _)| {
+                (if stage == 2 && intra == IntraStage::Ring { length - rounds.rounds() } else { 0 }, rounds)
+            })
             .collect();
         b.rounds(format!("pipeline slot {}: {}", t + 1, names.join(" + ")), ParallelRounds(sources));
     }
-    Ok(b.build_compact())
+    let mut schedule = b.build_compact();
+    schedule.path_rounds = path_rounds;
+    Ok(schedule)
 }
 
 /// A stage in a pipeline slot: which of the three, its rounds, its words.
@@ -163,12 +189,10 @@ fn boxed(source: impl RoundSource + 'static) -> Option<Box<dyn RoundSource>> {
 }
 
 /// The three stages of the hierarchical all-reduce of elements `range`.
-fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, inter: InterStage) -> [Stage; 3] {
+fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inter: InterStage) -> [Stage; 3] {
     let local = groups[0].len();
     let shards = partition_range(range, local);
     let shard_blocks = single_blocks(shards.clone());
-    let intra_rs = boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Reduce));
-    let intra_ag = boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Copy));
     // The ranks holding shard j, one per server.
     let holders: Vec<Vec<Rank>> = (0..local).map(|j| groups.iter().map(|g| g[j]).collect()).collect();
     let (name, rounds): (&'static str, Option<Box<dyn RoundSource>>) = match inter {
@@ -197,7 +221,13 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, inter: InterStage) -> [
                     .filter(|(_, (ranks, _))| ranks.len() > 1)
                     .map(|(j, (ranks, shard))| {
                         let region = Region::new(Buffer::Output, shard.clone());
-                        InNetwork { ranks: ranks.clone(), read: region, write: region, shard: Some(j as u32) }
+                        InNetwork {
+                            ranks: ranks.clone(),
+                            read: region,
+                            write: region,
+                            shard: Some(j as u32),
+                            flow: Flow::All,
+                        }
                     })
                     .collect(),
                 local: Vec::new(),
@@ -205,11 +235,62 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, inter: InterStage) -> [
             ("inter-server in-network all-reduce", boxed(ListedRounds::of(vec![step])))
         }
     };
+    let (intra_rs, intra_ag) = match intra {
+        IntraStage::Ring => (
+            boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Reduce)),
+            boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Copy)),
+        ),
+        // As many rounds as the inter-server stage, each with a slice of every shard: in a
+        // pipeline slot the NVSwitch's work then overlaps the network's round by round
+        // (NVLSTree streams both at once), not all in the slot's first round.
+        IntraStage::Nvls => {
+            let pieces = rounds.as_ref().map_or(1, |r| r.rounds()).max(1);
+            (
+                nvls_rounds(groups, &shards, pieces, Flow::ReduceTo),
+                nvls_rounds(groups, &shards, pieces, Flow::MulticastFrom),
+            )
+        }
+    };
     [
         Stage { name: "intra-server reduce-scatter", rounds: intra_rs },
         Stage { name, rounds },
         Stage { name: "intra-server all-gather", rounds: intra_ag },
     ]
+}
+
+/// `pieces` rounds of NVLS steps, round i with slice i of every shard: in every server
+/// of more than one rank, one in-switch step per shard j whose flow names the server's
+/// local rank j (`flow(owner)`).
+fn nvls_rounds(
+    groups: &[Vec<Rank>],
+    shards: &[Range<u64>],
+    pieces: usize,
+    flow: impl Fn(Rank) -> Flow,
+) -> Option<Box<dyn RoundSource>> {
+    let sliced: Vec<Vec<Range<u64>>> = shards.iter().map(|s| partition_range(s.clone(), pieces)).collect();
+    let steps: Vec<Step> = (0..pieces)
+        .map(|i| Step {
+            in_network: groups
+                .iter()
+                .filter(|g| g.len() > 1)
+                .flat_map(|g| {
+                    sliced.iter().enumerate().filter(|(_, s)| s[i].end > s[i].start).map(|(j, s)| {
+                        let region = Region::new(Buffer::Output, s[i].clone());
+                        InNetwork {
+                            ranks: g.clone(),
+                            read: region,
+                            write: region,
+                            shard: Some(j as u32),
+                            flow: flow(g[j]),
+                        }
+                    })
+                })
+                .collect(),
+            ..Step::default()
+        })
+        .filter(|s| !s.in_network.is_empty())
+        .collect();
+    boxed(ListedRounds::of(steps))
 }
 
 /// An all-reduce of `shard` (in `Buffer::Output`) by recursive halving-doubling over

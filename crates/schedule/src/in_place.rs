@@ -62,7 +62,7 @@ pub fn in_place_hazard(s: &Schedule, rank: Rank) -> Option<String> {
             .iter()
             .filter(|t| t.to == rank)
             .map(|t| &t.write)
-            .chain(round.in_network.iter().filter(|n| n.ranks.contains(&rank)).map(|n| &n.write))
+            .chain(round.in_network.iter().filter(|n| n.receives(rank)).map(|n| &n.write))
             .filter_map(|w| physical(layout, w))
             .filter(|w| w.start < w.end)
             .collect();
@@ -71,7 +71,7 @@ pub fn in_place_hazard(s: &Schedule, rank: Rank) -> Option<String> {
             .iter()
             .filter(|t| t.from == rank)
             .map(|t| &t.read)
-            .chain(round.in_network.iter().filter(|n| n.ranks.contains(&rank)).map(|n| &n.read));
+            .chain(round.in_network.iter().filter(|n| n.sends(rank)).map(|n| &n.read));
         for read in reads {
             if stale(read, &written) || stale(read, &writes) {
                 return Some(format!("round {i} sends input bytes that are overwritten by then"));

@@ -106,13 +106,65 @@ pub struct Transfer {
 
 /// An in-network reduction: every rank in `ranks` sends its `read` region to the
 /// fabric, a switch reduces them, and every rank receives the result into `write`
-/// (SHARP / NVLS style; seed 001 §7.2.1 "第四種方案：在網歸約").
+/// (SHARP / NVLS style; seed 001 §7.2.1 "第四種方案：在網歸約") — or, by its `flow`,
+/// only one rank receives it, or one rank's region is copied to all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InNetwork {
     pub ranks: Vec<Rank>,
     pub read: Region,
     pub write: Region,
     pub shard: Option<u32>,
+    #[serde(skip_serializing_if = "Flow::is_all")]
+    pub flow: Flow,
+}
+
+/// Who sends into an in-network step and who receives its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flow {
+    /// Every rank sends, every rank receives the reduction (an all-reduce).
+    #[default]
+    All,
+    /// Every rank sends, one receives the reduction: NVLS's reduce-scatter, where the
+    /// owner of a shard reads it reduced from every GPU's memory (`multimem.ld_reduce`).
+    ReduceTo(Rank),
+    /// One rank sends, every rank receives a copy: NVLS's all-gather, a multicast store
+    /// (`multimem.st`).
+    MulticastFrom(Rank),
+}
+
+impl Flow {
+    pub fn is_all(&self) -> bool {
+        *self == Flow::All
+    }
+}
+
+impl InNetwork {
+    /// Whether `rank` sends its `read` region into the step.
+    pub fn sends(&self, rank: Rank) -> bool {
+        match self.flow {
+            Flow::All | Flow::ReduceTo(_) => self.ranks.contains(&rank),
+            Flow::MulticastFrom(r) => r == rank,
+        }
+    }
+
+    /// Whether `rank` receives the result into its `write` region.
+    pub fn receives(&self, rank: Rank) -> bool {
+        match self.flow {
+            Flow::All | Flow::MulticastFrom(_) => self.ranks.contains(&rank),
+            Flow::ReduceTo(r) => r == rank,
+        }
+    }
+
+    /// The ranks that send, in `ranks` order.
+    pub fn senders(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.ranks.iter().copied().filter(|&r| self.sends(r))
+    }
+
+    /// The ranks that receive, in `ranks` order.
+    pub fn receivers(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.ranks.iter().copied().filter(|&r| self.receives(r))
+    }
 }
 
 /// A copy or reduction inside one rank (no network): in the prologue, after a round

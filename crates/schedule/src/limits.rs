@@ -49,6 +49,10 @@ pub fn held_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape) -> 
     match algorithm {
         // Prologue, epilogue, and three positions per rank per ring (two rings a channel).
         Algorithm::Ring | Algorithm::InterleavedRing => ring_held(8u128.saturating_mul(shape.channels as u128 + 1)),
+        Algorithm::RailRing => {
+            let channels = shape.channels.max(shape.group).min(MAX_CHANNELS) as u128;
+            ring_held(8u128.saturating_mul(channels + 1))
+        }
         // Per chunk: rings' positions, and an rhd inter-server stage's listed transfers.
         Algorithm::Hierarchical | Algorithm::InNetwork if spec.collective == Collective::AllReduce => {
             let k = shape.chunks as u128;
@@ -78,6 +82,8 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
     let collective = spec.collective;
     match algorithm {
         Algorithm::Ring | Algorithm::InterleavedRing => m(&[2, c, p, p]),
+        // At least one channel per local rank (`rail_ring::rail_channels`).
+        Algorithm::RailRing => m(&[2, c.max(g).min(MAX_CHANNELS as u128), p, p]),
         Algorithm::Chain => m(&[2, p, k]),
         Algorithm::Tree => m(&[4, p, k]),
         Algorithm::DoubleTree => m(&[8, p, k]),
@@ -94,6 +100,13 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
         }
         Algorithm::Hierarchical => m(&[4, p, p]),
         Algorithm::InNetwork => m(&[2, p, g, k]).saturating_add(m(&[2, p, k])),
+        // Inter-server rings or rhd as hierarchical's; per chunk two stages of in-switch
+        // steps, one per shard of every server and round, each listing the server's g ranks.
+        Algorithm::Nvls => {
+            // The in-switch stages are cut into as many rounds as the inter-server stage.
+            let pieces = s.saturating_mul(2).saturating_add(rounds_log + 2);
+            m(&[2, p, s.saturating_add(rounds_log + 2), k]).saturating_add(m(&[2, p, g, k, pieces]))
+        }
     }
 }
 

@@ -327,10 +327,22 @@ pub fn ring(
     algorithm: &str,
 ) -> Result<CompactSchedule, ScheduleError> {
     check_order(order, spec.ranks)?;
-    let channels = channels.max(1);
+    let orders: Vec<Vec<Rank>> = (0..channels.max(1)).map(|c| channel_order(order, c)).collect();
+    ring_orders(spec, &orders, elem_bytes, algorithm)
+}
+
+/// A ring schedule of `spec` with one ring per channel, channel c over `orders[c]`
+/// (each a permutation of the ranks, checked by the caller): channel c carries the c-th
+/// share of every rank's data.
+pub fn ring_orders(
+    spec: &CollectiveSpec,
+    orders: &[Vec<Rank>],
+    elem_bytes: u64,
+    algorithm: &str,
+) -> Result<CompactSchedule, ScheduleError> {
+    let channels = orders.len().max(1);
     let p = spec.ranks;
     let parts = partition(spec.count, p);
-    let orders: Vec<Vec<Rank>> = (0..channels).map(|c| channel_order(order, c)).collect();
     // Channel c's share of each rank's chunk, as blocks per position of its ring.
     let blocks_of = |c: usize| -> Arc<[Block]> {
         orders[c].iter().map(|&r| vec![partition_range(parts[r].clone(), channels)[c].clone()]).collect()

@@ -208,8 +208,10 @@ pub fn dependencies(schedule: &Schedule) -> StepGraph {
         }
         for (n, net) in round.in_network.iter().enumerate() {
             let s = (step + round.transfers.len() + n) as u32;
-            for &rank in &net.ranks {
+            for rank in net.senders() {
                 accesses.push((s, rank, net.read, true, false));
+            }
+            for rank in net.receivers() {
                 accesses.push((s, rank, net.write, false, true));
             }
         }

@@ -92,6 +92,8 @@ fn hierarchical_for_every_grouping() {
         |p: usize| groupings(p).into_iter().map(|groups| GenOptions { groups, ..GenOptions::default() }).collect();
     run(Algorithm::Hierarchical, by_groups);
     run(Algorithm::InNetwork, by_groups);
+    run(Algorithm::Nvls, by_groups);
+    run(Algorithm::RailRing, by_groups);
 }
 
 #[test]

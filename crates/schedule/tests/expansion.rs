@@ -22,9 +22,11 @@ fn options(algorithm: Algorithm, p: usize) -> Vec<GenOptions> {
             GenOptions { channels: 3, ..GenOptions::default() },
             GenOptions { order: Some((0..p).rev().collect()), channels: 2, ..GenOptions::default() },
         ],
-        Algorithm::InterleavedRing | Algorithm::Hierarchical | Algorithm::InNetwork => {
-            groupings.map(|groups| GenOptions { groups, ..GenOptions::default() }).collect()
-        }
+        Algorithm::InterleavedRing
+        | Algorithm::Hierarchical
+        | Algorithm::InNetwork
+        | Algorithm::Nvls
+        | Algorithm::RailRing => groupings.map(|groups| GenOptions { groups, ..GenOptions::default() }).collect(),
         Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => {
             vec![GenOptions::default(), GenOptions { pipeline_chunks: 3, ..GenOptions::default() }]
         }

@@ -552,9 +552,12 @@ impl Engine<'_, '_> {
                     flow_resources(&mut self.routes, self.options.paths, connection, src, dst, &mut self.scratch)?;
                 Ok((Picos::ceil_secs(late.last_byte_secs).ok_or(SimError::TimeOverflow)?, late.spread_secs))
             }
-            OpKind::InNetwork { ranks } => {
-                let devices: Vec<DeviceId> = ranks.iter().map(|&r| placement.devices[r]).collect();
-                let streams = in_network_link_streams(&mut self.routes, &devices)?;
+            OpKind::InNetwork { ranks, senders, receivers } => {
+                let devices_of = |list: &[railyard_schedule::Rank]| -> Vec<DeviceId> {
+                    list.iter().map(|&r| placement.devices[r]).collect()
+                };
+                let (devices, from, to) = (devices_of(ranks), devices_of(senders), devices_of(receivers));
+                let streams = in_network_link_streams(&mut self.routes, &devices, &from, &to)?;
                 self.scratch.clear();
                 for (link, count) in streams {
                     let w = count as f64;
@@ -598,7 +601,7 @@ impl Engine<'_, '_> {
         };
         f.track = match &op.kind {
             OpKind::Transfer { from, .. } => *from as u32,
-            OpKind::InNetwork { ranks } => ranks.first().map_or(0, |&r| r as u32),
+            OpKind::InNetwork { ranks, .. } => ranks.first().map_or(0, |&r| r as u32),
         };
         f.bytes = op.bytes;
         f.bytes_left = op.bytes;

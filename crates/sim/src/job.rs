@@ -54,7 +54,7 @@ pub(crate) struct Op {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum OpKind {
     Transfer { from: Rank, to: Rank },
-    InNetwork { ranks: Vec<Rank> },
+    InNetwork { ranks: Vec<Rank>, senders: Vec<Rank>, receivers: Vec<Rank> },
 }
 
 impl Op {
@@ -62,7 +62,7 @@ impl Op {
         let (pair, group): (Option<[Rank; 2]>, &[Rank]) = match &self.kind {
             OpKind::Transfer { from, to } if from == to => (None, std::slice::from_ref(from)),
             OpKind::Transfer { from, to } => (Some([*from, *to]), &[]),
-            OpKind::InNetwork { ranks } => (None, ranks),
+            OpKind::InNetwork { ranks, .. } => (None, ranks),
         };
         pair.into_iter().flatten().chain(group.iter().copied())
     }
@@ -563,7 +563,11 @@ fn made_round(step: &Step, elem_bytes: u64) -> MadeRound {
     ops.extend(step.in_network.iter().map(|s| Op {
         bytes: s.read.len as f64 * elem,
         channel: 0,
-        kind: OpKind::InNetwork { ranks: s.ranks.clone() },
+        kind: OpKind::InNetwork {
+            ranks: s.ranks.clone(),
+            senders: s.senders().collect(),
+            receivers: s.receivers().collect(),
+        },
     }));
     let mut waiting = Vec::with_capacity(ops.len());
     let mut by_rank: Vec<(u32, u32)> = Vec::with_capacity(ops.len() * 2);

@@ -23,6 +23,8 @@ pub enum TopologyError {
     BadName { field: String, name: String, problem: &'static str },
     #[error("{field}: latency must be 0 to 1 s (got {value} s)")]
     BadLatency { field: String, value: f64 },
+    #[error("achievable.{field}: {message}")]
+    BadAchievable { field: String, message: String },
     #[error("{field}: rank {rank} is placed on \"{name}\", which is a {kind}, not a GPU")]
     RankNotOnGpu { field: String, rank: usize, name: String, kind: String },
     #[error("{field}: rank {rank} and rank {other} are both placed on \"{name}\"")]

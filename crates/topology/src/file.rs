@@ -30,12 +30,23 @@
 //! [host]                # optional: what a host adds beyond link time (see `HostCosts`)
 //! local_copy = "10 GB/s"  # memory bandwidth of local copies and reductions
 //! message = "0.5us"       # overhead per message of the busiest rank
+//!
+//! [achievable]          # optional: what NCCL-class software reaches (the expected time;
+//!                       # see `achievable::Achievable`); any field left out keeps its default
+//! nvlink = 0.824        # fraction of line rate of copies over NVLink; also pcie, nic, fabric
+//! nvls = 0.61           # of an NVSwitch's in-switch reduction; sharp: of the network's
+//! call = { LL = "6.6us", LL128 = "14us", Simple = "8.4us" }   # latency per call
+//! nvlink_hop = { LL = "0.6us", LL128 = "1.9us", Simple = "3.4us" }  # per round; also
+//!                       # pcie_hop, net_hop; nvls_hop and sharp_hop are one time (Simple)
+//! protocol_fraction = { LL = 0.5, LL128 = 0.92, Simple = 1.0 }
+//! source = "calibrated on our nccl-tests runs of 2026-12-01"
 //! ```
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::achievable::Achievable;
 use crate::error::TopologyError;
 use crate::graph::{
     Device, DeviceKind, HostCosts, Interface, InterfaceUse, Link, LinkClass, Routing, Topology, TopologyBuilder,
@@ -66,6 +77,144 @@ struct TopologyFile {
     links: Vec<LinkEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<HostEntry>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    achievable: Option<AchievableEntry>,
+}
+
+/// `[achievable]`: each field optional, over the defaults.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct AchievableEntry {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nvlink: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pcie: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nic: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fabric: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nvls: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sharp: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call: Option<ProtocolTimes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nvlink_hop: Option<ProtocolTimes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pcie_hop: Option<ProtocolTimes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    net_hop: Option<ProtocolTimes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nvls_hop: Option<Quantity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sharp_hop: Option<Quantity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol_fraction: Option<ProtocolFractions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ProtocolTimes {
+    #[serde(rename = "LL")]
+    ll: Quantity,
+    #[serde(rename = "LL128")]
+    ll128: Quantity,
+    #[serde(rename = "Simple")]
+    simple: Quantity,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ProtocolFractions {
+    #[serde(rename = "LL")]
+    ll: f64,
+    #[serde(rename = "LL128")]
+    ll128: f64,
+    #[serde(rename = "Simple")]
+    simple: f64,
+}
+
+impl AchievableEntry {
+    fn apply(&self, mut a: Achievable) -> Result<Achievable, TopologyError> {
+        for (value, slot) in [
+            (self.nvlink, &mut a.nvlink),
+            (self.pcie, &mut a.pcie),
+            (self.nic, &mut a.nic),
+            (self.fabric, &mut a.fabric),
+            (self.nvls, &mut a.nvls),
+            (self.sharp, &mut a.sharp),
+        ] {
+            if let Some(v) = value {
+                *slot = v;
+            }
+        }
+        let times = |t: &ProtocolTimes, field: &str| -> Result<[f64; 3], TopologyError> {
+            let field = format!("achievable.{field}");
+            Ok([t.ll.secs(&field)?, t.ll128.secs(&field)?, t.simple.secs(&field)?])
+        };
+        for (entry, slot, field) in [
+            (&self.call, &mut a.call_secs, "call"),
+            (&self.nvlink_hop, &mut a.nvlink_hop_secs, "nvlink_hop"),
+            (&self.pcie_hop, &mut a.pcie_hop_secs, "pcie_hop"),
+            (&self.net_hop, &mut a.net_hop_secs, "net_hop"),
+        ] {
+            if let Some(t) = entry {
+                *slot = times(t, field)?;
+            }
+        }
+        if let Some(q) = &self.nvls_hop {
+            a.nvls_hop_secs = q.secs("achievable.nvls_hop")?;
+        }
+        if let Some(q) = &self.sharp_hop {
+            a.sharp_hop_secs = q.secs("achievable.sharp_hop")?;
+        }
+        if let Some(f) = &self.protocol_fraction {
+            a.protocol_fraction = [f.ll, f.ll128, f.simple];
+        }
+        if let Some(source) = &self.source {
+            a.source = source.clone();
+        }
+        Ok(a)
+    }
+
+    /// What `a` changes from the defaults (nothing: no section).
+    fn of(a: &Achievable) -> Option<AchievableEntry> {
+        let d = Achievable::default();
+        if *a == d {
+            return None;
+        }
+        let f = |v: f64, dv: f64| (v != dv).then_some(v);
+        let t = |v: &[f64; 3], dv: &[f64; 3]| {
+            (v != dv).then(|| ProtocolTimes {
+                ll: Quantity::Number(v[0]),
+                ll128: Quantity::Number(v[1]),
+                simple: Quantity::Number(v[2]),
+            })
+        };
+        Some(AchievableEntry {
+            nvlink: f(a.nvlink, d.nvlink),
+            pcie: f(a.pcie, d.pcie),
+            nic: f(a.nic, d.nic),
+            fabric: f(a.fabric, d.fabric),
+            nvls: f(a.nvls, d.nvls),
+            sharp: f(a.sharp, d.sharp),
+            call: t(&a.call_secs, &d.call_secs),
+            nvlink_hop: t(&a.nvlink_hop_secs, &d.nvlink_hop_secs),
+            pcie_hop: t(&a.pcie_hop_secs, &d.pcie_hop_secs),
+            net_hop: t(&a.net_hop_secs, &d.net_hop_secs),
+            nvls_hop: f(a.nvls_hop_secs, d.nvls_hop_secs).map(Quantity::Number),
+            sharp_hop: f(a.sharp_hop_secs, d.sharp_hop_secs).map(Quantity::Number),
+            protocol_fraction: (a.protocol_fraction != d.protocol_fraction).then(|| ProtocolFractions {
+                ll: a.protocol_fraction[0],
+                ll128: a.protocol_fraction[1],
+                simple: a.protocol_fraction[2],
+            }),
+            source: (a.source != d.source).then(|| a.source.clone()),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -223,6 +372,9 @@ fn build_graph(file: TopologyFile, default_name: &str) -> Result<Topology, Topol
             local_bytes_per_sec: host.local_copy.as_ref().map(|q| q.bytes_per_sec("host.local_copy")).transpose()?,
             message_secs: host.message.as_ref().map_or(Ok(0.0), |q| q.secs("host.message"))?,
         });
+    }
+    if let Some(entry) = &file.achievable {
+        b.achievable(entry.apply(Achievable::default())?);
     }
     for (i, d) in file.devices.into_iter().enumerate() {
         let field = format!("device[{i}] \"{}\"", d.name.escape_debug());
@@ -388,6 +540,7 @@ pub fn write(t: &Topology, format: FileFormat) -> Result<String, TopologyError> 
             local_copy: t.host.local_bytes_per_sec.map(Quantity::Number),
             message: (t.host.message_secs > 0.0).then_some(Quantity::Number(t.host.message_secs)),
         }),
+        achievable: AchievableEntry::of(&t.achievable),
     };
     let text = match format {
         FileFormat::Toml => {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::achievable::Achievable;
 use crate::error::TopologyError;
 
 /// The largest topology accepted: 4 Mi devices (a 131,072-GPU rail fabric has about
@@ -239,6 +240,9 @@ pub struct Topology {
     pub round_startup_secs: f64,
     /// Host-side costs the model adds to every schedule (none for the seeds' clusters).
     pub host: HostCosts,
+    /// What NCCL-class software reaches on these links: the expected time's rates (the
+    /// bound uses the line rates and α).
+    pub achievable: Achievable,
     /// The default rank order (GPU devices); placement policies reorder it.
     pub default_ranks: Vec<DeviceId>,
     /// How routes are chosen.
@@ -345,6 +349,7 @@ pub struct TopologyBuilder {
     interfaces: Vec<Interface>,
     round_startup_secs: f64,
     host: HostCosts,
+    achievable: Achievable,
     default_ranks: Option<Vec<DeviceId>>,
     routing: Routing,
     by_name: HashMap<String, DeviceId>,
@@ -361,6 +366,7 @@ impl TopologyBuilder {
             interfaces: Vec::new(),
             round_startup_secs: 0.0,
             host: HostCosts::default(),
+            achievable: Achievable::default(),
             default_ranks: None,
             routing: Routing::default(),
             by_name: HashMap::new(),
@@ -393,6 +399,11 @@ impl TopologyBuilder {
 
     pub fn host_costs(&mut self, host: HostCosts) -> &mut Self {
         self.host = host;
+        self
+    }
+
+    pub fn achievable(&mut self, achievable: Achievable) -> &mut Self {
+        self.achievable = achievable;
         self
     }
 
@@ -541,6 +552,7 @@ impl TopologyBuilder {
                 range: "0 to 1 s",
             });
         }
+        self.achievable.validate()?;
         if self.devices.len() > MAX_DEVICES {
             return Err(TopologyError::TooLarge { what: "devices", count: self.devices.len(), limit: MAX_DEVICES });
         }
@@ -570,6 +582,7 @@ impl TopologyBuilder {
             interfaces: self.interfaces,
             round_startup_secs: self.round_startup_secs,
             host: self.host,
+            achievable: self.achievable,
             default_ranks,
             routing: self.routing,
             out_links,

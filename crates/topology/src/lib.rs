@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod achievable;
 pub mod derated;
 pub mod error;
 pub mod failure;
@@ -15,6 +16,7 @@ pub mod placement;
 pub mod presets;
 pub mod route;
 
+pub use achievable::{Achievable, Hop, Protocol};
 pub use error::TopologyError;
 pub use graph::{
     Device, DeviceId, DeviceKind, HostCosts, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource,

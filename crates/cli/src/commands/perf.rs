@@ -609,12 +609,9 @@ fn check_flags(args: &PerfArgs, c: Collective) -> Result<()> {
     }
     if let Some(a) = args.algo {
         let runs = if c == Collective::SendRecv { Collective::AllToAllv } else { c };
-        if !a.supports(runs) || a == Algorithm::InNetwork {
-            let can: Vec<&str> = Algorithm::ALL
-                .iter()
-                .filter(|x| x.supports(runs) && **x != Algorithm::InNetwork)
-                .map(|x| x.as_str())
-                .collect();
+        if !a.supports(runs) || a.in_switch() {
+            let can: Vec<&str> =
+                Algorithm::ALL.iter().filter(|x| x.supports(runs) && !x.in_switch()).map(|x| x.as_str()).collect();
             bail!("--algo {a} does not implement {} here; it runs with {}", c.as_str(), can.join(", "));
         }
     }

@@ -172,6 +172,20 @@ fn sweep_chart(s: &Sweep) -> String {
     .svg()
 }
 
+/// The achievable rates in a few words: "NVLink 82%, PCIe 76%, NIC 96%, NVLS 61% of line rate".
+fn achievable_words(a: &railyard_topology::Achievable) -> String {
+    format!(
+        "NVLink {:.0}%, PCIe {:.0}%, NIC {:.0}%, switch links {:.0}%, NVLS {:.0}%, SHARP {:.0}% of line rate; `topo show` \
+         says where they come from",
+        a.nvlink * 100.0,
+        a.pcie * 100.0,
+        a.nic * 100.0,
+        a.fabric * 100.0,
+        a.nvls * 100.0,
+        a.sharp * 100.0
+    )
+}
+
 /// The algorithm's name with the options that shaped it: "tree (8 chunks)".
 fn label(b: &Breakdown) -> String {
     railyard_model::algorithm_ref::shaped_name(&b.name, b.pipeline_chunks, b.channels)
@@ -206,14 +220,20 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
         crate::args::routing_words(p.routing)
     ));
     // Hosts that count local copies and per-message overhead get a column of their own.
-    let mut headers = vec!["algorithm", "time", "rounds", "α total"];
+    let mut headers = vec!["algorithm", "bound", "expected", "rounds", "α total"];
     if host {
         headers.push("host");
     }
     headers.extend(["cross-server", "sent total", "spine bytes", "NICs idle", "bottleneck"]);
     let mut t = Table::new(headers);
     for b in &p.algorithms {
-        let mut cells = vec![label(b), format_secs(b.total_secs), b.rounds.to_string(), format_secs(b.alpha_secs)];
+        let mut cells = vec![
+            label(b),
+            format_secs(b.total_secs),
+            format!("{} ({})", format_secs(b.expected_secs), b.protocol.as_str()),
+            b.rounds.to_string(),
+            format_secs(b.alpha_secs),
+        ];
         if host {
             cells.push(b.host.as_ref().map_or("-".into(), |h| format_secs(h.secs)));
         }
@@ -227,6 +247,12 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
         t.row(cells);
     }
     out.push_str(&t.render());
+    out.push_str(&format!(
+        "\n`bound`: the model at line rate (nothing is faster on this hardware). `expected`: the same \
+         rounds at the rates NCCL-class software reaches ({}), with the protocol whose latencies make \
+         it fastest.\n",
+        achievable_words(&p.achievable)
+    ));
     if host {
         out.push_str(
             "

@@ -219,11 +219,52 @@ fn summary_markdown(t: &Topology) -> String {
         }
         out.push_str(&ifs.render());
     }
+    out.push_str(&achievable_markdown(&t.achievable));
     let shown: Vec<&str> = t.default_ranks.iter().take(16).map(|&d| t.devices[d].name.as_str()).collect();
     out.push_str(&format!(
         "\nDefault rank order: {}{}\n",
         shown.join(", "),
         if t.default_ranks.len() > 16 { format!(", ... ({} ranks)", t.default_ranks.len()) } else { String::new() }
+    ));
+    out
+}
+
+/// What the expected times assume on this topology (`plan`'s `expected` column).
+fn achievable_markdown(a: &railyard_topology::Achievable) -> String {
+    use railyard_topology::{Hop, Protocol};
+    let pct = |f: f64| format!("{:.1}%", f * 100.0);
+    let mut out =
+        format!("\nAchievable rates (the expected times; the bound uses line rates and α): {}.\n\n", a.source);
+    let mut fractions = Table::new(["of line rate", "fraction"]);
+    for (name, f) in [
+        ("copies over NVLink", a.nvlink),
+        ("copies over PCIe and shared interfaces", a.pcie),
+        ("a NIC's wire", a.nic),
+        ("switch-to-switch links", a.fabric),
+        ("in-switch reduction on an NVSwitch (NVLS)", a.nvls),
+        ("in-network reduction on network switches (SHARP)", a.sharp),
+    ] {
+        fractions.row([name.to_string(), pct(f)]);
+    }
+    out.push_str(&fractions.render());
+    out.push('\n');
+    let mut protocols =
+        Table::new(["protocol", "payload", "per call", "per NVLink round", "per PCIe round", "per network round"]);
+    for p in Protocol::ALL {
+        protocols.row([
+            p.as_str().to_string(),
+            pct(a.protocol_fraction[p.index()]),
+            format_secs(a.call_secs[p.index()]),
+            format_secs(a.hop_secs(Hop::Nvlink, p)),
+            format_secs(a.hop_secs(Hop::Pcie, p)),
+            format_secs(a.hop_secs(Hop::Net, p)),
+        ]);
+    }
+    out.push_str(&protocols.render());
+    out.push_str(&format!(
+        "\nA round of in-switch reductions takes {} on an NVSwitch, {} on network switches (Simple only).\n",
+        format_secs(a.nvls_hop_secs),
+        format_secs(a.sharp_hop_secs)
     ));
     out
 }

@@ -5,6 +5,7 @@
 mod a100_pcie;
 mod clos;
 mod hosts;
+mod machines;
 mod mesh;
 mod rail;
 
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 pub use a100_pcie::{a100_pcie_control, A100PcieParams};
 pub use clos::{clos, ClosParams};
 pub use hosts::{hosts, Transport, HOST_COSTS};
+pub use machines::{Machine, MACHINES};
 pub use mesh::{mesh, MeshParams};
 pub use rail::{rail_optimized, server_name, RailParams};
 
@@ -62,6 +64,44 @@ pub const PRESETS: &[PresetDoc] = &[
                   leaves with d down and u up ports (d:u oversubscription)",
         parameters: "k=PORTS (default 8), tiers=2|3 (2), over=D:U (1:1), endpoints=N (all), port=BW (50GB/s), alpha=TIME (0.833us)",
         source: "seed 001 §7.1.2, footnote 34",
+    },
+    PresetDoc {
+        name: "dgx-h100",
+        summary: "nodes x 8 H100 SXM: 18 NVLink4 links, 450 GB/s per GPU per direction, through 4 NVSwitch that reduce \
+                  (NVLS); 8 ConnectX-7 at 400 Gbit/s, one per GPU behind its PCIe Gen5 switch (64 GB/s); NIC i of \
+                  every node on rail leaf i; expected rates from NCCL's own constants",
+        parameters: "nodes=N (1), nic=BW (50GB/s), nics=N (8), fabric=ib|roce|tcp (ib), sharp=on|off (off), \
+                     group=N nodes per leaf (32), spines=K (2), over=D:U (1:1), pcie=BW, alpha=TIME",
+        source: "NVIDIA DGX H100 user guide, Hopper tuning guide, HGX H100 blog; NCCL src/graph/topo.h, tuning.cc; \
+                 nccl-tests#212, #267, #290 (docs/hardware-sources.md)",
+    },
+    PresetDoc {
+        name: "hgx-h200",
+        summary: "nodes x 8 H200 SXM (141 GB HBM3e) on the H100's fabric: NVLink4 450 GB/s per direction, NVLS, \
+                  8 x 400 Gbit/s NICs",
+        parameters: "as dgx-h100",
+        source: "NVIDIA H200 page, DGX BasePOD reference architecture, MLPerf system description (docs/hardware-sources.md)",
+    },
+    PresetDoc {
+        name: "dgx-a100",
+        summary: "nodes x 8 A100 SXM4: 12 NVLink3 links, 300 GB/s per direction, 6 NVSwitch without reduction; \
+                  8 ConnectX-6 at 200 Gbit/s HDR behind PCIe Gen4 switches (32 GB/s)",
+        parameters: "as dgx-h100 (nic default 25GB/s)",
+        source: "NVIDIA DGX A100 datasheet, Ampere architecture blog; nccl-tests#149, #119 (docs/hardware-sources.md)",
+    },
+    PresetDoc {
+        name: "hgx-b200",
+        summary: "nodes x 8 B200: 18 NVLink5 links, 900 GB/s per direction, 2 NVSwitch with SHARP engines (NVLS); \
+                  8 ConnectX-7 at 400 Gbit/s",
+        parameters: "as dgx-h100",
+        source: "NVIDIA DGX B200 user guide, NVLink page; NCCL tuning.cc (docs/hardware-sources.md)",
+    },
+    PresetDoc {
+        name: "gb200-nvl72",
+        summary: "nodes x one NVL72 rack: 72 Blackwell GPUs in one NVLink domain, 900 GB/s each per direction, NVLink \
+                  switch trays with SHARP engines (NVLS); one ConnectX-7 at 400 Gbit/s per GPU, rail-aligned",
+        parameters: "as dgx-h100 (nics default 72)",
+        source: "NVIDIA DGX GB200 user guide, NVLink page (docs/hardware-sources.md)",
     },
     PresetDoc {
         name: "mesh",
@@ -147,7 +187,9 @@ pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
     // `over=3:1` contains a colon, so split on commas first and only then on '='.
     for item in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').ok_or_else(|| params.bad(format!("\"{item}\" is not key=value")))?;
-        params.values.insert(k.trim().to_string(), v.trim().to_string());
+        if params.values.insert(k.trim().to_string(), v.trim().to_string()).is_some() {
+            return Err(params.bad(format!("\"{}\" is given twice", k.trim())));
+        }
     }
     let topology = match name {
         "hgx-h100x2" => {
@@ -166,7 +208,10 @@ pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
         }
         "clos" => clos(spec, &ClosParams::from_params(&mut params)?),
         "mesh" => mesh(spec, &MeshParams::from_params(&mut params)?),
-        _ => return Err(TopologyError::UnknownPreset { name: name.to_string() }),
+        _ => match machines::find(name) {
+            Some(m) => machines::machine(spec, m, &mut params),
+            None => return Err(TopologyError::UnknownPreset { name: name.to_string() }),
+        },
     }?;
     params.finish()?;
     Ok(topology)

@@ -24,6 +24,12 @@ pub struct RailParams {
     pub nic_bytes_per_sec: f64,
     pub pcie_bytes_per_sec: f64,
     pub round_startup_secs: f64,
+    /// Whether each server's NVSwitch reduces (NVLS: NVLink4 and later).
+    pub nvls: bool,
+    /// Whether the leaf and spine switches reduce (SHARP); the seed's fabric does.
+    pub sharp: bool,
+    /// What NCCL-class software reaches on these links (the expected time).
+    pub achievable: crate::achievable::Achievable,
 }
 
 impl Default for RailParams {
@@ -43,6 +49,9 @@ impl Default for RailParams {
             pcie_bytes_per_sec: 64e9,
             // footnote 6: 25 us / 30 rounds.
             round_startup_secs: 0.833e-6,
+            nvls: false,
+            sharp: true,
+            achievable: crate::achievable::Achievable::default(),
         }
     }
 }
@@ -53,7 +62,12 @@ pub const MAX_GPUS: usize = 1 << 18;
 
 impl RailParams {
     pub fn from_params(p: &mut PresetParams) -> Result<Self, TopologyError> {
-        let d = RailParams::default();
+        Self::from_params_with(p, &RailParams::default())
+    }
+
+    /// The parameters of `p` over `d`'s values.
+    pub fn from_params_with(p: &mut PresetParams, d: &RailParams) -> Result<Self, TopologyError> {
+        let d = d.clone();
         let params = RailParams {
             servers: p.take_usize("servers", d.servers)?,
             gpus_per_server: p.take_usize("gpus", d.gpus_per_server)?,
@@ -65,9 +79,10 @@ impl RailParams {
             nic_bytes_per_sec: p.take_bytes_per_sec("nic", d.nic_bytes_per_sec)?,
             pcie_bytes_per_sec: p.take_bytes_per_sec("pcie", d.pcie_bytes_per_sec)?,
             round_startup_secs: p.take_secs("alpha", d.round_startup_secs)?,
+            ..d
         };
-        let gpus_per_server = params.gpus_per_server;
-        let params = RailParams { nics_per_server: p.take_usize("nics", gpus_per_server)?, ..params };
+        let nics = if d.nics_per_server == d.gpus_per_server { params.gpus_per_server } else { d.nics_per_server };
+        let params = RailParams { nics_per_server: p.take_usize("nics", nics)?, ..params };
         if params.nics_per_server == 0 || params.nics_per_server > params.gpus_per_server {
             return Err(p.bad(format!("nics must be 1..={} (one per GPU at most)", params.gpus_per_server)));
         }
@@ -122,6 +137,7 @@ pub fn rail_optimized(name: &str, p: &RailParams) -> Result<Topology, TopologyEr
         p.oversubscription.1
     ));
     b.round_startup_secs(p.round_startup_secs);
+    b.achievable(p.achievable.clone());
     let groups = p.servers.div_ceil(p.group);
     let mut leaves = vec![Vec::with_capacity(p.nics_per_server); groups];
     for (g, rails) in leaves.iter_mut().enumerate() {
@@ -130,7 +146,7 @@ pub fn rail_optimized(name: &str, p: &RailParams) -> Result<Topology, TopologyEr
             let d = b.device_mut(leaf);
             d.tier = Some(1);
             d.rail = Some(r as u32);
-            d.in_network_reduction = true;
+            d.in_network_reduction = p.sharp;
             rails.push(leaf);
         }
     }
@@ -139,13 +155,14 @@ pub fn rail_optimized(name: &str, p: &RailParams) -> Result<Topology, TopologyEr
             let spine = b.device(format!("spine{k}"), DeviceKind::Switch, None);
             let d = b.device_mut(spine);
             d.tier = Some(2);
-            d.in_network_reduction = true;
+            d.in_network_reduction = p.sharp;
             spine
         })
         .collect();
     for s in 0..p.servers {
         let server = server_name(s, p.servers);
         let nvswitch = b.device(format!("{server}.nvswitch"), DeviceKind::NvSwitch, Some(&server));
+        b.device_mut(nvswitch).in_network_reduction = p.nvls;
         // Device and link order as with one NIC per GPU: gpu, its PCIe switch, its NIC.
         let rails = &leaves[s / p.group];
         let mut pcie_of_nic = Vec::with_capacity(p.nics_per_server);

@@ -10,17 +10,22 @@ use crate::error::TopologyError;
 use crate::graph::{DeviceId, DeviceKind, LinkId, Topology};
 use crate::route::RouteTable;
 
-/// For every link of one in-network reduction over `devices`, how many shards cross it
-/// (streams up to the aggregation switch, then one copy of the result down).
+/// For every link of one in-network step among `devices`, how many streams cross it:
+/// one from each of `senders` up to the aggregation switch (merged where a switch on
+/// the way reduces), then one copy of the result down to each of `receivers`. An
+/// all-reduce sends and receives at every device; NVLS's reduce-scatter receives at one,
+/// its all-gather sends from one.
 pub fn in_network_link_streams(
     routes: &mut RouteTable,
     devices: &[DeviceId],
+    senders: &[DeviceId],
+    receivers: &[DeviceId],
 ) -> Result<Vec<(LinkId, usize)>, TopologyError> {
     let topology = routes.topology();
     let aggregator = aggregation_switch(topology, devices)?;
     let mut streams: BTreeMap<LinkId, BTreeSet<DeviceId>> = BTreeMap::new();
     let mut down: BTreeSet<LinkId> = BTreeSet::new();
-    for &device in devices {
+    for &device in senders {
         let mut origin = device;
         for link in routes.primary_path(device, aggregator)? {
             streams.entry(link).or_default().insert(origin);
@@ -29,11 +34,20 @@ pub fn in_network_link_streams(
                 origin = to;
             }
         }
+    }
+    for &device in receivers {
         down.extend(routes.primary_path(aggregator, device)?);
     }
     let mut loads: Vec<(LinkId, usize)> = streams.into_iter().map(|(l, s)| (l, s.len())).collect();
     loads.extend(down.into_iter().map(|l| (l, 1)));
     Ok(loads)
+}
+
+/// Whether device `s` is a switch that reduces: a network switch with SHARP or an
+/// NVSwitch with NVLS.
+fn reduces(topology: &Topology, s: DeviceId) -> bool {
+    let d = &topology.devices[s];
+    matches!(d.kind, DeviceKind::Switch | DeviceKind::NvSwitch) && d.in_network_reduction
 }
 
 /// The reduction-capable switch nearest to all participants (smallest largest hop
@@ -57,7 +71,7 @@ pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<D
     samples.dedup();
     let sampled: Vec<Vec<usize>> = samples.iter().map(|&d| topology.hops_from(d)).collect();
     let mut candidates: Vec<(usize, DeviceId)> = (0..topology.devices.len())
-        .filter(|&s| topology.devices[s].kind == DeviceKind::Switch && topology.devices[s].in_network_reduction)
+        .filter(|&s| reduces(topology, s))
         .filter_map(|s| {
             let bound = sampled.iter().map(|d| d[s]).max().unwrap_or(0);
             (bound != usize::MAX).then_some((bound, s))
@@ -100,7 +114,7 @@ mod tests {
             for devices in sets {
                 let distances: Vec<Vec<usize>> = devices.iter().map(|&d| t.hops_from(d)).collect();
                 let brute = (0..t.devices.len())
-                    .filter(|&s| t.devices[s].kind == DeviceKind::Switch && t.devices[s].in_network_reduction)
+                    .filter(|&s| reduces(&t, s))
                     .filter_map(|s| {
                         let worst = distances.iter().map(|d| d[s]).max().unwrap_or(0);
                         (worst != usize::MAX).then_some((worst, s))
