@@ -27,7 +27,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::TopologyError;
-use crate::graph::LinkClass;
+use crate::kinds::LinkClass;
 
 /// NCCL's three protocols: how a step's data is flagged as ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ pub mod failure;
 pub mod file;
 pub mod graph;
 pub mod import;
+pub mod kinds;
 pub mod placement;
 pub mod presets;
 pub mod route;
