@@ -46,6 +46,9 @@ enum Command {
     /// Read what NCCL users already have: nccl-tests output, NCCL INFO logs
     #[command(subcommand)]
     Analyze(commands::nccl::AnalyzeCommand),
+    /// railyard's expected busbw against published nccl-tests runs (corpus/validation.toml):
+    /// the error per case and size, its median and worst, beside NCCL's own tuner's
+    Validate(commands::validate::ValidateArgs),
     /// Schedules from elsewhere: MSCCL XML algorithms, checked and costed
     #[command(subcommand)]
     Schedule(commands::schedule::ScheduleCommand),
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => commands::sim::run(&args),
         Command::ExplainNccl(args) => commands::nccl::explain(&args),
         Command::Analyze(cmd) => commands::nccl::analyze(&cmd),
+        Command::Validate(args) => commands::validate::run(&args),
         Command::Schedule(cmd) => commands::schedule::run(&cmd),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),

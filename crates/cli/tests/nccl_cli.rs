@@ -54,10 +54,12 @@ fn the_seed_sample_and_what_its_busbw_implies() {
     assert!(md.contains("2 of 3 rows print an algbw or busbw their own time does not give"), "{md}");
 }
 
-/// A 2 x 8 H100 run written from the format: as NCCL predicts up to 1 MiB, then twice
-/// its prediction. NCCL's predictions at these sizes are computed by hand in
+/// A 2 x 8 H100 run written from the format: as NCCL's tuner predicts up to 1 MiB, then
+/// twice its prediction. NCCL's predictions at these sizes are computed by hand in
 /// `explain_nccl_reproduces_the_tuner_by_hand` below (25.26, 38.64, 59.05, 79.65 us; 1 GiB
-/// by NVLSTree 66.8 + 1073741824/326400 = 3356.45 us).
+/// by NVLSTree 66.8 + 1073741824/326400 = 3356.45 us). The verdicts are against
+/// railyard's expected time, which at 1 KiB to 1 MiB expects less than the tuner (it
+/// charges NCCL's base latency once, not nccl-tests' 20-40 us per call): slow throughout.
 #[test]
 fn a_curve_that_turns_slow_is_found_where_it_turns() {
     let f = sample("hgx-h100x2-all_reduce_perf.txt");
@@ -72,8 +74,12 @@ fn a_curve_that_turns_slow_is_found_where_it_turns() {
     assert!((last["busbw_recomputed"].as_f64().unwrap() - 1073741824.0 / 8e6 * 1.875).abs() < 1e-9);
     let verdicts: Vec<&str> =
         v["analysis"]["sizes"].as_array().unwrap().iter().map(|s| s["verdict"].as_str().unwrap()).collect();
-    assert_eq!(verdicts, ["as-expected", "as-expected", "as-expected", "slow", "slow"]);
-    assert_eq!(v["analysis"]["leaves_model_at_bytes"], 4194304);
+    assert_eq!(verdicts, ["slow", "slow", "slow", "slow", "slow"]);
+    for s in v["analysis"]["sizes"].as_array().unwrap() {
+        let ratio = s["measured_us"].as_f64().unwrap() / s["railyard_expected_us"].as_f64().unwrap();
+        assert!((s["ratio"].as_f64().unwrap() - ratio).abs() < 1e-12, "{s}");
+        assert!(s["railyard_bound_us"].as_f64().unwrap() <= s["railyard_expected_us"].as_f64().unwrap(), "{s}");
+    }
     let expected: Vec<f64> = v["analysis"]["sizes"]
         .as_array()
         .unwrap()

@@ -29,11 +29,16 @@ pub enum ChunkPolicy {
     /// This many chunks, for every algorithm that pipelines (chain, trees, hierarchical,
     /// in-network); the others are not cut.
     Fixed(usize),
-    /// Chain and trees: 1, 2, 4, … 128 chunks (no more than elements), the one the
-    /// per-round model finds fastest; every other algorithm uncut. NCCL's tuner picks its
-    /// chunk size the same way, from its own cost tables.
+    /// Chain, trees and NVLS: 1, 2, 4, … 128 chunks (no more than elements), the one the
+    /// per-round model finds fastest; every other algorithm uncut (the seeds'
+    /// hierarchical all-reduces run their stages one after another). NCCL's tuner picks
+    /// its chunk size the same way, from its own cost tables.
     #[default]
     Search,
+    /// As `Search`, and the hierarchical all-reduces searched too: their stages
+    /// pipelined as NCCL pipelines its trees' intra- and inter-node parts (what a
+    /// prediction of a real NCCL run wants).
+    SearchAll,
 }
 
 /// The largest chunk count `ChunkPolicy::Search` tries.
@@ -49,13 +54,19 @@ pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> V
         }
         // NVLS is searched too: its stages pipeline as NCCL's NVLSTree does. (The other
         // hierarchical all-reduces keep one chunk, the seeds' examples.)
-        ChunkPolicy::Search if algorithm.pipelined() || algorithm == Algorithm::Nvls => (0..)
-            .map(|k| 1usize << k)
-            .take_while(|&c| c <= MAX_SEARCHED_CHUNKS)
-            .filter(|&c| c == 1 || (c as u64) <= count)
-            .collect(),
+        ChunkPolicy::Search if algorithm.pipelined() || algorithm == Algorithm::Nvls => searched(count),
+        ChunkPolicy::SearchAll if takes_chunks(algorithm) => searched(count),
         _ => vec![1],
     }
+}
+
+/// 1, 2, 4, … `MAX_SEARCHED_CHUNKS` chunks, no more than `count` elements.
+fn searched(count: u64) -> Vec<usize> {
+    (0..)
+        .map(|k| 1usize << k)
+        .take_while(|&c| c <= MAX_SEARCHED_CHUNKS)
+        .filter(|&c| c == 1 || (c as u64) <= count)
+        .collect()
 }
 
 /// Whether `algorithm` can be cut into pipelined chunks: chain and trees, and the

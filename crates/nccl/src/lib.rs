@@ -12,6 +12,7 @@ pub mod nccl_tests;
 pub mod shape;
 pub mod tuner;
 pub mod tuner_constants;
+pub mod validation;
 pub mod verdict;
 
 pub use error::NcclError;

@@ -50,9 +50,11 @@ impl Algo {
     pub fn railyard_algorithm(self) -> Option<railyard_schedule::Algorithm> {
         use railyard_schedule::Algorithm as A;
         match self {
-            Algo::Ring => Some(A::Ring),
+            // NCCL's rings are rail-aligned channels; its NVLS reduces in the NVSwitch.
+            Algo::Ring => Some(A::RailRing),
             Algo::Tree => Some(A::DoubleTree),
-            Algo::CollNetDirect | Algo::CollNetChain | Algo::Nvls | Algo::NvlsTree => Some(A::InNetwork),
+            Algo::CollNetDirect | Algo::CollNetChain => Some(A::InNetwork),
+            Algo::Nvls | Algo::NvlsTree => Some(A::Nvls),
             Algo::Pat => None,
         }
     }

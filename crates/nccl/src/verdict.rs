@@ -1,21 +1,21 @@
-//! Is a measured nccl-tests curve normal on a given topology? For every size: what
-//! NCCL's own tuner expects there (its pick and predicted time, `tuner.rs`, on the
-//! shape `shape.rs` derives), and railyard's per-round model of the same algorithm —
-//! payload and start-up only, so no real run can beat it. The verdict per size:
-//! - **faster than the model allows** — measured below railyard's bound: the topology
-//!   given is slower than the machine measured (wrong bandwidths, or fewer links);
-//! - **as expected** — within `SLOW_RATIO` of NCCL's own prediction;
-//! - **faster than NCCL predicts** — more than `SLOW_RATIO` below it (but above the bound);
+//! Is a measured nccl-tests curve normal on a given topology? For every size, railyard's
+//! per-round model of NCCL's algorithms as schedules (rail-aligned rings, trees, NVLS,
+//! CollNet) gives two times: the **bound** — the fastest of all railyard's algorithms at
+//! line rate, which no run can beat — and the **expected** time — the fastest of NCCL's
+//! algorithms at the rates NCCL-class software reaches (`railyard_topology::Achievable`).
+//! NCCL's own tuner estimate (`tuner.rs`, on the shape `shape.rs` derives) is shown
+//! beside them. The verdict per size:
+//! - **faster than the model allows** — measured below the bound: the topology given is
+//!   slower than the machine measured (wrong bandwidths, or fewer links);
+//! - **as expected** — within `SLOW_RATIO` of railyard's expected time;
+//! - **faster than expected** — more than `SLOW_RATIO` below it (but above the bound);
 //! - **slow** — more than `SLOW_RATIO` above it;
 //! - **wrong results** — the row's `#wrong` is not 0, whatever its time.
-//!
-//! The bound is the fastest of railyard's algorithms for the collective, so it bounds
-//! what any algorithm moves over the links given; where NCCL's pick reduces in the switch
-//! (NVLS, CollNet) and the topology marks no switch that can, no bound is claimed.
 
 use serde::Serialize;
 
-use railyard_model::{plan_on, CollectiveRequest, ModelError, Plan};
+use railyard_model::{plan_on, Breakdown, CollectiveRequest, ModelError};
+use railyard_schedule::{Algorithm, Collective};
 use railyard_topology::{Placement, Topology};
 
 use crate::error::NcclError;
@@ -23,7 +23,8 @@ use crate::nccl_tests::TestsOutput;
 use crate::shape::Shape;
 use crate::tuner::{self, Algo, Coll, Proto};
 
-/// Measured over NCCL's prediction above which a size is slow.
+/// Measured over railyard's expected time above which a size is slow (and below whose
+/// inverse it is faster than expected).
 pub const SLOW_RATIO: f64 = 1.25;
 /// Measured under railyard's bound below which the topology must be wrong (the bound
 /// leaves out nothing a run could save, so only rounding is allowed).
@@ -36,7 +37,7 @@ pub const MAX_ANALYZED_ROWS: usize = 1024;
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     AsExpected,
-    FasterThanNcclPredicts,
+    FasterThanExpected,
     Slow,
     FasterThanTheModelAllows,
     WrongResults,
@@ -46,7 +47,7 @@ impl Verdict {
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::AsExpected => "as expected",
-            Verdict::FasterThanNcclPredicts => "faster than NCCL predicts",
+            Verdict::FasterThanExpected => "faster than expected",
             Verdict::Slow => "slow",
             Verdict::WrongResults => "wrong results (#wrong is not 0)",
             Verdict::FasterThanTheModelAllows => "faster than the model allows: the topology is wrong",
@@ -68,7 +69,13 @@ pub struct SizeVerdict {
     /// The fastest railyard algorithm and its time: the bound (None where none is claimed).
     pub railyard_algorithm: String,
     pub railyard_bound_us: Option<f64>,
-    /// measured / NCCL's expected.
+    /// NCCL's algorithm with the least expected time (at achievable rates) and that time.
+    pub railyard_expected_algorithm: String,
+    pub railyard_expected_us: f64,
+    pub railyard_expected_busbw_gb_per_s: f64,
+    /// The protocol the expected time assumes.
+    pub railyard_protocol: &'static str,
+    /// measured / railyard's expected.
     pub ratio: f64,
     pub verdict: Verdict,
 }
@@ -80,6 +87,43 @@ pub struct Analysis {
     /// that was: where the measured curve leaves the model's.
     pub leaves_model_at_bytes: Option<u64>,
     pub notes: Vec<String>,
+}
+
+/// NCCL's algorithms as railyard schedules: a ring is rail-aligned channels; a tree is
+/// NCCL's double binary tree, which across nodes moves what railyard's pipelined
+/// hierarchical all-reduce does (a chain inside each node, a tree between them), so both
+/// stand for it; NVLS and NVLSTree are NVLS; CollNet is in-network.
+pub fn railyard_of(algos: &[Algo]) -> Vec<Algorithm> {
+    let mut out = Vec::new();
+    for a in algos {
+        let these: &[Algorithm] = match a {
+            Algo::Ring => &[Algorithm::RailRing],
+            Algo::Tree => &[Algorithm::DoubleTree, Algorithm::Hierarchical],
+            Algo::Nvls | Algo::NvlsTree => &[Algorithm::Nvls],
+            Algo::CollNetDirect | Algo::CollNetChain => &[Algorithm::InNetwork],
+            Algo::Pat => &[Algorithm::RailRing],
+        };
+        for &x in these {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
+/// NCCL's algorithms for `collective` as railyard schedules: what a run that does not
+/// force one (`NCCL_ALGO`) chooses among. All-gather and reduce-scatter by NVLS or PAT,
+/// and all-reduce by NCCL's single tree, have no schedule of their own here: the
+/// rail-aligned rings and the double tree stand for them.
+pub fn nccl_algorithms(collective: Collective) -> Vec<Algorithm> {
+    use Algorithm::*;
+    match collective {
+        Collective::AllReduce => vec![RailRing, DoubleTree, Hierarchical, Nvls, InNetwork],
+        Collective::AllGather | Collective::ReduceScatter => vec![RailRing],
+        Collective::Broadcast | Collective::Reduce => vec![Chain],
+        _ => vec![Direct],
+    }
 }
 
 pub fn analyze(
@@ -135,12 +179,17 @@ pub fn analyze(
         }
         .max(1);
         let choice = table.as_ref().and_then(|t| tuner::choose(&shape.input, t, row.bytes));
-        let request = CollectiveRequest::all(railyard_collective, row.bytes - row.bytes % elem_bytes, elem_bytes);
+        // Every algorithm, for the bound; pipelines cut as NCCL cuts them.
+        let request = CollectiveRequest {
+            chunks: railyard_model::ChunkPolicy::SearchAll,
+            ..CollectiveRequest::all(railyard_collective, row.bytes - row.bytes % elem_bytes, elem_bytes)
+        };
         let costed = match plan_on(topology, placement, &request) {
             Err(ModelError::NothingRuns { .. }) => None,
             p => Some(p.map_err(|e| bad(e.to_string()))?),
         };
-        let fastest = costed.as_ref().and_then(Plan::fastest);
+        let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
+        let fastest = algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
         let in_switch = choice
             .as_ref()
             .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
@@ -150,10 +199,22 @@ pub fn analyze(
             Some(b) => (b.name.clone(), None),
             None => ("-".to_string(), None),
         };
-        let (algo, proto, channels, expected_us) = match &choice {
-            Some(c) => (c.algo, c.proto, c.channels, c.time_us),
-            None => (Algo::Ring, Proto::Simple, shape.input.channels, bound_us.unwrap_or(f64::NAN)),
+        // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
+        let family: Vec<Algorithm> = match &shape.input.algos {
+            Some(algos) => railyard_of(algos),
+            None => nccl_algorithms(railyard_collective),
         };
+        let of_family = |b: &&Breakdown| b.algorithm.builtin().is_some_and(|a| family.contains(&a));
+        let expected = algorithms
+            .iter()
+            .filter(of_family)
+            .min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs))
+            .or_else(|| algorithms.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)));
+        let (algo, proto, channels, nccl_us) = match &choice {
+            Some(c) => (c.algo, c.proto, c.channels, c.time_us),
+            None => (Algo::Ring, Proto::Simple, shape.input.channels, f64::NAN),
+        };
+        let expected_us = expected.map_or(f64::NAN, |b| b.expected_secs * 1e6);
         let factor = output.kind.bus_factor(output.ranks.max(2));
         let measured = best.time_us.value;
         let ratio = measured / expected_us;
@@ -166,7 +227,7 @@ pub fn analyze(
         } else if ratio > SLOW_RATIO {
             Verdict::Slow
         } else if ratio < 1.0 / SLOW_RATIO {
-            Verdict::FasterThanNcclPredicts
+            Verdict::FasterThanExpected
         } else {
             Verdict::AsExpected
         };
@@ -177,10 +238,14 @@ pub fn analyze(
             nccl_algo: algo,
             nccl_proto: proto,
             nccl_channels: channels,
-            nccl_expected_us: expected_us,
-            nccl_expected_busbw_gb_per_s: row.bytes as f64 / (expected_us * 1e3) * factor,
+            nccl_expected_us: nccl_us,
+            nccl_expected_busbw_gb_per_s: row.bytes as f64 / (nccl_us * 1e3) * factor,
             railyard_algorithm: algorithm_name,
             railyard_bound_us: bound_us,
+            railyard_expected_algorithm: expected.map_or_else(|| "-".to_string(), |b| b.name.clone()),
+            railyard_expected_us: expected_us,
+            railyard_expected_busbw_gb_per_s: row.bytes as f64 / (expected_us * 1e3) * factor,
+            railyard_protocol: expected.map_or("-", |b| b.protocol.as_str()),
             ratio,
             verdict,
         });

@@ -415,7 +415,7 @@ impl Communicator {
                 let a = forced.unwrap_or_else(|| default_algorithm(spec.collective));
                 let n = match policy {
                     ChunkPolicy::Fixed(n) => n,
-                    ChunkPolicy::Search => 1,
+                    ChunkPolicy::Search | ChunkPolicy::SearchAll => 1,
                 };
                 (a, chunk_choices(a, ChunkPolicy::Fixed(n), spec.count)[0])
             }

@@ -181,7 +181,7 @@ impl Tuner {
         // A chunk count asked for (RAILYARD_PIPELINE_CHUNKS, RAILYARD_CHUNK_BYTES) stands.
         let pipeline_chunks = match policy {
             ChunkPolicy::Fixed(_) => chunk_choices(chosen.algorithm, policy, spec.count)[0],
-            ChunkPolicy::Search => chosen.pipeline_chunks,
+            ChunkPolicy::Search | ChunkPolicy::SearchAll => chosen.pipeline_chunks,
         };
         Some(Choice { algorithm: chosen.algorithm, pipeline_chunks })
     }

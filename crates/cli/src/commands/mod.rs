@@ -9,3 +9,4 @@ pub mod schedule;
 pub mod sim;
 pub mod topo;
 pub mod triage;
+pub mod validate;

@@ -148,9 +148,12 @@ pub struct AnalyzeLogArgs {
 #[command(after_help = "Examples:\n  \
     railyard analyze nccl-tests samples/nccl-tests/seed-000-8.8.txt --collective allreduce\n  \
     railyard analyze nccl-tests run.txt --topo rail:servers=2 --format json\n\n\
-Verdicts: `as expected` within 1.25x of NCCL's own prediction; `slow` above it; `faster\n\
-than the model allows` below railyard's bound (payload and start-up only): the topology\n\
-given is slower than the machine measured.")]
+Verdicts against railyard's expected time (NCCL's algorithms as schedules, at the rates\n\
+NCCL-class software reaches on the topology's links; `--nccl-algo` names those the run was\n\
+told to use): `as expected` within 1.25x; `slow` above; `faster than expected` below;\n\
+`faster than the model allows` below railyard's bound (every algorithm at line rate): the\n\
+topology given is slower than the machine measured. NCCL's own tuner estimate is shown\n\
+beside them.")]
 pub struct AnalyzeTestsArgs {
     /// nccl-tests standard output (any *_perf binary)
     pub file: PathBuf,
@@ -491,10 +494,10 @@ fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) 
             "size",
             "measured",
             "busbw",
-            "NCCL would pick",
-            "NCCL expects",
+            "railyard expects",
             "busbw expected",
             "railyard bound",
+            "NCCL's tuner",
             "measured / expected",
             "verdict",
         ]);
@@ -503,11 +506,22 @@ fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) 
                 format_bytes(s.bytes as f64),
                 format_secs(s.measured_us * 1e-6),
                 format!("{:.2} GB/s", s.measured_busbw_gb_per_s),
-                format!("{}/{} ({} ch)", s.nccl_algo.as_str(), s.nccl_proto.as_str(), s.nccl_channels),
-                format_secs(s.nccl_expected_us * 1e-6),
-                format!("{:.2} GB/s", s.nccl_expected_busbw_gb_per_s),
+                format!(
+                    "{} ({}, {})",
+                    format_secs(s.railyard_expected_us * 1e-6),
+                    s.railyard_expected_algorithm,
+                    s.railyard_protocol
+                ),
+                format!("{:.2} GB/s", s.railyard_expected_busbw_gb_per_s),
                 s.railyard_bound_us
                     .map_or("-".to_string(), |b| format!("{} ({})", format_secs(b * 1e-6), s.railyard_algorithm)),
+                format!(
+                    "{} ({}/{}, {} ch)",
+                    format_secs(s.nccl_expected_us * 1e-6),
+                    s.nccl_algo.as_str(),
+                    s.nccl_proto.as_str(),
+                    s.nccl_channels
+                ),
                 format!("{:.2}", s.ratio),
                 s.verdict.as_str().to_string(),
             ]);

@@ -1,0 +1,259 @@
+//! railyard's expected times against nccl-tests runs others published
+//! (`corpus/validation.toml`, `docs/validation.md`): per case and size, the measured
+//! busbw beside railyard's expected busbw and bound for NCCL's algorithms as schedules
+//! (`verdict::nccl_algorithms`, or those the run forced with `NCCL_ALGO`) and NCCL's own
+//! tuner estimate (`tuner.rs`); the error of each, and their median and worst over the
+//! large sizes (at least `LARGE_BYTES`) and the small ones (at most `SMALL_BYTES`).
+
+use serde::{Deserialize, Serialize};
+
+use railyard_model::{plan_on, AlgorithmSpec, CollectiveRequest, ModelError};
+use railyard_schedule::{Algorithm, Collective};
+use railyard_topology::{Placement, PlacementPolicy, Topology};
+
+use crate::error::NcclError;
+use crate::nccl_tests::TestsOutput;
+use crate::shape::{self, Overrides};
+use crate::tuner::{self, Coll};
+use crate::verdict::{nccl_algorithms, railyard_of};
+
+/// Sizes from which a row counts as large, and up to which as small.
+pub const LARGE_BYTES: u64 = 64 << 20;
+pub const SMALL_BYTES: u64 = 1 << 20;
+/// Rows of a case compared: the largest `MAX_LARGE` large ones and every small one from
+/// `MIN_SMALL_BYTES` (below it a run measures launch overheads no model here has).
+pub const MAX_LARGE: usize = 8;
+pub const MIN_SMALL_BYTES: u64 = 4 << 10;
+/// Cases in one file.
+pub const MAX_CASES: usize = 256;
+
+/// One published run and the topology that describes its machines.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// The nccl-tests output, relative to the cases file.
+    pub file: String,
+    /// A preset spec or topology file for the machines it ran on.
+    pub topology: String,
+    /// Ranks, where the output does not list them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
+    /// Rank placement (`contiguous`, `interleaved`, ...), default contiguous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    /// NCCL_ALGO of the run, as NCCL reads it (`Ring`, `^NVLS`), if it set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_algo: Option<String>,
+    /// False where the run set one of railyard's constants (it is shown, not counted).
+    #[serde(default = "yes")]
+    pub independent: bool,
+    /// Why the topology fits the run (hardware, what was inferred).
+    pub why: String,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CasesFile {
+    case: Vec<Case>,
+}
+
+/// Read a cases file (`[[case]]` tables).
+pub fn parse_cases(text: &str) -> Result<Vec<Case>, NcclError> {
+    let file: CasesFile = toml::from_str(text)
+        .map_err(|e| NcclError::BadInput { field: "cases".into(), message: e.to_string().trim_end().to_string() })?;
+    if file.case.len() > MAX_CASES {
+        return Err(NcclError::BadInput {
+            field: "cases".into(),
+            message: format!("{} cases; at most {MAX_CASES}", file.case.len()),
+        });
+    }
+    Ok(file.case)
+}
+
+/// One size of one case. Bandwidths are nccl-tests' busbw, GB/s.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Point {
+    pub bytes: u64,
+    pub measured: f64,
+    /// railyard's expected busbw: NCCL's algorithms at achievable rates, the fastest.
+    pub expected: f64,
+    pub algorithm: String,
+    pub protocol: &'static str,
+    /// railyard's bound: the fastest of them at line rate; nothing measured may beat it.
+    pub bound: f64,
+    /// NCCL's tuner estimate (none for the tests it does not model).
+    pub nccl: Option<f64>,
+}
+
+impl Point {
+    /// expected / measured − 1: positive where railyard expects more than was measured.
+    pub fn error(&self) -> f64 {
+        self.expected / self.measured - 1.0
+    }
+
+    pub fn nccl_error(&self) -> Option<f64> {
+        self.nccl.map(|n| n / self.measured - 1.0)
+    }
+}
+
+/// A case's compared sizes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseResult {
+    pub case: Case,
+    pub test: &'static str,
+    pub ranks: usize,
+    pub points: Vec<Point>,
+}
+
+/// The rows of `output` compared (see `MAX_LARGE`, `MIN_SMALL_BYTES`).
+fn compared_rows(output: &TestsOutput) -> Vec<usize> {
+    let mut large: Vec<usize> = (0..output.rows.len()).filter(|&i| output.rows[i].bytes >= LARGE_BYTES).collect();
+    large.sort_by_key(|&i| std::cmp::Reverse(output.rows[i].bytes));
+    large.truncate(MAX_LARGE);
+    let small = (0..output.rows.len()).filter(|&i| (MIN_SMALL_BYTES..=SMALL_BYTES).contains(&output.rows[i].bytes));
+    let mut rows: Vec<usize> = small.chain(large).collect();
+    rows.sort_by_key(|&i| output.rows[i].bytes);
+    rows.dedup();
+    rows
+}
+
+/// Compare `case`'s run (`output`) with railyard on `topology`.
+pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Result<CaseResult, NcclError> {
+    let bad = |field: &str, message: String| NcclError::BadInput { field: field.into(), message };
+    let collective =
+        output.kind.railyard().ok_or_else(|| bad("file", format!("{} has no railyard model", output.kind.binary())))?;
+    let ranks = case.ranks.unwrap_or(output.ranks);
+    let policy: PlacementPolicy = match &case.placement {
+        Some(p) => p.parse().map_err(|e: String| bad("placement", e))?,
+        None => PlacementPolicy::Contiguous,
+    };
+    let placement = Placement::new(topology, &policy, Some(ranks)).map_err(|e| bad("ranks", e.to_string()))?;
+    let function = match collective {
+        Collective::AllReduce => "allreduce",
+        Collective::AllGather => "allgather",
+        Collective::ReduceScatter => "reducescatter",
+        Collective::Broadcast => "broadcast",
+        Collective::Reduce => "reduce",
+        _ => "other",
+    };
+    let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
+    let family: Vec<Algorithm> = match &algos {
+        Some(a) => railyard_of(a),
+        None => nccl_algorithms(collective),
+    };
+    let coll = Coll::from_railyard(collective);
+    let tuner = match (coll, ranks >= 2) {
+        (Some(c), true) => {
+            let shape =
+                shape::shape(topology, &placement, &Overrides { algos: algos.clone(), ..Overrides::default() })?;
+            let table = tuner::table(&shape.input, c)?;
+            Some((shape, table))
+        }
+        _ => None,
+    };
+    let factor = output.kind.bus_factor(ranks.max(2));
+    let busbw = |bytes: u64, secs: f64| bytes as f64 / secs / 1e9 * factor;
+    let mut points = Vec::new();
+    for i in compared_rows(output) {
+        let row = &output.rows[i];
+        let measured = row.out_of_place.busbw_recomputed.max(row.in_place.busbw_recomputed);
+        // One-byte elements: the size as measured (a count of the run's dtype divides it).
+        let request = CollectiveRequest {
+            algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
+            strict: false,
+            chunks: railyard_model::ChunkPolicy::SearchAll,
+            ..CollectiveRequest::new(collective, row.bytes, 1, Vec::new())
+        };
+        let plan = match plan_on(topology, &placement, &request) {
+            Ok(p) => p,
+            Err(ModelError::NothingRuns { skipped }) => {
+                let why: Vec<String> = skipped.into_iter().map(|(a, w)| format!("{a}: {w}")).collect();
+                return Err(bad("topology", format!("none of NCCL's algorithms runs here: {}", why.join("; "))));
+            }
+            Err(e) => return Err(bad("topology", e.to_string())),
+        };
+        let Some(expected) = plan.algorithms.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)) else {
+            continue;
+        };
+        let bound = plan.algorithms.iter().map(|b| b.total_secs).fold(f64::INFINITY, f64::min);
+        let nccl = tuner
+            .as_ref()
+            .and_then(|(shape, table)| tuner::choose(&shape.input, table, row.bytes))
+            .map(|c| busbw(row.bytes, c.time_us * 1e-6));
+        points.push(Point {
+            bytes: row.bytes,
+            measured,
+            expected: busbw(row.bytes, expected.expected_secs),
+            algorithm: railyard_model::algorithm_ref::shaped_name(
+                &expected.name,
+                expected.pipeline_chunks,
+                expected.channels,
+            ),
+            protocol: expected.protocol.as_str(),
+            bound: busbw(row.bytes, bound),
+            nccl,
+        });
+    }
+    Ok(CaseResult { case: case.clone(), test: output.kind.binary(), ranks, points })
+}
+
+/// Median and worst |error| of some points.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Errors {
+    pub points: usize,
+    pub median: f64,
+    pub worst: f64,
+}
+
+impl Errors {
+    fn of(mut errors: Vec<f64>) -> Option<Errors> {
+        if errors.is_empty() {
+            return None;
+        }
+        errors.iter_mut().for_each(|e| *e = e.abs());
+        errors.sort_by(f64::total_cmp);
+        let n = errors.len();
+        let median = if n % 2 == 1 { errors[n / 2] } else { (errors[n / 2 - 1] + errors[n / 2]) / 2.0 };
+        Some(Errors { points: n, median, worst: errors[n - 1] })
+    }
+}
+
+/// The table's errors over its independent cases.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub large: Option<Errors>,
+    pub small: Option<Errors>,
+    pub nccl_large: Option<Errors>,
+    pub nccl_small: Option<Errors>,
+    /// Points measured faster than railyard's bound (case file, bytes).
+    pub beats_bound: Vec<(String, u64)>,
+}
+
+pub fn summarize(results: &[CaseResult]) -> Summary {
+    let independent = || results.iter().filter(|r| r.case.independent).flat_map(|r| &r.points);
+    let errors = |large: bool, nccl: bool| {
+        Errors::of(
+            independent()
+                .filter(|p| if large { p.bytes >= LARGE_BYTES } else { p.bytes <= SMALL_BYTES })
+                .filter_map(|p| if nccl { p.nccl_error() } else { Some(p.error()) })
+                .collect(),
+        )
+    };
+    let beats_bound = results
+        .iter()
+        .flat_map(|r| r.points.iter().map(move |p| (r, p)))
+        .filter(|(_, p)| p.measured > p.bound * (1.0 + 1e-9))
+        .map(|(r, p)| (r.case.file.clone(), p.bytes))
+        .collect();
+    Summary {
+        large: errors(true, false),
+        small: errors(false, false),
+        nccl_large: errors(true, true),
+        nccl_small: errors(false, true),
+        beats_bound,
+    }
+}
