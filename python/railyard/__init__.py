@@ -389,7 +389,10 @@ class Communicator:
         r = _array(recv, "recv", writable=True)
         self._same_dtype(s, r)
         if r.size != mine[self.rank]:
-            raise ValueError(f"recv: {r.size} elements, rank {self.rank}'s chunk of {s.size} has {mine[self.rank]}")
+            raise ValueError(
+                f"recv: {r.size} elements, but send's {s.size} elements split over {self.size} ranks give "
+                f"rank {self.rank} {mine[self.rank]}: recv must hold this rank's share of send"
+            )
         self._run("reducescatter", s, r, s.size, _op(op))
         return r
 
@@ -405,7 +408,10 @@ class Communicator:
         self._same_dtype(s, r)
         mine = _chunks(r.size, self.size)[self.rank]
         if s.size != mine:
-            raise ValueError(f"send: {s.size} elements, rank {self.rank}'s chunk of {r.size} has {mine}")
+            raise ValueError(
+                f"send: {s.size} elements, but recv's {r.size} elements split over {self.size} ranks give "
+                f"rank {self.rank} {mine}: send must hold this rank's share of recv"
+            )
         self._run("allgather", s, r, r.size)
         return r
 

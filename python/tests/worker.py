@@ -101,6 +101,14 @@ def main():
                 comm.send(data(r, n, dt), nxt)
             check(f"sendrecv {dt}", got, inputs[prv])
         ran += 1
+    # A send that is not this rank's share of recv is refused before anything moves, and
+    # the message says what the share is.
+    try:
+        comm.all_gather(np.zeros(n + 1, np.float32), np.empty(n * p, np.float32))
+        raise AssertionError("all_gather accepted a send of the wrong size")
+    except ValueError as e:
+        if "share of recv" not in str(e) or f"give rank {r} {n}" not in str(e):
+            raise AssertionError(f"all_gather's size error: {e}")
     # async: a handle per call, results in issue order
     xs = [data(r, 1000, np.float32) for _ in range(3)]
     handles = [comm.all_reduce_async(x) for x in xs]

@@ -83,6 +83,8 @@ pub struct NcclLog {
     pub other_lines: usize,
     /// Lines that looked like a known kind but did not read (line numbers, at most 100).
     pub unreadable: Vec<usize>,
+    /// Why some of them did not (line and reason, at most 100).
+    pub problems: Vec<(usize, String)>,
 }
 
 impl NcclLog {
@@ -136,7 +138,15 @@ pub fn parse(text: &str) -> NcclLog {
             log.version = v.split_whitespace().next().map(str::to_string);
             true
         } else if m.starts_with("comm ") && (m.contains(" nRanks ") || m.contains(" nranks ")) {
-            comm_line(&mut log, m, host, pid, dev)
+            match comm_line(&mut log, m, host, pid, dev) {
+                Ok(known) => known,
+                Err(why) => {
+                    if log.problems.len() < 100 {
+                        log.problems.push((i + 1, why));
+                    }
+                    false
+                }
+            }
         } else if let Some(rest) = m.strip_prefix("Trees") {
             trees_line(&mut log, rest)
         } else if m.starts_with("Channel ") && m.contains(" via ") {
@@ -177,15 +187,20 @@ fn note_unreadable(log: &mut NcclLog, line: usize) {
 }
 
 /// `comm 0x5581 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0`
-fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> bool {
+fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> Result<bool, String> {
     let words: Vec<&str> = m.split_whitespace().collect();
-    let after = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).and_then(|w| num(w));
+    let word = |key: &str| words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1)).copied();
+    let after = |key: &str| word(key).and_then(num::<usize>);
     // `nRanks` since 2.12; older releases print `nranks … cudaDev … - Init COMPLETE`.
-    let (Some(rank), Some(ranks)) = (after("rank"), after("nRanks").or_else(|| after("nranks"))) else {
-        return false;
+    let (Some(rank), Some(ranks_text)) = (after("rank"), word("nRanks").or_else(|| word("nranks"))) else {
+        return Ok(false);
     };
-    if ranks == 0 || ranks > MAX_RANKS || rank >= ranks {
-        return false;
+    let ranks = match num::<u64>(ranks_text) {
+        Some(n) if (1..=MAX_RANKS as u64).contains(&n) => n as usize,
+        _ => return Err(format!("nRanks {ranks_text}: a rank count is 1 to {MAX_RANKS}")),
+    };
+    if rank >= ranks {
+        return Err(format!("rank {rank} of nRanks {ranks}: not one of its ranks"));
     }
     log.ranks = Some(ranks);
     log.nodes = after("nNodes").or(log.nodes);
@@ -193,7 +208,7 @@ fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> bo
     if !log.rank_info.iter().any(|r| r.rank == rank) {
         log.rank_info.push(RankInfo { rank, host: host.to_string(), pid, device: dev });
     }
-    true
+    Ok(true)
 }
 
 /// ` [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1` (children/…->rank->parent per channel).

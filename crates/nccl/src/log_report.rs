@@ -139,7 +139,10 @@ pub fn report(
 ) -> Result<LogReport, NcclError> {
     let ranks = log.ranks.ok_or_else(|| NcclError::BadInput {
         field: "log".into(),
-        message: "no `comm … rank r nRanks n` line: the log does not say how many ranks there are".into(),
+        message: match log.problems.first() {
+            Some((line, why)) => format!("line {line}: {why}: the log does not say how many ranks there are"),
+            None => "no `comm … rank r nRanks n` line: the log does not say how many ranks there are".into(),
+        },
     })?;
     if placement.len() != ranks {
         return Err(NcclError::BadInput {

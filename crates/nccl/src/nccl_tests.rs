@@ -130,6 +130,9 @@ pub struct Row {
     pub root: Option<i64>,
     pub out_of_place: Half,
     pub in_place: Half,
+    /// Whether the count of the dtype makes the size (per rank for all-gather,
+    /// reduce-scatter and all-to-all); None where the dtype or the ranks are unknown.
+    pub count_agrees: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -201,7 +204,18 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
     };
     let (ranks, ranks_from) = ranks_of(ranks, &scan.devices, &parsed, kind)?;
     let factor = if ranks >= 1 { kind.bus_factor(ranks) } else { 1.0 };
-    let rows: Vec<Row> = parsed.into_iter().map(|r| r.recomputed(factor)).collect();
+    let per_rank = matches!(kind, TestKind::AllGather | TestKind::ReduceScatter | TestKind::AllToAll);
+    let rows: Vec<Row> = parsed
+        .into_iter()
+        .map(|r| {
+            let mut row = r.recomputed(factor);
+            let copies = if per_rank { ranks as u64 } else { 1 };
+            row.count_agrees = dtype_bytes(&row.dtype)
+                .filter(|_| ranks >= 1)
+                .map(|e| row.count.checked_mul(e).and_then(|b| b.checked_mul(copies)) == Some(row.bytes));
+            row
+        })
+        .collect();
     let busbw_sum: f64 =
         rows.iter().map(|r| r.out_of_place.busbw_gb_per_s.value + r.in_place.busbw_gb_per_s.value).sum();
     let mut hosts: Vec<String> = Vec::new();
@@ -444,7 +458,7 @@ impl RawRow {
         let [w0, w1] = wrong;
         let out_of_place = half(halves[0], w0);
         let in_place = half(halves[1], w1);
-        Row { line, bytes, count, dtype, redop, root, out_of_place, in_place }
+        Row { line, bytes, count, dtype, redop, root, out_of_place, in_place, count_agrees: None }
     }
 }
 

@@ -110,7 +110,7 @@ pub fn clos_cut(input: &ClosInput) -> Result<ClosCut, NetModelError> {
     if !(1.0..=1e16).contains(&bw) {
         return Err(NetModelError::BadInput {
             field: "port bandwidth".into(),
-            message: format!("{bw} bytes/s: must be 1 byte/s to 10 PB/s"),
+            message: format!("{} bytes/s: must be 1 byte/s to 10 PB/s", railyard_units::units::format_number(bw)),
         });
     }
     let (endpoints, leaves, spines, cores, top_links) = match tiers {

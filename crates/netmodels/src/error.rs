@@ -23,7 +23,7 @@ pub fn positive(field: &str, value: f64) -> Result<(), NetModelError> {
     } else {
         Err(NetModelError::BadInput {
             field: field.to_string(),
-            message: format!("must be greater than zero (got {value})"),
+            message: format!("must be greater than zero (got {})", railyard_units::units::format_number(value)),
         })
     }
 }

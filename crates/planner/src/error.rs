@@ -28,7 +28,10 @@ pub fn positive(field: &str, value: f64) -> Result<f64, PlannerError> {
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
-        Err(PlannerError::bad(field, format!("must be a finite number above zero (got {value})")))
+        Err(PlannerError::bad(
+            field,
+            format!("must be a finite number above zero (got {})", railyard_units::units::format_number(value)),
+        ))
     }
 }
 
@@ -45,6 +48,9 @@ pub fn within(field: &str, value: f64, lo: f64, hi: f64) -> Result<f64, PlannerE
     if value.is_finite() && (lo..=hi).contains(&value) {
         Ok(value)
     } else {
-        Err(PlannerError::bad(field, format!("must be within {lo}..={hi} (got {value})")))
+        Err(PlannerError::bad(
+            field,
+            format!("must be within {lo}..={hi} (got {})", railyard_units::units::format_number(value)),
+        ))
     }
 }

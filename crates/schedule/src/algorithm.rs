@@ -147,7 +147,13 @@ impl Algorithm {
         if text == "all" || text == "auto" {
             return Ok((Algorithm::ALL.into_iter().filter(|a| a.supports(collective)).collect(), false));
         }
-        let list = text.split(',').map(|s| s.trim().parse::<Algorithm>()).collect::<Result<Vec<_>, _>>()?;
+        let names: Vec<&str> = text.split(',').map(str::trim).collect();
+        if let Some(word) = names.iter().find(|n| matches!(**n, "all" | "auto")) {
+            return Err(format!(
+                "\"{word}\" means every algorithm and stands alone; list algorithms by name instead (\"{text}\")"
+            ));
+        }
+        let list = names.iter().map(|s| s.parse::<Algorithm>()).collect::<Result<Vec<_>, _>>()?;
         if list.is_empty() {
             return Err("the algorithm list is empty".into());
         }

@@ -348,6 +348,12 @@ impl CompactSchedule {
             .sum()
     }
 
+    /// An upper bound on the transfers of every round made, repeated rounds included
+    /// (what a simulation that reuses no round starts).
+    pub fn all_transfers_bound(&self) -> u128 {
+        self.phases.iter().map(|p| p.rounds.rounds() as u128 * p.rounds.transfers_per_round() as u128).sum()
+    }
+
     /// An upper bound on the transfers of the largest round (what making it allocates).
     pub fn largest_round_transfers(&self) -> usize {
         self.phases.iter().map(|p| p.rounds.transfers_per_round()).max().unwrap_or(0)

@@ -9,6 +9,8 @@ pub enum ScheduleError {
     Import { line: usize, message: String },
     #[error("bad server groups: {message}")]
     BadGroups { message: String },
+    #[error("bad tree: {message}")]
+    BadTree { message: String },
     #[error("algorithm {algorithm} does not implement {collective}")]
     Unsupported { algorithm: String, collective: &'static str },
     #[error("{message}")]

@@ -125,7 +125,14 @@ fn attr<'a>(n: Node<'a, 'a>, name: &str) -> Result<&'a str, ScheduleError> {
 
 fn number<T: std::str::FromStr>(n: Node, name: &str) -> Result<T, ScheduleError> {
     let text = attr(n, name)?;
-    text.trim().parse().map_err(|_| err(line_of(n), format!("{name}=\"{text}\" is not a number")))
+    text.trim().parse().map_err(|_| {
+        let why = match text.trim().parse::<i64>() {
+            Ok(v) if v < 0 => "is negative; it counts from 0",
+            Ok(_) => "is too large",
+            Err(_) => "is not a whole number",
+        };
+        err(line_of(n), format!("{name}=\"{text}\" {why}"))
+    })
 }
 
 /// Read an MSCCL XML algorithm: what it declares, and its thread blocks per GPU.
@@ -158,8 +165,11 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
     }
     let gpus: usize = number(algo, "ngpus")?;
     let chunks: u64 = number(algo, "nchunksperloop")?;
-    if !(2..=MAX_GPUS).contains(&gpus) || !(1..=MAX_CHUNKS).contains(&chunks) {
-        return Err(err(1, format!("ngpus {gpus} (2 to {MAX_GPUS}) or nchunksperloop {chunks} (1 to {MAX_CHUNKS})")));
+    if !(2..=MAX_GPUS).contains(&gpus) {
+        return Err(err(line_of(algo), format!("ngpus=\"{gpus}\": 2 to {MAX_GPUS}")));
+    }
+    if !(1..=MAX_CHUNKS).contains(&chunks) {
+        return Err(err(line_of(algo), format!("nchunksperloop=\"{chunks}\": 1 to {MAX_CHUNKS}")));
     }
     let coll = attr(algo, "coll")?;
     let collective = match coll.to_ascii_lowercase().as_str() {

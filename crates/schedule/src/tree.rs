@@ -175,11 +175,11 @@ pub fn all_reduce_over_trees(
         return Err(ScheduleError::unsupported(algorithm, spec.collective));
     }
     if trees.is_empty() {
-        return Err(ScheduleError::BadGroups { message: "no tree given".into() });
+        return Err(ScheduleError::BadTree { message: "no tree given".into() });
     }
     for (i, t) in trees.iter().enumerate() {
         check_tree(t, spec.ranks)
-            .map_err(|message| ScheduleError::BadGroups { message: format!("tree {i}: {message}") })?;
+            .map_err(|message| ScheduleError::BadTree { message: format!("tree {i}: {message}") })?;
     }
     let mut b = ScheduleBuilder::new(spec.clone(), algorithm, elem_bytes);
     all_reduce_over(&mut b, spec, trees, chunks);
@@ -193,13 +193,16 @@ pub fn check_tree(t: &Tree, ranks: usize) -> Result<(), String> {
     }
     let roots: Vec<Rank> = (0..ranks).filter(|&r| t.parent[r].is_none()).collect();
     if roots.len() != 1 {
-        return Err(format!("{} roots ({roots:?}); a tree has one", roots.len()));
+        return Err(match roots.len() {
+            0 => "no rank is the root (every rank has a parent: a cycle)".to_string(),
+            n => format!("{n} roots (ranks {roots:?} have no parent); a tree has one"),
+        });
     }
     for r in 0..ranks {
         let (mut at, mut hops) = (r, 0);
         while let Some(p) = t.parent[at] {
             if p >= ranks {
-                return Err(format!("rank {at}'s parent {p} is out of range"));
+                return Err(format!("rank {at}'s parent {p} is not a rank (0..{ranks})"));
             }
             at = p;
             hops += 1;

@@ -27,6 +27,10 @@ use crate::trace::{Trace, TraceEvent};
 /// Transfers started one by one in a run, at most (a repeated round skipped counts once):
 /// about a minute at the 2 µs a flow costs on a 2-core machine.
 pub const MAX_STARTED_TRANSFERS: u64 = 1 << 25;
+/// Transfers a run that reuses no round (`--every-round`, several jobs, queues) starts
+/// at most: about 1.3 million a second are simulated, so this keeps such a run within
+/// seconds to a minute (33.5 million once ran for minutes).
+pub const MAX_SIMULATED_TRANSFERS: u64 = 1 << 23;
 /// Transfers of one round made at once, at most: a flow in flight holds about 700 bytes
 /// (its resources, its events, its place in the fairness tables), so about 3 GB.
 pub const MAX_ROUND_TRANSFERS: usize = 1 << 22;
@@ -256,11 +260,7 @@ pub fn simulate_with_progress(
     let alpha = Picos::ceil_secs(topology.round_startup_secs).ok_or(SimError::TimeOverflow)?;
     // The critical path walks back over every op: kept when every round's transfers
     // together stay under `MAX_HISTORY` (simulated flow by flow then).
-    let all_transfers: u128 = jobs
-        .iter()
-        .flat_map(|j| j.schedule.phases.iter())
-        .map(|p| p.rounds.rounds() as u128 * p.rounds.transfers_per_round() as u128)
-        .sum();
+    let all_transfers: u128 = jobs.iter().map(|j| j.schedule.all_transfers_bound()).sum();
     let keep_history = options.critical_path && all_transfers <= MAX_HISTORY as u128;
     // Skipping repeated rounds assumes nothing else shares the network meanwhile, does
     // not carry the queues' sent bytes, and would break the critical path's chain.
@@ -284,13 +284,15 @@ pub fn simulate_with_progress(
                 limit: MAX_ROUND_TRANSFERS,
             });
         }
-        let bound = s.made_transfers_bound();
-        if bound > u128::from(MAX_STARTED_TRANSFERS) {
-            return Err(SimError::TooManyTransfers {
-                job: spec.name.clone(),
-                transfers: bound,
-                limit: MAX_STARTED_TRANSFERS,
-            });
+        // Rounds that repeat their predecessor are reused only where the run may reuse
+        // them; otherwise every round's transfers are started (and bounded).
+        let (bound, limit) = if reuse {
+            (s.made_transfers_bound(), MAX_STARTED_TRANSFERS)
+        } else {
+            (s.all_transfers_bound(), MAX_SIMULATED_TRANSFERS)
+        };
+        if bound > u128::from(limit) {
+            return Err(SimError::TooManyTransfers { job: spec.name.clone(), transfers: bound, limit });
         }
         if !(spec.start_secs.is_finite() && spec.start_secs >= 0.0) {
             return Err(SimError::BadStart { job: spec.name.clone(), secs: spec.start_secs });
@@ -306,7 +308,7 @@ pub fn simulate_with_progress(
             return Err(SimError::BadReady { job: spec.name.clone(), secs: bad });
         }
         if Picos::ceil_secs(spec.compute_secs).is_none() {
-            return Err(SimError::BadStart { job: spec.name.clone(), secs: spec.compute_secs });
+            return Err(SimError::BadCompute { job: spec.name.clone(), secs: spec.compute_secs });
         }
         if let Some(&bad) = spec.after.iter().find(|&&a| a >= jobs.len() || a == states.len()) {
             return Err(SimError::BadAfter { job: spec.name.clone(), after: bad, jobs: jobs.len() });

@@ -1,4 +1,5 @@
 use railyard_topology::TopologyError;
+use railyard_units::units::{format_number, format_secs};
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -27,11 +28,13 @@ pub enum SimError {
          one round"
     )]
     WindowTooLarge { job: String, rounds: usize, limit: usize },
-    #[error("job {job}: start time {secs} s is not a finite number of seconds >= 0")]
+    #[error("job {job}: start time {} s is not a finite number of seconds >= 0", format_number(*secs))]
     BadStart { job: String, secs: f64 },
+    #[error("job {job}: compute time {} s is not a time the simulator holds (0 to 1.8e7 s)", format_number(*secs))]
+    BadCompute { job: String, secs: f64 },
     #[error("job {job}: {given} ready times for {ranks} ranks (give one per rank, or none)")]
     ReadyCount { job: String, given: usize, ranks: usize },
-    #[error("job {job}: ready time {secs} s is not a finite number of seconds >= 0")]
+    #[error("job {job}: ready time {} s is not a time the simulator holds (0 to 1.8e7 s)", format_number(*secs))]
     BadReady { job: String, secs: f64 },
     #[error("job {job}: waits for job {after}, but there are {jobs} jobs (and a job cannot wait for itself)")]
     BadAfter { job: String, after: usize, jobs: usize },
@@ -41,11 +44,12 @@ pub enum SimError {
     UnknownResource { name: String },
     #[error("{count} resources to watch, more than the limit of {limit}")]
     TooManyWatched { count: usize, limit: usize },
-    #[error("fluid model: {field} = {value} is out of range")]
+    #[error("fluid model: {field} = {} is out of its range (dt: 0.1 ns to 1 ms; horizon: up to 10 s; cut: (0, 1]; xoff: up to the buffer, xon below it)", format_number(*value))]
     BadFluidOption { field: &'static str, value: f64 },
     #[error(
-        "the fluid model stopped at {reached_secs} s simulated: {work} flow-hop-steps, more than the limit of \
-         {limit}; use a larger step (--dt), smaller sizes or fewer flows (it is meant for incasts and a few jobs)"
+        "the fluid model stopped at {} simulated: {work} flow-hop-steps, more than the limit of \
+         {limit}; use a larger step (--dt), smaller sizes or fewer flows (it is meant for incasts and a few jobs)",
+        format_secs(*reached_secs)
     )]
     FluidTooLarge { work: u128, limit: u128, reached_secs: f64 },
     #[error("job {job} did not finish (this is a bug in the simulator; please report the input)")]

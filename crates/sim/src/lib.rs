@@ -30,7 +30,7 @@ pub mod trace;
 
 pub use engine::{
     simulate, simulate_with_progress, Progress, SimOptions, MAX_HELD_ITEMS, MAX_JOBS, MAX_ROUND_TRANSFERS,
-    MAX_STARTED_TRANSFERS,
+    MAX_SIMULATED_TRANSFERS, MAX_STARTED_TRANSFERS,
 };
 pub use error::SimError;
 pub use job::Dependencies;

@@ -34,7 +34,7 @@ impl Topology {
         if !(0.0..=1.0).contains(&secs) {
             return Err(TopologyError::Invalid {
                 field: "round_startup_secs".into(),
-                message: format!("must be 0..1 s (got {secs})"),
+                message: format!("must be 0..1 s (got {})", railyard_units::units::format_number(secs)),
             });
         }
         t.round_startup_secs = secs;

@@ -1,3 +1,4 @@
+use railyard_units::units::format_number;
 use railyard_units::UnitError;
 use thiserror::Error;
 
@@ -17,11 +18,11 @@ pub enum TopologyError {
     DuplicateInterface { field: String, name: String },
     #[error("{field}: a link from \"{name}\" to itself")]
     SelfLink { field: String, name: String },
-    #[error("{field}: bandwidth must be 1 byte/s to 10 PB/s (1 to 1e16 bytes per second; got {value})")]
+    #[error("{field}: bandwidth must be 1 byte/s to 10 PB/s (1 to 1e16 bytes per second; got {})", format_number(*value))]
     BadBandwidth { field: String, value: f64 },
     #[error("{field}: name \"{name}\" {problem}")]
     BadName { field: String, name: String, problem: &'static str },
-    #[error("{field}: latency must be 0 to 1 s (got {value} s)")]
+    #[error("{field}: latency must be 0 to 1 s (got {} s)", format_number(*value))]
     BadLatency { field: String, value: f64 },
     #[error("achievable.{field}: {message}")]
     BadAchievable { field: String, message: String },
@@ -41,7 +42,7 @@ pub enum TopologyError {
     UnknownPreset { name: String },
     #[error("preset \"{preset}\": {message}")]
     BadPresetParameter { preset: String, message: String },
-    #[error("{field}: {value} is outside {range}")]
+    #[error("{field}: {} is outside {range}", format_number(*value))]
     OutOfRange { field: String, value: f64, range: &'static str },
     #[error("the topology has {count} {what}; the limit is {limit}")]
     TooLarge { what: &'static str, count: usize, limit: usize },

@@ -30,8 +30,14 @@ pub use route::{Route, RouteTable, RouteView};
 /// text names an existing file, from that file.
 pub fn load(spec: &str) -> Result<Topology, TopologyError> {
     let path = std::path::Path::new(spec);
+    let io = |message: &str| Err(TopologyError::Io { path: spec.to_string(), message: message.to_string() });
     if path.is_file() {
         file::load(path)
+    } else if path.is_dir() {
+        io("is a directory, not a topology file")
+    } else if path.exists() {
+        // /dev/zero, /dev/null, a pipe: something that is there but is not a file.
+        io("is not a regular file (a device or a pipe?); give a topology file or a preset")
     } else if spec.ends_with(".toml") || spec.ends_with(".json") {
         Err(TopologyError::Io { path: spec.to_string(), message: "no such file".into() })
     } else {

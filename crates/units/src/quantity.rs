@@ -31,7 +31,10 @@ fn checked<E: de::Error>(raw: Raw, parse: fn(&str) -> Result<f64, String>, what:
         Raw::Text(t) => parse(&t).map_err(E::custom)?,
     };
     if !value.is_finite() || value < 0.0 {
-        return Err(E::custom(format!("{what} must be a finite number >= 0 (got {value})")));
+        return Err(E::custom(format!(
+            "{what} must be a finite number >= 0 (got {})",
+            crate::units::format_number(value)
+        )));
     }
     Ok(value)
 }
@@ -103,7 +106,10 @@ fn list<'de, D: Deserializer<'de>>(
                 Raw::Text(t) => parse(&t).map_err(|e| de::Error::custom(format!("[{i}]: {e}")))?,
             };
             if !v.is_finite() || v < 0.0 {
-                return Err(de::Error::custom(format!("[{i}]: {what} must be a finite number >= 0 (got {v})")));
+                return Err(de::Error::custom(format!(
+                    "[{i}]: {what} must be a finite number >= 0 (got {})",
+                    crate::units::format_number(v)
+                )));
             }
             Ok(v)
         })

@@ -161,6 +161,8 @@ fn split(text: &str) -> (String, &str) {
                 || c == '.'
                 || c == '_'
                 || (i == 0 && (c == '-' || c == '+'))
+                // The exponent's sign: `1e-12s`, `1e+3`.
+                || ((c == '-' || c == '+') && i > 0 && matches!(trimmed.as_bytes()[i - 1], b'e' | b'E'))
                 || ((c == 'e' || c == 'E') && exponent_follows(&trimmed[i..])))
         })
         .map(|(i, _)| i)
@@ -180,6 +182,33 @@ fn exponent_follows(rest: &str) -> bool {
 
 /// Format bytes with the largest binary unit that keeps the value >= 1: `192 MiB`,
 /// `8.516 MiB`, `24.5 KiB` (up to 5 significant digits).
+/// A number as a person reads it in an error: as written for everyday magnitudes, in
+/// scientific notation beyond them (`1e308`, not 309 digits; `5e-324`, not 324 zeros).
+pub fn format_number(value: f64) -> String {
+    let a = value.abs();
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    if (1e-4..1e9).contains(&a) {
+        return trim_float(value, 12);
+    }
+    // The shortest form, unless arithmetic left float noise in it
+    // (1e-308 GB/s is 9.999999999999999e-300 B/s): then 12 digits.
+    let shortest = format!("{value:e}");
+    let digits = shortest.split('e').next().unwrap_or("").chars().filter(char::is_ascii_digit).count();
+    if digits <= 12 {
+        return shortest;
+    }
+    let rounded = format!("{value:.11e}");
+    match rounded.split_once('e') {
+        Some((mantissa, exponent)) => {
+            let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+            format!("{mantissa}e{exponent}")
+        }
+        None => rounded,
+    }
+}
+
 pub fn format_bytes(bytes: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     // `+ 0.0` turns -0.0 (an empty f64 sum) into 0.0.
@@ -242,6 +271,19 @@ pub fn trim_float(value: f64, significant: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_in_errors_stay_short() {
+        assert_eq!(format_number(1e308), "1e308");
+        assert_eq!(format_number(5e-324), "5e-324");
+        assert_eq!(format_number(0.833e-6), "8.33e-7");
+        assert_eq!(format_number(450e9), "4.5e11");
+        assert_eq!(format_number(25.5), "25.5");
+        assert_eq!(format_number(1e-308 * 1e9), "1e-299");
+        assert_eq!(format_number(0.1 + 0.2), "0.3");
+        assert_eq!(parse_secs("1e-12s").unwrap(), 1e-12);
+        assert!((parse_bytes_per_sec("1e-3GB/s").unwrap() - 1e6).abs() < 1e-6);
+    }
 
     #[test]
     fn sizes_are_binary_and_bandwidths_decimal() {

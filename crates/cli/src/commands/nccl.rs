@@ -481,6 +481,20 @@ fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) 
         "\n{disagreeing} of {} rows print an algbw or busbw their own time does not give (beyond the printed digits).\n",
         o.rows.len()
     ));
+    for r in o.rows.iter().filter(|r| r.count_agrees == Some(false)) {
+        out.push_str(&format!(
+            "Line {}: a count of {} {} is not the size of {} B{}: the row's size or count was changed.\n",
+            r.line,
+            r.count,
+            r.dtype,
+            r.bytes,
+            if matches!(o.kind, TestKind::AllGather | TestKind::ReduceScatter | TestKind::AllToAll) {
+                format!(" (per rank, over {} ranks)", o.ranks)
+            } else {
+                String::new()
+            }
+        ));
+    }
     if let Some(avg) = o.avg_busbw_printed {
         out.push_str(&format!("Footer's average busbw {avg}; the rows' mean {:.4}.\n", o.avg_busbw_of_rows));
     }
@@ -570,12 +584,13 @@ fn analyze_log(args: &AnalyzeLogArgs) -> Result<String> {
     use railyard_nccl::log_report::{self, LogReport};
     let text = railyard_topology::file::read_text(&args.file, log::MAX_LOG_BYTES)?;
     let parsed = log::parse(&text);
-    let ranks = parsed.ranks.with_context(|| {
-        format!(
+    let ranks = parsed.ranks.with_context(|| match parsed.problems.first() {
+        Some((line, why)) => format!("{}: line {line}: {why}", args.file.display()),
+        None => format!(
             "{}: no `comm … rank r nRanks n` line among {} lines; is it an NCCL_DEBUG=INFO log?",
             args.file.display(),
             parsed.lines
-        )
+        ),
     })?;
     let (spec, derived) = match &args.topo {
         Some(t) => (t.clone(), false),

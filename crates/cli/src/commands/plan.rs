@@ -31,8 +31,8 @@ pub struct PlanArgs {
     /// busbw per algorithm, the fastest per size, and the crossover sizes
     #[arg(long, value_name = "FROM:TO")]
     pub sweep: Option<String>,
-    /// Factor between swept sizes
-    #[arg(long, default_value_t = 2)]
+    /// Factor between swept sizes: a whole number, at least 2
+    #[arg(long, default_value_t = 2, value_parser = parse_sweep_factor)]
     pub sweep_factor: u64,
     /// With --sweep: draw time vs size per algorithm to this SVG file
     #[arg(long)]
@@ -262,10 +262,25 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
         );
     }
     if let Some(fastest) = p.fastest() {
-        let slowest = p.algorithms.iter().max_by(|a, b| a.total_secs.total_cmp(&b.total_secs)).unwrap_or(fastest);
-        out.push_str(&format!("\nFastest: **{}** ({})", fastest.name, format_secs(fastest.total_secs)));
-        if slowest.name != fastest.name {
-            out.push_str(&format!(", {:.2}x faster than {}", slowest.total_secs / fastest.total_secs, slowest.name));
+        out.push_str(&format!("\nFastest: **{}** ({})", label(fastest), format_secs(fastest.total_secs)));
+        // Beside the runner-up: the choice a user weighs, not the worst one.
+        let runner_up = p
+            .algorithms
+            .iter()
+            .filter(|b| !std::ptr::eq(*b, fastest))
+            .min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
+        match runner_up {
+            _ if fastest.total_secs <= 0.0 => out.push_str(&format!(
+                ": nothing moves ({}), so every algorithm takes 0 s",
+                if p.ranks < 2 { "one rank" } else { "0 bytes" }
+            )),
+            Some(r) => out.push_str(&format!(
+                ", {:.2}x faster than the runner-up, {} ({})",
+                r.total_secs / fastest.total_secs,
+                label(r),
+                format_secs(r.total_secs)
+            )),
+            None => {}
         }
         out.push_str(".\nNICs idle counts NICs with nothing to send; `sent total` counts every rank's sends, in-network sends once per rank.\n");
     }
@@ -355,4 +370,12 @@ fn group_rounds(rounds: &[RoundCost], all: bool) -> Vec<Vec<&RoundCost>> {
         }
     }
     groups
+}
+
+/// `--sweep-factor`: sizes are whole bytes, so the factor is a whole number from 2.
+fn parse_sweep_factor(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(f) if f >= 2 => Ok(f),
+        _ => Err(format!("\"{text}\" is not a whole number of at least 2 (sizes are whole bytes: 2 doubles them)")),
+    }
 }

@@ -215,6 +215,10 @@ pub fn run(args: &SimArgs) -> Result<String> {
     }
     let strict = request.strict;
     let placement = resolved.placement;
+    // Said once, not once per algorithm.
+    if let Some(ready) = args.ready.as_ref().map(|t| t.0.len()).filter(|&n| n != placement.len()) {
+        bail!("--ready: {ready} times for {} ranks (give one per rank)", placement.len());
+    }
     let dependencies = if args.barriers { Dependencies::Barriers } else { Dependencies::RankOrder };
     let other = if args.barriers { Dependencies::RankOrder } else { Dependencies::Barriers };
     let mut runs = Vec::new();
@@ -675,6 +679,8 @@ fn run_fluid(args: &SimArgs, topology: &Topology) -> Result<String> {
         paths: paths_of(args),
         horizon_secs: args.horizon,
     };
+    // Said once for the run, not once per algorithm.
+    railyard_sim::fluid::check(&options)?;
     // The jobs: from the file, or one per algorithm asked.
     let planned;
     let mut skipped: Vec<String> = Vec::new();

@@ -320,7 +320,14 @@ fn import(a: &ImportArgs) -> Result<String> {
                 let names: Vec<&str> = r.order.iter().map(|&i| t.devices[t.default_ranks[i]].name.as_str()).collect();
                 out.push_str(&format!(
                     "\nBest ring ({}): {} → back; every edge sustains {} (bottleneck `{}`).\n",
-                    if r.exhaustive { "exhaustive search" } else { "heuristic" },
+                    match (r.exhaustive, r.stopped_early) {
+                        (true, _) => "exhaustive search".to_string(),
+                        (false, false) => "heuristic".to_string(),
+                        (false, true) => format!(
+                            "heuristic, stopped after {} orders scored, its limit: a good ring, maybe not the best",
+                            r.orders_evaluated
+                        ),
+                    },
                     names.join(" → "),
                     format_bytes_per_sec(r.ring_bytes_per_sec),
                     r.bottleneck

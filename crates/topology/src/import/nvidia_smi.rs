@@ -175,9 +175,9 @@ fn groups(n: usize, joined: impl Fn(usize, usize) -> bool) -> Vec<usize> {
 /// Build a topology from a matrix, `servers` copies of the machine.
 pub fn build(m: &Matrix, name: &str, servers: usize, d: &LinkDefaults) -> Result<Topology, TopologyError> {
     if servers == 0 || servers > 64 {
-        return Err(TopologyError::BadPresetParameter {
-            preset: name.into(),
-            message: "servers must be 1..=64".into(),
+        return Err(TopologyError::Invalid {
+            field: "servers".into(),
+            message: format!("{servers}: copies of the machine in {name} must be 1..=64"),
         });
     }
     let n = m.devices.len();

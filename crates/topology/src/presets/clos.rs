@@ -69,7 +69,10 @@ impl ClosParams {
         let ports = p.take_usize("k", 8)?;
         let tiers = p.take_usize("tiers", 2)?;
         let ratio = p.take_ratio("over", (1, 1))?;
-        let endpoints = p.take_usize("endpoints", 0)?;
+        let endpoints = p.take_usize("endpoints", usize::MAX)?;
+        if endpoints == 0 {
+            return Err(p.bad("endpoints=0: at least 1 (leave it out for every endpoint)"));
+        }
         let port = p.take_bytes_per_sec("port", 50e9)?;
         let alpha = p.take_secs("alpha", RailParams::default().round_startup_secs)?;
         if ports < 2 || ports % 2 != 0 {
@@ -85,7 +88,7 @@ impl ClosParams {
             ports,
             tiers: tiers as u8,
             leaf_down_up,
-            endpoints: (endpoints > 0).then_some(endpoints),
+            endpoints: (endpoints != usize::MAX).then_some(endpoints),
             port_bytes_per_sec: port,
             round_startup_secs: alpha,
         };
