@@ -122,7 +122,7 @@ fn readiness_skew_through_the_cli() {
     let t = out["runs"][0]["report"]["jobs"][0]["finish_secs"].as_f64().unwrap();
     assert!((t - 2.4e-3).abs() < 1e-9, "{t}");
     let r = railyard(&[&args[..], &["--ready", "0,1ms"]].concat());
-    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("2 ready times for 4 ranks"), "{}", r.stderr);
+    assert!(r.code != 0 && r.code != 101 && r.stderr.contains("--ready: 2 times for 4 ranks"), "{}", r.stderr);
 }
 
 /// A failed spine cable is routed around (the two cross-rail flows of the ring then
