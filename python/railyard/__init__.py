@@ -48,6 +48,7 @@ __all__ = [
     "ModelResult",
     "init",
     "launch",
+    "plan_training",
     "model",
     "models",
     "plan",
@@ -122,6 +123,39 @@ def _text(value: Any, field: str) -> str:
 
 # numpy dtypes by the runtime's names, for plan(dtype=np.float32).
 _DTYPE_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64", "uint8": "u8"}
+
+
+def plan_training(scenario: Union[str, dict], engine: str = "model") -> dict:
+    """Plan a training job (``railyard plan-training``): ``scenario`` is the scenario's
+    TOML text, or a dict with a ``job`` table (model, topo, global_batch, layout, ...).
+    Returns the report (memory, step time, the ranked layouts) as a dict."""
+    if isinstance(scenario, dict):
+        scenario = _toml(scenario)
+    return json.loads(_native.plan_training_json(_text(scenario, "scenario"), _text(engine, "engine")))
+
+
+def _toml(tables: dict) -> str:
+    """A dict of tables (``{"job": {...}}``) as TOML: strings, numbers, booleans and
+    inline tables, as plan-training's scenario reads them."""
+
+    def value(v, where):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x, where + '.' + k)}" for k, x in v.items()) + " }"
+        raise TypeError(f"{where}: {type(v).__name__} is not a scenario value")
+
+    lines = []
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise TypeError(f"{name}: expected a table (dict), got {type(table).__name__}")
+        lines.append(f"[{name}]")
+        lines.extend(f"{k} = {value(v, name + '.' + k)}" for k, v in table.items())
+    return "\n".join(lines) + "\n"
 
 
 def plan(

@@ -117,3 +117,22 @@ def test_wrong_types_raise_type_error():
     for bad in (dict(topo=None), dict(algo=None), dict(algo=b"ring"), dict(dtype=object()), dict(root=True)):
         with pytest.raises(TypeError):
             railyard.plan(**bad)
+
+
+def test_plan_training_equals_the_cli(railyard_bin, tmp_path):
+    job = {"job": {"model": "llama3-8b", "topo": "dgx-h100:nodes=2", "global_batch": 64, "layout": "search", "show": 3}}
+    scenario = tmp_path / "job.toml"
+    scenario.write_text(railyard._toml(job))
+    from_python = railyard.plan_training(job)
+    assert from_python == cli_json(railyard_bin, "plan-training", "--scenario", str(scenario))
+    best = from_python["job"]["ranked"][0]
+    assert best["memory"]["total_bytes"] <= best["memory"]["capacity_bytes"]
+    assert best["step"]["step_secs"] > 0
+
+
+def test_plan_training_refuses_what_does_not_fit():
+    job = {"job": {"model": "llama3-70b", "topo": "dgx-h100:nodes=1", "global_batch": 8, "layout": {"tp": 8, "pp": 1, "dp": 1}}}
+    with pytest.raises(ValueError, match="no layout fits"):
+        railyard.plan_training(job)
+    with pytest.raises(TypeError, match="job.layout"):
+        railyard.plan_training({"job": {"layout": [1, 2]}})

@@ -49,6 +49,8 @@ enum Command {
     /// railyard's expected busbw against published nccl-tests runs (corpus/validation.toml):
     /// the error per case and size, its median and worst, beside NCCL's own tuner's
     Validate(commands::validate::ValidateArgs),
+    /// Predicted training throughput against published runs (corpus/training.toml)
+    ValidateTraining(commands::validate_training::ValidateTrainingArgs),
     /// Schedules from elsewhere: MSCCL XML algorithms, checked and costed
     #[command(subcommand)]
     Schedule(commands::schedule::ScheduleCommand),
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::ExplainNccl(args) => commands::nccl::explain(&args),
         Command::Analyze(cmd) => commands::nccl::analyze(&cmd),
         Command::Validate(args) => commands::validate::run(&args),
+        Command::ValidateTraining(args) => commands::validate_training::run(&args),
         Command::Schedule(cmd) => commands::schedule::run(&cmd),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),

@@ -348,3 +348,50 @@ fn the_printed_scenario_is_the_one_that_runs() {
     let path = scenario_file("printed.toml", &railyard(&["plan-training", "--print-scenario"]).stdout);
     assert_eq!(json(&["plan-training", "--format", "json", "--scenario", path.to_str().unwrap()]), bundled());
 }
+
+/// A user's job: a 70B model on 1,024 H100s, every layout weighed; the fastest fits
+/// in memory and beats the runner-up; a layout that cannot fit is refused with its
+/// memory breakdown.
+#[test]
+fn a_users_job_is_planned_and_a_layout_that_does_not_fit_is_refused() {
+    let dir = std::env::temp_dir().join(format!("railyard-job-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let search = dir.join("search.toml");
+    std::fs::write(
+        &search,
+        "[job]\nmodel = \"llama3-70b\"\ntopo = \"dgx-h100:nodes=128\"\nglobal_batch = 512\nlayout = \"search\"\nshow = 3\n",
+    )
+    .unwrap();
+    let v = json(&["plan-training", "--scenario", search.to_str().unwrap(), "--format", "json"]);
+    let job = &v["job"];
+    assert_eq!(job["gpus"], 1024);
+    let ranked = job["ranked"].as_array().unwrap();
+    assert_eq!(ranked.len(), 3);
+    let secs: Vec<f64> = ranked.iter().map(|r| r["step"]["step_secs"].as_f64().unwrap()).collect();
+    assert!(secs.windows(2).all(|w| w[0] <= w[1]), "{secs:?}");
+    for r in ranked {
+        assert!(r["memory"]["total_bytes"].as_f64().unwrap() <= r["memory"]["capacity_bytes"].as_f64().unwrap());
+    }
+    assert!(job["layouts_refused_for_memory"].as_u64().unwrap() > 0);
+    // 70B of weights, gradients and optimizer state on one unsharded GPU: refused, said why.
+    let fixed = dir.join("fixed.toml");
+    std::fs::write(
+        &fixed,
+        "[job]\nmodel = \"llama3-70b\"\ntopo = \"dgx-h100:nodes=1\"\nglobal_batch = 8\nzero = 0\nlayout = { tp = 8, pp = 1, dp = 1, micro_batch = 1 }\n",
+    )
+    .unwrap();
+    let out = railyard(&["plan-training", "--scenario", fixed.to_str().unwrap()]);
+    assert!(out.code != 0 && out.code != 101, "{}", out.stderr);
+    for word in ["no layout fits", "of weights", "of gradients", "of optimizer state", "of activations"] {
+        assert!(out.stderr.contains(word), "{word}: {}", out.stderr);
+    }
+    // A layout whose degrees do not multiply to the GPUs says so.
+    std::fs::write(
+        &fixed,
+        "[job]\nmodel = \"llama3-8b\"\ntopo = \"dgx-h100:nodes=2\"\nglobal_batch = 8\nlayout = { tp = 8, pp = 1, dp = 1 }\n",
+    )
+    .unwrap();
+    let out = railyard(&["plan-training", "--scenario", fixed.to_str().unwrap()]);
+    assert!(out.stderr.contains("8 GPUs, but the job has 16"), "{}", out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -55,3 +55,28 @@ fn a_healthy_run_reads_as_expected_and_a_slow_one_slow() {
     let last = slow.last().unwrap();
     assert_eq!(last, "slow", "{slow:?}");
 }
+
+/// docs/validation.md's training block is `railyard validate-training`'s output on
+/// corpus/training.toml, and its median error stays within the 10%.
+#[test]
+fn the_training_validation_is_the_tools_output() {
+    const BEGIN: &str = "<!-- validate-training:begin";
+    const END: &str = "<!-- validate-training:end -->";
+    let cases = repo("corpus/training.toml");
+    let out = railyard(&["validate-training", "--cases", &cases]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let path = repo("docs/validation.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let begin = doc.find(BEGIN).expect("the document has the validate-training block");
+    let body_start = begin + doc[begin..].find('\n').unwrap() + 1;
+    let end = doc.find(END).expect("the document closes the validate-training block");
+    if std::env::var_os("RAILYARD_BLESS").is_some() {
+        std::fs::write(&path, format!("{}{}{}", &doc[..body_start], out.stdout, &doc[end..])).unwrap();
+        return;
+    }
+    assert_eq!(&doc[body_start..end], out.stdout, "docs/validation.md is stale: run with RAILYARD_BLESS=1");
+    let json = railyard(&["validate-training", "--cases", &cases, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let median = v["summary"]["median_abs_error"].as_f64().unwrap();
+    assert!(median <= 0.10, "median |error| {median}");
+}

@@ -18,6 +18,7 @@ pub mod closed_form;
 pub mod error;
 pub mod expected;
 pub mod in_network;
+pub mod nccl_family;
 pub mod per_round;
 pub mod plan;
 pub mod request;

@@ -15,7 +15,7 @@
 use serde::Serialize;
 
 use railyard_model::{plan_on, Breakdown, CollectiveRequest, ModelError};
-use railyard_schedule::{Algorithm, Collective};
+use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, Topology};
 
 use crate::error::NcclError;
@@ -112,19 +112,7 @@ pub fn railyard_of(algos: &[Algo]) -> Vec<Algorithm> {
     out
 }
 
-/// NCCL's algorithms for `collective` as railyard schedules: what a run that does not
-/// force one (`NCCL_ALGO`) chooses among. All-gather and reduce-scatter by NVLS or PAT,
-/// and all-reduce by NCCL's single tree, have no schedule of their own here: the
-/// rail-aligned rings and the double tree stand for them.
-pub fn nccl_algorithms(collective: Collective) -> Vec<Algorithm> {
-    use Algorithm::*;
-    match collective {
-        Collective::AllReduce => vec![RailRing, DoubleTree, Hierarchical, Nvls, InNetwork],
-        Collective::AllGather | Collective::ReduceScatter => vec![RailRing],
-        Collective::Broadcast | Collective::Reduce => vec![Chain],
-        _ => vec![Direct],
-    }
-}
+pub use railyard_model::nccl_family::nccl_algorithms;
 
 pub fn analyze(
     output: &TestsOutput,

@@ -13,6 +13,7 @@
 pub mod bucketing;
 pub mod comm;
 pub mod error;
+pub mod job;
 pub mod latency;
 pub mod memory;
 pub mod moe;
@@ -50,6 +51,7 @@ pub struct Scenario {
     pub supernode: Option<supernode::SupernodeInput>,
     pub moe: Option<moe::MoeInput>,
     pub bucketing: Option<bucketing::BucketingInput>,
+    pub job: Option<job::JobInput>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,6 +78,8 @@ pub struct Report {
     pub moe: Option<moe::MoeReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bucketing: Option<bucketing::BucketingReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<job::JobReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub solved: Option<solve::Solved>,
 }
@@ -111,10 +115,11 @@ impl Scenario {
             scenario.supernode.is_some(),
             scenario.moe.is_some(),
             scenario.bucketing.is_some(),
+            scenario.job.is_some(),
         ];
         if !sections.contains(&true) {
             return Err(PlannerError::Scenario(
-                "no section to plan: give at least one of [memory], [scaling], [step], [readiness], [latency], [tail], \
+                "no section to plan: give at least one of [job], [memory], [scaling], [step], [readiness], [latency], [tail], \
                  [migration], [supernode], [moe], [bucketing]"
                     .into(),
             ));
@@ -151,6 +156,12 @@ impl Scenario {
         if let Some(s) = &mut self.bucketing {
             fix(&mut s.comm);
         }
+        if let Some(j) = &mut self.job {
+            let p = std::path::Path::new(&j.topo);
+            if p.is_relative() && dir.join(p).is_file() {
+                j.topo = dir.join(p).to_string_lossy().into_owned();
+            }
+        }
     }
 
     /// Evaluate every section (and with `solve`, answer the crossover and optimum questions).
@@ -169,6 +180,10 @@ impl Scenario {
             supernode: self.supernode.as_ref().map(supernode::evaluate).transpose()?,
             moe: self.moe.as_ref().map(|s| moe::evaluate(s, &coster)).transpose()?,
             bucketing: self.bucketing.as_ref().map(|s| bucketing::evaluate(s, &coster)).transpose()?,
+            job: match &self.job {
+                Some(j) => Some(job::evaluate(j, &*coster.load(&j.topo, "job")?)?),
+                None => None,
+            },
             solved: None,
         };
         if solve {

@@ -31,6 +31,9 @@ impl Report {
                 crate::Engine::Sim => "flow-level simulator",
             }
         );
+        if let Some(x) = &self.job {
+            s += &x.markdown();
+        }
         if let Some(x) = &self.memory {
             s += &memory(x);
         }

@@ -121,6 +121,21 @@ fn launch(
 }
 
 /// A topology (preset spec or file) in the topology file format (JSON).
+/// `railyard plan-training` on a scenario's text (TOML: a `[job]` and any of the
+/// chapter's sections); `engine` "model" or "sim". Its report as JSON.
+#[pyfunction]
+#[pyo3(signature = (scenario, engine="model"))]
+fn plan_training_json(py: Python<'_>, scenario: &str, engine: &str) -> PyResult<String> {
+    let engine = match engine {
+        "model" => railyard_planner::Engine::Model,
+        "sim" => railyard_planner::Engine::Sim,
+        other => return Err(value_error("engine", format!("\"{other}\": expected model or sim"))),
+    };
+    let parsed = railyard_planner::Scenario::parse(scenario).map_err(|e| value_error("scenario", e))?;
+    let report = py.allow_threads(|| parsed.run(engine, false)).map_err(|e| value_error("scenario", e))?;
+    serde_json::to_string(&report).map_err(|e| value_error("scenario", e))
+}
+
 #[pyfunction]
 fn topology_json(spec: &str) -> PyResult<String> {
     let topology = railyard_topology::load(spec).map_err(|e| value_error("topo", e))?;
@@ -366,6 +381,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_json, m)?)?;
     m.add_function(wrap_pyfunction!(models, m)?)?;
     m.add_function(wrap_pyfunction!(topology_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_training_json, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes_per_sec, m)?)?;
     m.add_function(wrap_pyfunction!(parse_secs, m)?)?;

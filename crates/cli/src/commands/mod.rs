@@ -10,3 +10,4 @@ pub mod sim;
 pub mod topo;
 pub mod triage;
 pub mod validate;
+pub mod validate_training;

@@ -69,12 +69,31 @@ pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<D
         .map(|i| devices[i])
         .collect();
     samples.dedup();
-    let sampled: Vec<Vec<usize>> = samples.iter().map(|&d| topology.hops_from(d)).collect();
+    // Searched within 2, 4, 8, … hops: every switch whose largest hop count is within
+    // the limit is found within it, so the first limit that finds one gives the answer
+    // of the unlimited search, and participants of one server (NVLS on its NVSwitch)
+    // never search the whole fabric.
+    let mut limit = 2;
+    loop {
+        if let Some(s) = nearest_within(topology, devices, &samples, limit) {
+            return Ok(s);
+        }
+        if limit >= topology.devices.len() {
+            return Err(none());
+        }
+        limit = limit.saturating_mul(2);
+    }
+}
+
+/// The reduction-capable switch with the smallest largest hop count (ties to the first
+/// declared) among those within `limit` hops of every participant.
+fn nearest_within(topology: &Topology, devices: &[DeviceId], samples: &[DeviceId], limit: usize) -> Option<DeviceId> {
+    let sampled: Vec<Vec<usize>> = samples.iter().map(|&d| topology.hops_within(d, false, limit)).collect();
     let mut candidates: Vec<(usize, DeviceId)> = (0..topology.devices.len())
         .filter(|&s| reduces(topology, s))
         .filter_map(|s| {
             let bound = sampled.iter().map(|d| d[s]).max().unwrap_or(0);
-            (bound != usize::MAX).then_some((bound, s))
+            (bound <= limit).then_some((bound, s))
         })
         .collect();
     candidates.sort_unstable();
@@ -83,13 +102,13 @@ pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<D
         if best.is_some_and(|b| (bound, s) > b) {
             break;
         }
-        let to_s = topology.hops_to(s);
+        let to_s = topology.hops_within(s, true, limit);
         let worst = devices.iter().map(|&d| to_s[d]).max().unwrap_or(0);
-        if worst != usize::MAX && best.is_none_or(|b| (worst, s) < b) {
+        if worst <= limit && best.is_none_or(|b| (worst, s) < b) {
             best = Some((worst, s));
         }
     }
-    best.map(|(_, s)| s).ok_or_else(none)
+    best.map(|(_, s)| s)
 }
 
 #[cfg(test)]

@@ -55,10 +55,20 @@ impl Topology {
     }
 
     fn hops(&self, end: DeviceId, backward: bool) -> Vec<usize> {
+        self.hops_within(end, backward, usize::MAX)
+    }
+
+    /// Hop counts from (`backward`: to) `end`, searched no further than `limit` hops:
+    /// farther devices read `usize::MAX`. A search near a few devices of a large fabric
+    /// then touches only their neighbourhood.
+    pub(crate) fn hops_within(&self, end: DeviceId, backward: bool, limit: usize) -> Vec<usize> {
         let mut dist = vec![usize::MAX; self.devices.len()];
         dist[end] = 0;
         let mut queue = std::collections::VecDeque::from([end]);
         while let Some(u) = queue.pop_front() {
+            if dist[u] >= limit {
+                continue;
+            }
             // Every device of a path but its first forwards: searching backwards, a
             // device that does not is a first device, and the search stops there.
             if u != end && !self.devices[u].kind.forwards() {

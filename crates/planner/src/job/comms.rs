@@ -1,0 +1,123 @@
+//! The collectives of a training step, each a railyard schedule on the job's topology:
+//! one group of each layout dimension placed by the rank order (`Layout::group`),
+//! costed by the per-round model at the rates NCCL-class software reaches
+//! (`Breakdown::expected_secs`) with the fastest of NCCL's algorithms, so a layout is
+//! weighed by what its communication costs on these links, not by a closed form.
+//! Costings are cached by group, collective and size: a layout search asks for the
+//! same few many times.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use railyard_model::nccl_family::nccl_algorithms;
+use railyard_model::{plan_on, ChunkPolicy, CollectiveRequest};
+use railyard_schedule::{Algorithm, Collective};
+use railyard_topology::{Placement, Topology};
+
+use crate::error::PlannerError;
+
+/// The most distinct costings one job may ask for (each is a schedule costed on the
+/// topology; a search of thousands of layouts needs a few hundred).
+pub const MAX_COSTINGS: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    ranks: Vec<u64>,
+    collective: Collective,
+    bytes: u64,
+}
+
+/// One costed collective.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Costed {
+    pub secs: f64,
+    /// The algorithm that was fastest.
+    pub algorithm: String,
+}
+
+pub struct Comms<'a> {
+    topology: &'a Topology,
+    known: RefCell<HashMap<Key, Costed>>,
+}
+
+impl<'a> Comms<'a> {
+    pub fn new(topology: &'a Topology) -> Self {
+        Comms { topology, known: RefCell::new(HashMap::new()) }
+    }
+
+    /// How many distinct collectives were costed.
+    pub fn costings(&self) -> usize {
+        self.known.borrow().len()
+    }
+
+    /// The time of `collective` of `bytes` (the large buffer, as nccl-tests counts it)
+    /// among `ranks` (job ranks, placed on the topology's GPUs in order). One rank, or
+    /// nothing to move, costs nothing.
+    pub fn time(&self, ranks: &[u64], collective: Collective, bytes: f64) -> Result<Costed, PlannerError> {
+        if ranks.len() < 2 || bytes < 1.0 {
+            return Ok(Costed { secs: 0.0, algorithm: "none".into() });
+        }
+        // Whole 2-byte elements: the planner's sizes are derived, not given.
+        let bytes = ((bytes / 2.0).round().max(1.0) as u64) * 2;
+        let key = Key { ranks: ranks.to_vec(), collective, bytes };
+        if let Some(c) = self.known.borrow().get(&key) {
+            return Ok(c.clone());
+        }
+        if self.known.borrow().len() >= MAX_COSTINGS {
+            return Err(PlannerError::bad(
+                "job",
+                format!(
+                    "the search needs more than {MAX_COSTINGS} distinct collectives costed; fix some of the layout"
+                ),
+            ));
+        }
+        let costed = self.cost(ranks, collective, bytes)?;
+        self.known.borrow_mut().insert(key, costed.clone());
+        Ok(costed)
+    }
+
+    fn cost(&self, ranks: &[u64], collective: Collective, bytes: u64) -> Result<Costed, PlannerError> {
+        let t = self.topology;
+        let mut devices = Vec::with_capacity(ranks.len());
+        for &r in ranks {
+            let Some(&d) = t.default_ranks.get(r as usize) else {
+                return Err(PlannerError::bad(
+                    "job.topo",
+                    format!("rank {r} of the layout is beyond the topology's {} GPUs", t.default_ranks.len()),
+                ));
+            };
+            devices.push(d);
+        }
+        let placement = Placement { devices };
+        // Point to point (a pipeline stage's activations) is a two-rank broadcast.
+        let (collective, mut algorithms) = match collective {
+            Collective::SendRecv => (Collective::Broadcast, vec![Algorithm::Direct]),
+            c => (c, nccl_algorithms(c)),
+        };
+        // Plain rings stand in where the rail-aligned ones do not fit the group.
+        if algorithms.contains(&Algorithm::RailRing) {
+            algorithms.push(Algorithm::Ring);
+        }
+        // With one GPU per server there is nothing for NVLS or a hierarchy to do inside
+        // a server (NCCL does not run NVLS with one rank per node): they would only
+        // repeat the flat algorithms, at the price of a reduction-switch search per
+        // server.
+        let per_server = placement.ranks_by_server(t).iter().map(Vec::len).max().unwrap_or(0);
+        if per_server <= 1 {
+            algorithms.retain(|a| !matches!(a, Algorithm::Nvls | Algorithm::Hierarchical));
+        }
+        let request = CollectiveRequest {
+            strict: false,
+            chunks: ChunkPolicy::SearchAll,
+            ..CollectiveRequest::new(collective, bytes, 2, algorithms)
+        };
+        let plan = plan_on(t, &placement, &request)
+            .map_err(|cause| PlannerError::Model { field: "job".into(), cause: Box::new(cause) })?;
+        let best = plan
+            .algorithms
+            .iter()
+            .min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs))
+            .ok_or_else(|| PlannerError::bad("job", format!("no algorithm runs a {collective:?} here")))?;
+        Ok(Costed { secs: best.expected_secs, algorithm: best.name.clone() })
+    }
+}

@@ -1,0 +1,320 @@
+//! One training step of a job under a layout: compute from FLOPs at the GPU's
+//! sustained share of peak, each communication a schedule costed on the topology
+//! (`comms.rs`), and what of it the step hides.
+//!
+//! - Pipeline (Narayanan et al. 2021, arXiv 2104.04473 §2.2): m micro-batches through
+//!   p stages in 1F1B order take (m + (p−1)/v)·t, t one micro-batch's forward and
+//!   backward on the busiest stage (the last, which also computes the logits), v
+//!   virtual stages per GPU.
+//! - Tensor parallelism (Megatron-LM with sequence parallelism, Korthikanti et al.
+//!   2022): per layer and micro-batch two all-reduce-sized exchanges of s·b·h forward,
+//!   two backward (two more when the forward is recomputed); exposed unless the job
+//!   says what share is overlapped.
+//! - Context parallelism (ring attention, Liu et al. 2023): each layer gathers the
+//!   other ranks' keys and values forward and reduce-scatters their gradients backward,
+//!   hidden behind the attention core as far as it lasts.
+//! - Experts: dispatch and combine all-to-all per MoE layer, forward and backward.
+//! - Point to point between stages: one activation forward and one gradient backward
+//!   per micro-batch on the critical path.
+//! - Data parallelism: gradients reduce-scattered (ZeRO ≥ 1) or all-reduced, hidden
+//!   behind the last micro-batch's backward (Megatron-LM's overlapped gradient
+//!   reduction); ZeRO's weight all-gather behind the first forward; ZeRO-3 gathers and
+//!   reduces weights every micro-batch, hidden behind that micro-batch's compute.
+//! - The optimizer reads and writes its state once, at the GPU's memory bandwidth.
+
+use railyard_schedule::Collective;
+use serde::Serialize;
+
+use super::comms::Comms;
+use super::layout::{Dim, Layout};
+use super::memory::params_per_gpu;
+use super::shape::ModelShape;
+use super::{Job, Precision, Recompute};
+use crate::error::PlannerError;
+
+/// One kind of communication in a step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommLine {
+    pub name: String,
+    pub collective: String,
+    pub ranks: usize,
+    pub bytes: f64,
+    /// One call's time, and the algorithm that gave it.
+    pub secs: f64,
+    pub algorithm: String,
+    /// Calls per step on the critical path.
+    pub calls: f64,
+    /// What of their time the step waits for.
+    pub exposed_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub micro_batches: u64,
+    /// One micro-batch on the busiest stage.
+    pub forward_secs: f64,
+    pub backward_secs: f64,
+    pub recompute_secs: f64,
+    /// Compute of all micro-batches on the busiest stage.
+    pub compute_secs: f64,
+    /// The pipeline's fill and drain.
+    pub bubble_secs: f64,
+    pub comms: Vec<CommLine>,
+    pub exposed_comm_secs: f64,
+    pub optimizer_secs: f64,
+    pub step_secs: f64,
+    pub tokens_per_sec: f64,
+    /// Model FLOPs (no recomputation) per second per GPU, and their share of peak.
+    pub model_tflops_per_gpu: f64,
+    pub mfu: f64,
+    /// Executed FLOPs (recomputation included), as Megatron-LM reports them.
+    pub hardware_tflops_per_gpu: f64,
+}
+
+struct Compute {
+    /// Forward of one micro-batch on the busiest stage, its attention core, and the
+    /// recomputed part.
+    forward: f64,
+    core: f64,
+    recompute: f64,
+}
+
+fn compute(shape: &ModelShape, l: &Layout, job: &Job) -> Compute {
+    let tokens = (l.micro_batch * shape.seq_len) as f64;
+    let split = (l.tp * l.cp) as f64;
+    let seq = shape.seq_len as f64;
+    let (dm, dc) = shape.layer_flops(false, seq);
+    let (mm, mc) = shape.layer_flops(true, seq);
+    let share = l.stage_share(shape.layers);
+    let dense_layers = (shape.layers - shape.moe_layers()) as f64 * share;
+    let moe_layers = shape.moe_layers() as f64 * share;
+    let matrix_peak = match job.precision {
+        Precision::Bf16 => job.gpu.bf16_flops_per_sec,
+        Precision::Fp8 => job.gpu.fp8_flops_per_sec,
+    } * job.compute_efficiency;
+    let core_peak = job.gpu.bf16_flops_per_sec * job.compute_efficiency;
+    // A fused causal attention kernel skips the masked half of the scores; an unfused
+    // one (no recomputation of the core) computes them all.
+    let causal = if job.recompute == Recompute::None { 1.0 } else { 0.5 };
+    let logits = 2.0 * shape.hidden as f64 * shape.vocab as f64;
+    let matrices = tokens * (dense_layers * dm + moe_layers * mm + logits) / split / matrix_peak;
+    let core = tokens * (dense_layers * dc + moe_layers * mc) * causal / split / core_peak;
+    let recompute = match job.recompute {
+        Recompute::None => 0.0,
+        Recompute::Selective => core,
+        Recompute::Full => matrices - tokens * logits / split / matrix_peak + core,
+    };
+    Compute { forward: matrices + core, core, recompute }
+}
+
+pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_batch: u64) -> Result<Step, PlannerError> {
+    let c = compute(shape, l, job);
+    let m = l.micro_batches(global_batch) as f64;
+    let (forward, backward) = (c.forward, 2.0 * c.forward);
+    let act_bytes = 2.0; // BF16 activations on the wire
+    let s = shape.seq_len as f64 / l.cp as f64;
+    let b = l.micro_batch as f64;
+    let h = shape.hidden as f64;
+    let layers = shape.layers as f64 * l.stage_share(shape.layers);
+    let moe_layers = shape.moe_layers() as f64 * l.stage_share(shape.layers);
+    let mut lines = Vec::new();
+    // Cost `calls` calls among `ranks`, `hide` seconds of them behind compute, `share`
+    // of the rest exposed: (exposed, total) seconds.
+    let mut line = |name: &str, ranks: Vec<u64>, coll: Collective, bytes: f64, calls: f64, hide: f64, share: f64| {
+        let t = comms.time(&ranks, coll, bytes)?;
+        let exposed = (t.secs * calls - hide).max(0.0) * share;
+        lines.push(CommLine {
+            name: name.into(),
+            collective: coll.as_str().into(),
+            ranks: ranks.len(),
+            bytes,
+            secs: t.secs,
+            algorithm: t.algorithm,
+            calls,
+            exposed_secs: exposed,
+        });
+        Ok::<(f64, f64), PlannerError>((exposed, t.secs * calls))
+    };
+    // Per micro-batch on the critical path.
+    let mut per_micro_batch = 0.0;
+    if l.tp > 1 {
+        let passes = if job.recompute == Recompute::Full { 6.0 } else { 4.0 };
+        let calls = passes * layers * m;
+        let bytes = s * b * h * act_bytes;
+        per_micro_batch += line(
+            "TP exchange per layer",
+            l.group(Dim::Tp),
+            Collective::AllReduce,
+            bytes,
+            calls,
+            0.0,
+            1.0 - job.tp_overlap,
+        )?
+        .0 / m;
+    }
+    if l.cp > 1 {
+        // Keys and values of the whole sequence gathered; their gradients scattered back.
+        let kv = 2.0 * shape.seq_len as f64 * b * shape.kv_dim() * act_bytes / l.tp as f64;
+        let gathers = if job.recompute == Recompute::Full { 3.0 } else { 2.0 };
+        let hide = c.core * 3.0 * m;
+        per_micro_batch += line(
+            "CP key/value exchange per layer",
+            l.group(Dim::Cp),
+            Collective::AllGather,
+            kv,
+            gathers * layers * m,
+            hide,
+            1.0,
+        )?
+        .0 / m;
+    }
+    if l.ep > 1 && shape.is_moe() {
+        // Each GPU sends its tokens' copies (one per chosen expert) and gets them back.
+        let tokens = s * b * shape.top_k as f64 * h * act_bytes / l.tp as f64;
+        let passes = if job.recompute == Recompute::Full { 6.0 } else { 4.0 };
+        per_micro_batch += line(
+            "EP dispatch/combine per MoE layer",
+            l.group(Dim::Ep),
+            Collective::AllToAll,
+            tokens,
+            passes * moe_layers * m,
+            0.0,
+            1.0,
+        )?
+        .0 / m;
+    }
+    if l.pp > 1 {
+        let activation = s * b * h * act_bytes / l.tp as f64;
+        let pair = l.group(Dim::Pp)[..2].to_vec();
+        let calls = 2.0 * (m + (l.pp - 1) as f64 / l.vpp as f64);
+        let (_, total) =
+            line("PP activation/gradient per micro-batch", pair, Collective::SendRecv, activation, calls, 0.0, 1.0)?;
+        let one = total / calls;
+        per_micro_batch += 2.0 * one;
+    }
+    let slot = forward + backward + c.recompute + per_micro_batch;
+    let pipeline = (m + (l.pp - 1) as f64 / l.vpp as f64) * slot;
+    let bubble_secs = pipeline - m * slot;
+    // Data parallelism over the dense and the expert weights' replicas.
+    let (dense, experts) = params_per_gpu(shape, l);
+    let mut dp_exposed = 0.0;
+    for (what, params, dim) in [("dense", dense, Dim::DenseDp), ("expert", experts, Dim::ExpertDp)] {
+        if params <= 0.0 || l.group(dim).len() < 2 {
+            continue;
+        }
+        let grads = params * job.grad_reduce_bytes;
+        let weights = params * job.weight_bytes;
+        match job.zero {
+            0 => {
+                let hide = if job.overlap_grad_reduce { backward } else { 0.0 };
+                dp_exposed += line(
+                    &format!("DP {what} gradient all-reduce"),
+                    l.group(dim),
+                    Collective::AllReduce,
+                    grads,
+                    1.0,
+                    hide,
+                    1.0,
+                )?
+                .0;
+            }
+            1 | 2 => {
+                let hide = if job.overlap_grad_reduce { backward } else { 0.0 };
+                dp_exposed += line(
+                    &format!("DP {what} gradient reduce-scatter"),
+                    l.group(dim),
+                    Collective::ReduceScatter,
+                    grads,
+                    1.0,
+                    hide,
+                    1.0,
+                )?
+                .0;
+                let hide = if job.overlap_param_gather { forward } else { 0.0 };
+                dp_exposed += line(
+                    &format!("DP {what} weight all-gather"),
+                    l.group(dim),
+                    Collective::AllGather,
+                    weights,
+                    1.0,
+                    hide,
+                    1.0,
+                )?
+                .0;
+            }
+            _ => {
+                // ZeRO-3: every micro-batch gathers the weights (forward, backward) and
+                // reduce-scatters the gradients, behind its compute.
+                let hide = m * slot;
+                let (gathers, gather_secs) = line(
+                    &format!("ZeRO-3 {what} weight all-gather"),
+                    l.group(dim),
+                    Collective::AllGather,
+                    weights,
+                    2.0 * m,
+                    hide,
+                    1.0,
+                )?;
+                let left = (hide - gather_secs).max(0.0);
+                let (scatter, _) = line(
+                    &format!("ZeRO-3 {what} gradient reduce-scatter"),
+                    l.group(dim),
+                    Collective::ReduceScatter,
+                    grads,
+                    m,
+                    left,
+                    1.0,
+                )?;
+                dp_exposed += gathers + scatter;
+            }
+        }
+    }
+    // Adam reads and writes weights, gradients and its state once (of this GPU's shard).
+    let dp = (l.dp * l.cp) as f64;
+    let shard = if job.zero >= 1 { dp } else { 1.0 };
+    let state = (dense + experts) * (job.weight_bytes + job.grad_bytes + job.optimizer_bytes) / shard;
+    let optimizer_secs = 2.0 * state / job.gpu.memory_bytes_per_sec;
+    let step_secs = pipeline + dp_exposed + optimizer_secs;
+    let tokens = (global_batch * shape.seq_len) as f64;
+    let gpus = l.gpus() as f64;
+    let model_flops = shape.model_flops_per_token() * tokens;
+    let tokens_per_sec = tokens / step_secs;
+    let model_tflops_per_gpu = model_flops / step_secs / gpus / 1e12;
+    let peak = match job.precision {
+        Precision::Bf16 => job.gpu.bf16_flops_per_sec,
+        Precision::Fp8 => job.gpu.fp8_flops_per_sec,
+    };
+    let recompute_flops = match job.recompute {
+        Recompute::None => 0.0,
+        // Megatron-LM's counts: the attention core again (Korthikanti's s/6h → s/3h),
+        // or the whole forward but the logits.
+        Recompute::Selective => shape.forward_flops_per_token() - forward_matrices_per_token(shape),
+        Recompute::Full => shape.forward_flops_per_token() - 2.0 * shape.hidden as f64 * shape.vocab as f64,
+    } * tokens;
+    let exposed_comm_secs = lines.iter().map(|x| x.exposed_secs).sum::<f64>();
+    Ok(Step {
+        micro_batches: m as u64,
+        forward_secs: forward,
+        backward_secs: backward,
+        recompute_secs: c.recompute,
+        compute_secs: m * (forward + backward + c.recompute),
+        bubble_secs,
+        comms: lines,
+        exposed_comm_secs,
+        optimizer_secs,
+        step_secs,
+        tokens_per_sec,
+        model_tflops_per_gpu,
+        mfu: model_tflops_per_gpu * 1e12 / peak,
+        hardware_tflops_per_gpu: (model_flops + recompute_flops) / step_secs / gpus / 1e12,
+    })
+}
+
+/// Forward FLOPs of one token through the matrices alone (no attention core).
+fn forward_matrices_per_token(shape: &ModelShape) -> f64 {
+    let seq = shape.seq_len as f64;
+    let dense = (shape.layers - shape.moe_layers()) as f64;
+    let (dm, _) = shape.layer_flops(false, seq);
+    let (mm, _) = shape.layer_flops(true, seq);
+    dense * dm + shape.moe_layers() as f64 * mm + 2.0 * shape.hidden as f64 * shape.vocab as f64
+}
