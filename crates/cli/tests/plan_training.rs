@@ -393,5 +393,19 @@ fn a_users_job_is_planned_and_a_layout_that_does_not_fit_is_refused() {
     .unwrap();
     let out = railyard(&["plan-training", "--scenario", fixed.to_str().unwrap()]);
     assert!(out.stderr.contains("8 GPUs, but the job has 16"), "{}", out.stderr);
+    // Degrees whose product passes u64, an unknown layout key, an unknown model: each
+    // refused by name, no panic.
+    for (layout, says) in [
+        ("{ tp = 131072, cp = 131072, pp = 131072, dp = 131072 }", "= 295147905179352825856 GPUs, but the job has 16"),
+        ("{ tp = 8, pp = 1, dp = 2, foo = 3 }", "foo"),
+    ] {
+        std::fs::write(
+            &fixed,
+            format!("[job]\nmodel = \"llama3-8b\"\ntopo = \"dgx-h100:nodes=2\"\nglobal_batch = 8\nlayout = {layout}\n"),
+        )
+        .unwrap();
+        let out = railyard(&["plan-training", "--scenario", fixed.to_str().unwrap()]);
+        assert!(out.code == 2 && out.stderr.contains(says), "{layout}: {}", out.stderr);
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

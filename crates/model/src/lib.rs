@@ -29,7 +29,7 @@ pub mod sweep;
 
 pub use error::{ModelError, MscclProblem};
 pub use per_round::{cost, cost_with, Breakdown, HostCost, ResourceLoad, RoundCost, StageCost};
-pub use plan::{plan, plan_on, Plan};
+pub use plan::{plan, plan_on, plan_with_routes, Plan};
 pub use request::{
     gen_options, resolve, resolve_on, AlgorithmRef, AlgorithmSpec, ChunkPolicy, CollectiveRequest, Resolved, Variant,
 };

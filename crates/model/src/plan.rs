@@ -3,12 +3,12 @@
 //! the runtime's tuner, the training planner and the NCCL readers all call.
 
 use railyard_schedule::Collective;
-use railyard_topology::{Achievable, Placement, Topology};
+use railyard_topology::{Achievable, Placement, RouteTable, Topology};
 use serde::Serialize;
 
 use crate::error::ModelError;
 use crate::per_round::Breakdown;
-use crate::request::{resolve_with, CollectiveRequest, Costs, Resolved, Skipped};
+use crate::request::{resolve_with_routes, CollectiveRequest, Costs, Resolved, Skipped};
 use crate::selection::{choose, fastest, Choice};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,7 +49,18 @@ pub fn plan(topology: &Topology, request: &CollectiveRequest) -> Result<Plan, Mo
 
 /// [`plan`] on a placement already made.
 pub fn plan_on(topology: &Topology, placement: &Placement, request: &CollectiveRequest) -> Result<Plan, ModelError> {
-    let Resolved { placement, variants, skipped, .. } = resolve_with(topology, placement, request, Costs::Every)?;
+    plan_with_routes(&mut RouteTable::new(topology), placement, request)
+}
+
+/// [`plan_on`] with a route table the caller keeps across many requests on one
+/// topology (the training planner costs hundreds of groups on one large fabric).
+pub fn plan_with_routes(
+    routes: &mut RouteTable,
+    placement: &Placement,
+    request: &CollectiveRequest,
+) -> Result<Plan, ModelError> {
+    let topology = routes.topology();
+    let Resolved { placement, variants, skipped, .. } = resolve_with_routes(routes, placement, request, Costs::Every)?;
     let mut algorithms = Vec::with_capacity(variants.len());
     for v in variants {
         let Some(mut b) = v.breakdown else { continue };

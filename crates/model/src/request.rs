@@ -271,6 +271,19 @@ pub(crate) fn resolve_with(
     request: &CollectiveRequest,
     costs: Costs,
 ) -> Result<Resolved, ModelError> {
+    // One route table for every algorithm and chunk count: they use the same pairs.
+    resolve_with_routes(&mut RouteTable::new(topology), placement, request, costs)
+}
+
+/// [`resolve_with`] on a route table the caller keeps (many requests on one large
+/// topology: the table's index is built once).
+pub(crate) fn resolve_with_routes(
+    routes: &mut RouteTable,
+    placement: &Placement,
+    request: &CollectiveRequest,
+    costs: Costs,
+) -> Result<Resolved, ModelError> {
+    let topology = routes.topology();
     if request.elem_bytes == 0 || !request.bytes.is_multiple_of(request.elem_bytes) {
         return Err(ModelError::SizeNotMultiple { bytes: request.bytes, elem_bytes: request.elem_bytes });
     }
@@ -293,8 +306,6 @@ pub(crate) fn resolve_with(
     check_options(request, &asked, placement.len())?;
     let mut variants = Vec::new();
     let mut skipped = Vec::new();
-    // One route table for every algorithm and chunk count: they use the same pairs.
-    let mut routes = RouteTable::new(topology);
     for &algorithm in &asked {
         let choices = chunk_choices(algorithm, request.chunks, count);
         let costed = choices.len() > 1 || costs == Costs::Every;
@@ -313,7 +324,7 @@ pub(crate) fn resolve_with(
             });
             let variant = made.and_then(|schedule| {
                 let breakdown = match costed {
-                    true => Some(cost_with(&schedule, &mut routes, placement)?),
+                    true => Some(cost_with(&schedule, routes, placement)?),
                     false => None,
                 };
                 Ok(Variant {
@@ -351,7 +362,7 @@ pub(crate) fn resolve_with(
         if let AlgorithmSpec::Msccl { file, text } = spec_of {
             let mut v = msccl_variant(file, text, request, placement.len())?;
             if costs == Costs::Every {
-                v.breakdown = Some(cost_with(&v.schedule, &mut routes, placement)?);
+                v.breakdown = Some(cost_with(&v.schedule, routes, placement)?);
             }
             variants.push(v);
         }

@@ -10,15 +10,17 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use railyard_model::nccl_family::nccl_algorithms;
-use railyard_model::{plan_on, ChunkPolicy, CollectiveRequest};
+use railyard_model::{plan_with_routes, ChunkPolicy, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective};
-use railyard_topology::{Placement, Topology};
+use railyard_topology::{Placement, RouteTable, Topology};
 
 use crate::error::PlannerError;
 
 /// The most distinct costings one job may ask for (each is a schedule costed on the
 /// topology; a search of thousands of layouts needs a few hundred).
 pub const MAX_COSTINGS: usize = 4096;
+/// The largest collective costed (2^50 bytes, 1 PiB): sizes stay exact in f64 and u64.
+pub const MAX_COSTED_BYTES: f64 = (1u64 << 50) as f64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
@@ -37,12 +39,14 @@ pub struct Costed {
 
 pub struct Comms<'a> {
     topology: &'a Topology,
+    /// One route table for every costing: its index of a large fabric is built once.
+    routes: RefCell<RouteTable<'a>>,
     known: RefCell<HashMap<Key, Costed>>,
 }
 
 impl<'a> Comms<'a> {
     pub fn new(topology: &'a Topology) -> Self {
-        Comms { topology, known: RefCell::new(HashMap::new()) }
+        Comms { topology, routes: RefCell::new(RouteTable::new(topology)), known: RefCell::new(HashMap::new()) }
     }
 
     /// How many distinct collectives were costed.
@@ -57,8 +61,20 @@ impl<'a> Comms<'a> {
         if ranks.len() < 2 || bytes < 1.0 {
             return Ok(Costed { secs: 0.0, algorithm: "none".into() });
         }
-        // Whole 2-byte elements: the planner's sizes are derived, not given.
-        let bytes = ((bytes / 2.0).round().max(1.0) as u64) * 2;
+        // The planner's sizes are derived, not given: rounded to whole 2-byte elements
+        // that split evenly over the ranks and 128 pipeline chunks (under 0.01% of any
+        // size that matters), so a ring's rounds are alike and costed once, not P².
+        let unit = ranks.len() as f64 * 2.0 * 128.0;
+        if bytes > MAX_COSTED_BYTES {
+            return Err(PlannerError::bad(
+                "job",
+                format!(
+                    "a {} collective of {bytes:e} bytes is more than the {MAX_COSTED_BYTES:e} costed",
+                    collective.as_str()
+                ),
+            ));
+        }
+        let bytes = ((bytes / unit).round().max(1.0) * unit) as u64;
         let key = Key { ranks: ranks.to_vec(), collective, bytes };
         if let Some(c) = self.known.borrow().get(&key) {
             return Ok(c.clone());
@@ -111,7 +127,7 @@ impl<'a> Comms<'a> {
             chunks: ChunkPolicy::SearchAll,
             ..CollectiveRequest::new(collective, bytes, 2, algorithms)
         };
-        let plan = plan_on(t, &placement, &request)
+        let plan = plan_with_routes(&mut self.routes.borrow_mut(), &placement, &request)
             .map_err(|cause| PlannerError::Model { field: "job".into(), cause: Box::new(cause) })?;
         let best = plan
             .algorithms

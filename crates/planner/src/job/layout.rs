@@ -1,8 +1,9 @@
 //! A parallel layout: tensor (TP), context (CP), pipeline (PP) and data (DP)
 //! parallelism, experts (EP) carved out of the data-parallel ranks, interleaved
 //! pipeline stages and the micro-batch. Ranks are ordered TP → CP → PP → DP from the
-//! inside out (seed 002's rank order, Megatron-LM's default), so a TP group is
-//! consecutive GPUs of one server and a DP group one GPU per pipeline replica.
+//! inside out (seed 002's rank order; Megatron-Core's default puts DP inside PP), so a
+//! TP group is consecutive GPUs of one server and a DP group one GPU per pipeline
+//! replica.
 
 use std::fmt;
 
@@ -106,8 +107,9 @@ impl Layout {
         layers.div_ceil(self.pp) as f64 / layers as f64
     }
 
+    /// GPUs the layout fills (saturating: a product past u64 is refused as too many).
     pub fn gpus(&self) -> u64 {
-        self.tp * self.cp * self.pp * self.dp
+        self.tp.saturating_mul(self.cp).saturating_mul(self.pp).saturating_mul(self.dp)
     }
 
     /// Micro-batches each pipeline runs per step for `global_batch` sequences.
@@ -139,13 +141,11 @@ impl Layout {
             return Some(format!("every degree must be 1..={MAX_DEGREE}"));
         }
         if self.gpus() != gpus {
+            // In u128: four degrees of up to 2^17 multiply to at most 2^68.
+            let product = [self.tp, self.cp, self.pp, self.dp].iter().map(|&d| d as u128).product::<u128>();
             return Some(format!(
-                "TP × CP × PP × DP = {} × {} × {} × {} = {} GPUs, but the job has {gpus}",
-                self.tp,
-                self.cp,
-                self.pp,
-                self.dp,
-                self.gpus()
+                "TP × CP × PP × DP = {} × {} × {} × {} = {product} GPUs, but the job has {gpus}",
+                self.tp, self.cp, self.pp, self.dp,
             ));
         }
         if !shape.kv_heads().is_multiple_of(self.tp) && !self.tp.is_multiple_of(shape.kv_heads())

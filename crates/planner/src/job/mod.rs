@@ -27,6 +27,8 @@ use step::Step;
 
 /// The most rows a search report lists.
 pub const MAX_SHOWN: usize = 100;
+/// The most GPUs a job may have (a search over them costs groups of up to this many).
+pub const MAX_JOB_GPUS: u64 = 1 << 15;
 /// The largest global batch (sequences).
 pub const MAX_GLOBAL_BATCH: u64 = 1 << 24;
 
@@ -52,7 +54,7 @@ pub enum Recompute {
 }
 
 /// A named model or one written out.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ModelSpec {
     Preset(String),
@@ -60,11 +62,42 @@ pub enum ModelSpec {
 }
 
 /// A layout (its unstated virtual stages and micro-batch searched), or `"search"`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum LayoutSpec {
     Search(String),
     Fixed(layout::LayoutInput),
+}
+
+// A string or a table, each read with its own errors: serde's untagged enums say only
+// "did not match any variant", which hides the key that was wrong.
+impl<'de> Deserialize<'de> for ModelSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(name) => Ok(ModelSpec::Preset(name)),
+            v @ toml::Value::Table(_) => {
+                ModelShape::deserialize(v).map(|s| ModelSpec::Shape(Box::new(s))).map_err(D::Error::custom)
+            }
+            other => Err(D::Error::custom(format!("expected a preset name or a table, got {}", other.type_str()))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LayoutSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(word) => Ok(LayoutSpec::Search(word)),
+            v @ toml::Value::Table(_) => {
+                layout::LayoutInput::deserialize(v).map(LayoutSpec::Fixed).map_err(D::Error::custom)
+            }
+            other => Err(D::Error::custom(format!(
+                "expected \"search\" or a table {{ tp = 8, pp = 4, dp = 32 }}, got {}",
+                other.type_str()
+            ))),
+        }
+    }
 }
 
 /// `[job]`, as a user writes it.
@@ -282,6 +315,12 @@ pub fn evaluate_with(
 ) -> Result<JobReport, PlannerError> {
     let (job, global_batch) = input.resolve()?;
     let gpus = topology.default_ranks.len() as u64;
+    if gpus > MAX_JOB_GPUS {
+        return Err(PlannerError::bad(
+            "job.topo",
+            format!("{gpus} GPUs: a job plans at most {MAX_JOB_GPUS} (its groups are costed as schedules)"),
+        ));
+    }
     let domain = domain(topology);
     let layouts = match &input.layout {
         LayoutSpec::Fixed(given) => {

@@ -55,10 +55,6 @@ pub struct ModelShape {
     /// The first layers that stay dense in an MoE model.
     #[serde(default)]
     pub dense_layers: u64,
-    /// Tokens an expert takes, as a multiple of its even share (Switch Transformer's
-    /// capacity factor; 0: no limit, no token dropped).
-    #[serde(default)]
-    pub capacity_factor: f64,
 }
 
 /// Parameters, split as the layouts shard them.
@@ -198,9 +194,7 @@ impl ModelShape {
                     format!("{} of {} layers dense leaves no MoE layer", self.dense_layers, self.layers),
                 ));
             }
-            if self.capacity_factor != 0.0 {
-                within(&f("capacity_factor"), self.capacity_factor, 1.0, self.experts as f64)?;
-            }
+            within(&f("shared_experts"), self.shared_experts as f64, 0.0, MAX_EXPERTS as f64)?;
         } else if self.top_k != 0 || self.shared_experts != 0 || self.dense_layers != 0 {
             return Err(PlannerError::bad(
                 f("experts"),
@@ -230,7 +224,6 @@ pub fn preset(name: &str) -> Option<ModelShape> {
         shared_experts: 0,
         expert_ffn: None,
         dense_layers: 0,
-        capacity_factor: 0.0,
     };
     Some(match name {
         // GPT-3 paper (arXiv 2005.14165) Table 2.1; GPT-2's 50,257-token vocabulary.
@@ -240,12 +233,7 @@ pub fn preset(name: &str) -> Option<ModelShape> {
         "llama3-70b" => dense(name, 80, 8192, 28672, 64, 8, 128_256, 8192, true),
         "llama3-405b" => dense(name, 126, 16384, 53248, 128, 8, 128_256, 8192, true),
         // Mixtral 8x7B: transformers' MixtralConfig defaults (mistralai/Mixtral-8x7B-v0.1).
-        "mixtral-8x7b" => ModelShape {
-            experts: 8,
-            top_k: 2,
-            capacity_factor: 0.0,
-            ..dense(name, 32, 4096, 14336, 32, 8, 32000, 4096, true)
-        },
+        "mixtral-8x7b" => ModelShape { experts: 8, top_k: 2, ..dense(name, 32, 4096, 14336, 32, 8, 32000, 4096, true) },
         // DeepSeek-V3 (arXiv 2412.19437 §4.2; config_671B.json): 61 layers, the first 3
         // dense (FFN 18,432), then 256 routed experts of width 2,048, top-8, and one
         // shared. Its multi-head latent attention is counted as 128 full heads of 56
@@ -286,7 +274,6 @@ mod tests {
             shared_experts: 0,
             expert_ffn: None,
             dense_layers: 0,
-            capacity_factor: 0.0,
         }
     }
 

@@ -14,12 +14,14 @@
 //!   other ranks' keys and values forward and reduce-scatters their gradients backward,
 //!   hidden behind the attention core as far as it lasts.
 //! - Experts: dispatch and combine all-to-all per MoE layer, forward and backward.
-//! - Point to point between stages: one activation forward and one gradient backward
-//!   per micro-batch on the critical path.
-//! - Data parallelism: gradients reduce-scattered (ZeRO ≥ 1) or all-reduced, hidden
+//! - Point to point between stages: an activation forward and a gradient backward per
+//!   micro-batch and virtual stage, on the critical path.
+//! - Data parallelism: gradients reduce-scattered (ZeRO 1) or all-reduced (ZeRO 0)
 //!   behind the last micro-batch's backward (Megatron-LM's overlapped gradient
-//!   reduction); ZeRO's weight all-gather behind the first forward; ZeRO-3 gathers and
-//!   reduces weights every micro-batch, hidden behind that micro-batch's compute.
+//!   reduction), by ZeRO-2 after every micro-batch behind its own backward; ZeRO's
+//!   weight all-gather behind the first forward; ZeRO-3 gathers and reduces weights
+//!   every micro-batch, behind that micro-batch's compute. Dense and expert reductions
+//!   share one window.
 //! - The optimizer reads and writes its state once, at the GPU's memory bandwidth.
 
 use railyard_schedule::Collective;
@@ -184,95 +186,77 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         .0 / m;
     }
     if l.pp > 1 {
+        // Interleaving sends each micro-batch through v stages per GPU (Narayanan et
+        // al. 2021 §2.2.2): v activations forward and v gradients back per micro-batch.
+        // The bubble's share of them is in the bubble (the slot below includes them).
         let activation = s * b * h * act_bytes / l.tp as f64;
         let pair = l.group(Dim::Pp)[..2].to_vec();
-        let calls = 2.0 * (m + (l.pp - 1) as f64 / l.vpp as f64);
+        let vpp = l.vpp as f64;
+        let calls = 2.0 * vpp * m;
         let (_, total) =
             line("PP activation/gradient per micro-batch", pair, Collective::SendRecv, activation, calls, 0.0, 1.0)?;
-        let one = total / calls;
-        per_micro_batch += 2.0 * one;
+        per_micro_batch += total / m;
     }
     let slot = forward + backward + c.recompute + per_micro_batch;
     let pipeline = (m + (l.pp - 1) as f64 / l.vpp as f64) * slot;
     let bubble_secs = pipeline - m * slot;
-    // Data parallelism over the dense and the expert weights' replicas.
+    // Data parallelism over the dense and the expert weights' replicas. The compute
+    // that hides them is one budget, spent by the dense reduction first, then the
+    // experts'.
     let (dense, experts) = params_per_gpu(shape, l);
     let mut dp_exposed = 0.0;
+    let mut grad_window = match (job.overlap_grad_reduce, job.zero) {
+        (false, _) => 0.0,
+        // ZeRO-2 keeps only its shard of the gradients: each micro-batch's are
+        // reduce-scattered behind its own backward pass.
+        (true, 2) => m * backward,
+        (true, _) => backward,
+    };
+    let mut gather_window = if job.overlap_param_gather { forward } else { 0.0 };
+    let mut zero3_window = m * slot;
     for (what, params, dim) in [("dense", dense, Dim::DenseDp), ("expert", experts, Dim::ExpertDp)] {
         if params <= 0.0 || l.group(dim).len() < 2 {
             continue;
         }
         let grads = params * job.grad_reduce_bytes;
         let weights = params * job.weight_bytes;
+        let spend = |window: &mut f64, (exposed, total): (f64, f64)| {
+            *window = (*window - (total - exposed)).max(0.0);
+            exposed
+        };
         match job.zero {
             0 => {
-                let hide = if job.overlap_grad_reduce { backward } else { 0.0 };
-                dp_exposed += line(
-                    &format!("DP {what} gradient all-reduce"),
-                    l.group(dim),
-                    Collective::AllReduce,
-                    grads,
-                    1.0,
-                    hide,
-                    1.0,
-                )?
-                .0;
+                let name = format!("DP {what} gradient all-reduce");
+                let r = line(&name, l.group(dim), Collective::AllReduce, grads, 1.0, grad_window, 1.0)?;
+                dp_exposed += spend(&mut grad_window, r);
             }
             1 | 2 => {
-                let hide = if job.overlap_grad_reduce { backward } else { 0.0 };
-                dp_exposed += line(
-                    &format!("DP {what} gradient reduce-scatter"),
-                    l.group(dim),
-                    Collective::ReduceScatter,
-                    grads,
-                    1.0,
-                    hide,
-                    1.0,
-                )?
-                .0;
-                let hide = if job.overlap_param_gather { forward } else { 0.0 };
-                dp_exposed += line(
-                    &format!("DP {what} weight all-gather"),
-                    l.group(dim),
-                    Collective::AllGather,
-                    weights,
-                    1.0,
-                    hide,
-                    1.0,
-                )?
-                .0;
+                let calls = if job.zero == 2 { m } else { 1.0 };
+                let name = format!("DP {what} gradient reduce-scatter");
+                let r = line(&name, l.group(dim), Collective::ReduceScatter, grads, calls, grad_window, 1.0)?;
+                dp_exposed += spend(&mut grad_window, r);
+                let name = format!("DP {what} weight all-gather");
+                let r = line(&name, l.group(dim), Collective::AllGather, weights, 1.0, gather_window, 1.0)?;
+                dp_exposed += spend(&mut gather_window, r);
             }
             _ => {
                 // ZeRO-3: every micro-batch gathers the weights (forward, backward) and
                 // reduce-scatters the gradients, behind its compute.
-                let hide = m * slot;
-                let (gathers, gather_secs) = line(
-                    &format!("ZeRO-3 {what} weight all-gather"),
-                    l.group(dim),
-                    Collective::AllGather,
-                    weights,
-                    2.0 * m,
-                    hide,
-                    1.0,
-                )?;
-                let left = (hide - gather_secs).max(0.0);
-                let (scatter, _) = line(
-                    &format!("ZeRO-3 {what} gradient reduce-scatter"),
-                    l.group(dim),
-                    Collective::ReduceScatter,
-                    grads,
-                    m,
-                    left,
-                    1.0,
-                )?;
-                dp_exposed += gathers + scatter;
+                let name = format!("ZeRO-3 {what} weight all-gather");
+                let r = line(&name, l.group(dim), Collective::AllGather, weights, 2.0 * m, zero3_window, 1.0)?;
+                dp_exposed += spend(&mut zero3_window, r);
+                let name = format!("ZeRO-3 {what} gradient reduce-scatter");
+                let r = line(&name, l.group(dim), Collective::ReduceScatter, grads, m, zero3_window, 1.0)?;
+                dp_exposed += spend(&mut zero3_window, r);
             }
         }
     }
-    // Adam reads and writes weights, gradients and its state once (of this GPU's shard).
-    let dp = (l.dp * l.cp) as f64;
-    let shard = if job.zero >= 1 { dp } else { 1.0 };
-    let state = (dense + experts) * (job.weight_bytes + job.grad_bytes + job.optimizer_bytes) / shard;
+    // Adam reads and writes weights, gradients and its state once (of this GPU's
+    // shard: dense state over DP × CP replicas, experts' over DP × CP / EP).
+    let shard = |dp: f64| if job.zero >= 1 { dp } else { 1.0 };
+    let dense_dp = (l.dp * l.cp) as f64;
+    let state_bytes = job.weight_bytes + job.grad_bytes + job.optimizer_bytes;
+    let state = state_bytes * (dense / shard(dense_dp) + experts / shard(dense_dp / l.ep as f64));
     let optimizer_secs = 2.0 * state / job.gpu.memory_bytes_per_sec;
     let step_secs = pipeline + dp_exposed + optimizer_secs;
     let tokens = (global_batch * shape.seq_len) as f64;
@@ -317,4 +301,37 @@ fn forward_matrices_per_token(shape: &ModelShape) -> f64 {
     let (dm, _) = shape.layer_flops(false, seq);
     let (mm, _) = shape.layer_flops(true, seq);
     dense * dm + shape.moe_layers() as f64 * mm + 2.0 * shape.hidden as f64 * shape.vocab as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{evaluate, JobInput};
+
+    /// A step is its parts: compute, the bubble, every exposed communication and the
+    /// optimizer add up to the step time (nothing counted twice, nothing left out), for
+    /// every layout of a small job and every ZeRO stage.
+    #[test]
+    fn a_step_is_the_sum_of_its_phases() {
+        let topology = railyard_topology::load("dgx-h100:nodes=4").unwrap();
+        for zero in 0..=3 {
+            let text = format!(
+                "model = \"mixtral-8x7b\"\ntopo = \"dgx-h100:nodes=4\"\nglobal_batch = 64\nzero = {zero}\nlayout = \"search\"\nshow = 100\n"
+            );
+            let input: JobInput = toml::from_str(&text).unwrap();
+            let report = evaluate(&input, &topology).unwrap();
+            assert!(!report.ranked.is_empty());
+            for e in &report.ranked {
+                let s = e.step.as_ref().unwrap();
+                let exposed: f64 = s.comms.iter().map(|c| c.exposed_secs).sum();
+                let parts = s.compute_secs + s.bubble_secs + exposed + s.optimizer_secs;
+                assert!(
+                    (parts - s.step_secs).abs() < 1e-9 * s.step_secs,
+                    "{} ZeRO-{zero}: {parts} vs {}",
+                    e.layout,
+                    s.step_secs
+                );
+                assert!(s.mfu > 0.0 && s.mfu < 1.0, "{}", s.mfu);
+            }
+        }
+    }
 }
