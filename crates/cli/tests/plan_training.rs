@@ -18,7 +18,7 @@ fn f(v: &Value) -> f64 {
 }
 
 fn bundled() -> Value {
-    json(&["plan-training", "--format", "json"])
+    json(&["plan-training", "--examples", "--format", "json"])
 }
 
 fn scenario_file(name: &str, text: &str) -> std::path::PathBuf {
@@ -79,7 +79,7 @@ fn example_7_6_six_timelines_from_one_formula() {
 #[test]
 fn the_simulator_times_the_same_timelines() {
     let m = bundled();
-    let s = json(&["plan-training", "--format", "json", "--engine", "sim"]);
+    let s = json(&["plan-training", "--examples", "--format", "json", "--engine", "sim"]);
     assert_eq!(s["engine"], "sim");
     for (a, b) in m["step"]["timelines"].as_array().unwrap().iter().zip(s["step"]["timelines"].as_array().unwrap()) {
         let (x, y) = (f(&a["step_secs"]), f(&b["step_secs"]));
@@ -188,7 +188,7 @@ fn oversubscription_3_to_1_triples_the_cross_domain_term() {
 
 /// The bundled scenario's [supernode] section alone (with its networks and recovery).
 fn railyard_bundled_supernode() -> String {
-    let out = railyard(&["plan-training", "--print-scenario"]);
+    let out = railyard(&["plan-training", "--examples", "--print-scenario"]);
     assert_eq!(out.code, 0);
     let start = out.stdout.find("[supernode]").unwrap();
     let end = out.stdout[start..].find("\n# seed 000").map_or(out.stdout.len(), |e| start + e);
@@ -197,7 +197,7 @@ fn railyard_bundled_supernode() -> String {
 
 #[test]
 fn solve_answers_the_chapters_questions_and_names_the_most_sensitive_input() {
-    let v = json(&["plan-training", "--format", "json", "--solve"]);
+    let v = json(&["plan-training", "--examples", "--format", "json", "--solve"]);
     let answers = v["solved"]["answers"].as_array().unwrap();
     let find =
         |q: &str| answers.iter().find(|a| a["question"].as_str().unwrap().contains(q)).unwrap_or_else(|| panic!("{q}"));
@@ -254,7 +254,7 @@ fn solve_answers_the_chapters_questions_and_names_the_most_sensitive_input() {
 #[test]
 fn svg_draws_the_timelines_and_the_super_node_sweep() {
     let path = std::env::temp_dir().join(format!("railyard-plan-training-{}.svg", std::process::id()));
-    let out = railyard(&["plan-training", "--svg", path.to_str().unwrap()]);
+    let out = railyard(&["plan-training", "--examples", "--svg", path.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let svg = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
@@ -345,8 +345,13 @@ fn a_topology_file_is_found_next_to_its_scenario() {
 
 #[test]
 fn the_printed_scenario_is_the_one_that_runs() {
-    let path = scenario_file("printed.toml", &railyard(&["plan-training", "--print-scenario"]).stdout);
+    let path = scenario_file("printed.toml", &railyard(&["plan-training", "--examples", "--print-scenario"]).stdout);
     assert_eq!(json(&["plan-training", "--format", "json", "--scenario", path.to_str().unwrap()]), bundled());
+    let path = scenario_file("job.toml", &railyard(&["plan-training", "--print-scenario"]).stdout);
+    assert_eq!(
+        json(&["plan-training", "--format", "json", "--scenario", path.to_str().unwrap()]),
+        json(&["plan-training", "--format", "json"])
+    );
 }
 
 /// A user's job: a 70B model on 1,024 H100s, every layout weighed; the fastest fits
@@ -408,4 +413,24 @@ fn a_users_job_is_planned_and_a_layout_that_does_not_fit_is_refused() {
         assert!(out.code == 2 && out.stderr.contains(says), "{layout}: {}", out.stderr);
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// With no scenario, plan-training answers a stated example job (not the chapter), and
+/// --svg draws its step: compute, what waits, what is hidden.
+#[test]
+fn the_default_is_an_example_job_and_its_step_is_drawn() {
+    let out = railyard(&["plan-training"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("# Example job: Llama 3 70B on 128 DGX H100"), "{}", out.stdout);
+    assert!(out.stdout.contains("layouts weighed"), "{}", out.stdout);
+    let path = std::env::temp_dir().join(format!("railyard-job-{}.svg", std::process::id()));
+    let out = railyard(&["plan-training", "--svg", path.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let svg = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG parses");
+    let texts: Vec<String> = doc.descendants().filter(|n| n.is_text()).map(|n| n.text().unwrap().to_string()).collect();
+    for label in ["compute", "pipeline bubble", "hidden communication", "hidden behind compute"] {
+        assert!(texts.iter().any(|t| t == label), "no label {label:?} in {texts:?}");
+    }
 }

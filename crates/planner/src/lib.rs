@@ -30,8 +30,11 @@ use serde::{Deserialize, Serialize};
 pub use comm::{CommInput, CommTime, Coster, Engine};
 pub use error::PlannerError;
 
-/// The scenario `plan-training` runs when given none: the chapter's worked examples.
+/// The chapter's worked examples (`plan-training --examples`).
 pub const BUNDLED_SCENARIO: &str = include_str!("../scenarios/chapter7.toml");
+
+/// The scenario `plan-training` runs when given none: a stated example job.
+pub const EXAMPLE_JOB: &str = include_str!("../scenarios/example-job.toml");
 
 /// The largest scenario file read (1 MiB).
 pub const MAX_SCENARIO_BYTES: usize = 1 << 20;

@@ -1,14 +1,14 @@
 //! `railyard plan-training`: a training step from a model and a cluster — memory,
 //! step time with overlap, readiness, latency vs bandwidth, the super-node study, MoE
 //! and bucketing (seed 001 §7.1, §7.6; seed 000 §8.6–§8.7). With no scenario it runs
-//! the bundled one, the chapter's worked examples.
+//! a stated example job; `--examples` runs the chapter's worked examples.
 
 use std::io::Read;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use railyard_planner::{Engine, Report, Scenario, BUNDLED_SCENARIO, MAX_SCENARIO_BYTES};
+use railyard_planner::{Engine, Report, Scenario, BUNDLED_SCENARIO, EXAMPLE_JOB, MAX_SCENARIO_BYTES};
 
 use crate::args::Format;
 use railyard_units::chart::{stack, Bar, Gantt, LineChart, Series};
@@ -22,6 +22,11 @@ pub enum EngineArg {
 }
 
 const SCENARIO_HELP: &str = r#"A scenario is a TOML file with any of these sections (each optional, at least one):
+  [job]        your training job: model (a preset: gpt3-175b, llama3-8b, llama3-70b,
+               llama3-405b, mixtral-8x7b, deepseek-v3; or a [job.model] table), topo (a
+               machine preset such as dgx-h100:nodes=128), global_batch, precision,
+               zero, recompute, layout = "search" or { tp, cp, pp, dp, ep, vpp,
+               micro_batch } -> memory per GPU, step time, the layouts ranked
   [memory]     training state / inference weights -> cards and servers (seed 001 §7.1.1)
   [scaling]    compute shrinking with more cards against a fixed cut (example 7.1)
   [step]       compute, communication, update: [[step.timeline]] entries, each a ready
@@ -45,14 +50,19 @@ A communication is one of:
 when relative; `collective` defaults to allreduce and `elem_bytes` to 4. A timeline's
 communication is laid over [step]'s `comm`, field by field, within one kind.
 Sizes take B, KiB, MiB, GB; bandwidths GB/s or Gbit/s; times ns, us, ms, s, min, h.
-`--print-scenario` prints the bundled scenario as a starting point."#;
+With no scenario, an example job runs (`--print-scenario` prints it as a starting
+point); `--examples` runs the chapter's worked examples (`--examples --print-scenario`
+prints them)."#;
 
 #[derive(Debug, Args)]
 #[command(after_long_help = SCENARIO_HELP)]
 pub struct PlanTrainingArgs {
-    /// Scenario file (TOML); default: the bundled chapter-7 scenario
+    /// Scenario file (TOML); default: the bundled example job
     #[arg(long)]
     pub scenario: Option<PathBuf>,
+    /// Run the chapter's worked examples (seed 001 §7.1, §7.6) instead of the example job
+    #[arg(long, conflicts_with = "scenario")]
+    pub examples: bool,
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
     /// How schedules are timed: the per-round model or the flow-level simulator
@@ -65,7 +75,7 @@ pub struct PlanTrainingArgs {
     /// Write the charts (step timelines, the scaling curve, tokens/s over super-node size) as SVG
     #[arg(long)]
     pub svg: Option<PathBuf>,
-    /// Print the bundled scenario and exit
+    /// Print the bundled scenario (the example job, or with --examples the chapter's) and exit
     #[arg(long, conflicts_with_all = ["scenario", "format", "engine", "solve", "svg"])]
     pub print_scenario: bool,
 }
@@ -83,12 +93,14 @@ fn read_scenario(path: &PathBuf) -> Result<String> {
 }
 
 pub fn run(args: &PlanTrainingArgs) -> Result<String> {
+    let bundled = if args.examples { BUNDLED_SCENARIO } else { EXAMPLE_JOB };
     if args.print_scenario {
-        return Ok(BUNDLED_SCENARIO.to_string());
+        return Ok(bundled.to_string());
     }
     let (text, name) = match &args.scenario {
         Some(path) => (read_scenario(path)?, path.display().to_string()),
-        None => (BUNDLED_SCENARIO.to_string(), "the bundled scenario".to_string()),
+        None if args.examples => (bundled.to_string(), "the chapter's examples".to_string()),
+        None => (bundled.to_string(), "the example job".to_string()),
     };
     let mut scenario = Scenario::parse(&text).with_context(|| format!("in {name}"))?;
     if let Some(dir) = args.scenario.as_ref().and_then(|p| p.parent()) {
@@ -102,7 +114,7 @@ pub fn run(args: &PlanTrainingArgs) -> Result<String> {
     if let Some(path) = &args.svg {
         let charts = charts(&report);
         if charts.is_empty() {
-            anyhow::bail!("--svg: this scenario has no [step], [scaling] or [supernode] section to draw");
+            anyhow::bail!("--svg: this scenario has no [job], [step], [scaling] or [supernode] section to draw");
         }
         std::fs::write(path, stack(&charts)).with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -112,8 +124,84 @@ pub fn run(args: &PlanTrainingArgs) -> Result<String> {
     })
 }
 
+/// The fastest layout's step on one GPU of its busiest stage, phase after phase: compute
+/// (with the communication inside each micro-batch's slot that it waits for), the
+/// pipeline bubble, the data-parallel communication left exposed, the optimizer; and
+/// below, the communication hidden behind compute.
+fn job_chart(job: &railyard_planner::job::JobReport) -> Option<String> {
+    let best = job.ranked.first()?;
+    let st = best.step.as_ref()?;
+    let ms = 1e3;
+    let in_slot: f64 = st
+        .comms
+        .iter()
+        .filter(|c| !c.name.starts_with("DP") && !c.name.starts_with("ZeRO"))
+        .map(|c| c.exposed_secs)
+        .sum();
+    let dp: f64 = st
+        .comms
+        .iter()
+        .filter(|c| c.name.starts_with("DP") || c.name.starts_with("ZeRO"))
+        .map(|c| c.exposed_secs)
+        .sum();
+    let mut bars = Vec::new();
+    let mut t = 0.0;
+    for (what, secs, class) in [
+        ("compute", st.compute_secs, 0),
+        ("communication waited for inside the slots", in_slot, 1),
+        ("pipeline bubble", st.bubble_secs, 2),
+        ("data-parallel communication exposed", dp, 1),
+        ("optimizer", st.optimizer_secs, 3),
+    ] {
+        if secs > 0.0 {
+            bars.push(Bar {
+                row: 0,
+                start: t * ms,
+                end: (t + secs) * ms,
+                class,
+                title: format!("{what}: {:.2} ms", secs * ms),
+            });
+            t += secs;
+        }
+    }
+    // Hidden communication ends where the compute it hides behind ends.
+    let mut end = (st.compute_secs + in_slot + st.bubble_secs) * ms;
+    for c in &st.comms {
+        let hidden = (c.secs * c.calls - c.exposed_secs).max(0.0) * ms;
+        if hidden > 0.0 {
+            bars.push(Bar {
+                row: 1,
+                start: end - hidden,
+                end,
+                class: 4,
+                title: format!("{}: {:.2} ms hidden", c.name, hidden),
+            });
+            end -= hidden;
+        }
+    }
+    Some(
+        Gantt {
+            title: format!("One training step of {} on {} ({})", job.model.name, job.topo, best.layout),
+            x_label: "time since the step began (ms)".into(),
+            rows: vec![format!("busiest stage: {:.0} ms", st.step_secs * ms), "hidden behind compute".into()],
+            bars,
+            classes: vec![
+                "compute".into(),
+                "exposed communication".into(),
+                "pipeline bubble".into(),
+                "optimizer".into(),
+                "hidden communication".into(),
+            ],
+        }
+        .svg(),
+    )
+}
+
 fn charts(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(chart) = report.job.as_ref().and_then(job_chart) {
+        out.push(chart);
+    }
     if let Some(step) = &report.step {
         let mut bars = Vec::new();
         // Two lanes per timeline: compute and update, then the communication beside them.
