@@ -75,11 +75,27 @@ enum Command {
     /// on SIGUSR1 (seen at the next call, or while a call waits) and when the program asks.
     /// RAILYARD_TRACE_BUFFER sets how many calls each keeps (default 64).
     Triage(commands::triage::TriageArgs),
+    /// Many plan, sim or plan-training requests over a grid: on every core, as shards
+    /// (a Slurm job array), resumable; merge shards, report and chart the results
+    Sweep(commands::sweep::SweepArgs),
+}
+
+/// Run a command line (without the program name) in this process: its output, as
+/// `main` would print it. A sweep runs its points so.
+pub(crate) fn run_args(args: &[String]) -> anyhow::Result<String> {
+    let cli = Cli::try_parse_from(std::iter::once("railyard".to_string()).chain(args.iter().cloned()))
+        .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
+    dispatch(cli.command)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = dispatch(cli.command);
+    print_result(result)
+}
+
+fn dispatch(command: Command) -> anyhow::Result<String> {
+    match command {
         Command::Plan(args) => commands::plan::run(&args),
         Command::Topo(cmd) => commands::topo::run(&cmd),
         Command::Model(cmd) => commands::model::run(&cmd),
@@ -94,7 +110,11 @@ fn main() -> ExitCode {
         Command::Launch(args) => commands::launch::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),
         Command::Triage(args) => commands::triage::run(&args),
-    };
+        Command::Sweep(args) => commands::sweep::run(&args),
+    }
+}
+
+fn print_result(result: anyhow::Result<String>) -> ExitCode {
     match result {
         Ok(mut text) => {
             if !text.is_empty() && !text.ends_with('\n') {

@@ -7,6 +7,7 @@ pub mod plan;
 pub mod plan_training;
 pub mod schedule;
 pub mod sim;
+pub mod sweep;
 pub mod topo;
 pub mod triage;
 pub mod validate;

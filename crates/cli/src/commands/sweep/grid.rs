@@ -1,0 +1,237 @@
+//! A sweep's grid: a base request of one command (`plan`, `sim` or `plan-training`) and
+//! axes, each a list or a geometric range. Points are numbered in mixed radix (the last
+//! axis fastest) and built one at a time from their number, so a grid is never held in
+//! memory and its size is known, and checked, before any work.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+/// The most points one sweep may have.
+pub const MAX_POINTS: u64 = 1_000_000;
+/// The most values one range may give.
+pub const MAX_RANGE_VALUES: usize = 4096;
+/// The most axes.
+pub const MAX_AXES: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweptCommand {
+    Plan,
+    Sim,
+    PlanTraining,
+}
+
+impl SweptCommand {
+    pub fn name(self) -> &'static str {
+        match self {
+            SweptCommand::Plan => "plan",
+            SweptCommand::Sim => "sim",
+            SweptCommand::PlanTraining => "plan-training",
+        }
+    }
+}
+
+/// An axis: its values, or a geometric range (`from` to `to`, times `factor`; sizes
+/// may be written with units, `"1MiB"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum AxisInput {
+    Values(Vec<toml::Value>),
+    Range { from: toml::Value, to: toml::Value, factor: u64 },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GridFile {
+    command: SweptCommand,
+    /// The command's options every point shares: flags of `plan`/`sim` by name
+    /// (`collective = "allreduce"`), or for `plan-training` the scenario's tables.
+    #[serde(default)]
+    base: toml::Table,
+    axes: BTreeMap<String, AxisInput>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Grid {
+    pub command: SweptCommand,
+    pub base: toml::Table,
+    /// Axis names and their values, in file order (sorted by name).
+    pub axes: Vec<(String, Vec<toml::Value>)>,
+}
+
+fn number(v: &toml::Value, what: &str) -> Result<u64> {
+    match v {
+        toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
+        toml::Value::String(s) => railyard_units::units::parse_bytes(s)
+            .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+            .and_then(|b| if b > 0 { Ok(b) } else { bail!("{what}: must be above 0") }),
+        other => bail!("{what}: expected a positive whole number or a size such as \"1MiB\", got {other}"),
+    }
+}
+
+fn range(name: &str, from: &toml::Value, to: &toml::Value, factor: u64) -> Result<Vec<toml::Value>> {
+    let (lo, hi) = (number(from, &format!("axes.{name}.from"))?, number(to, &format!("axes.{name}.to"))?);
+    if factor < 2 {
+        bail!("axes.{name}.factor: {factor}; a range multiplies by a whole factor of at least 2");
+    }
+    if lo > hi {
+        bail!("axes.{name}: from {lo} is above to {hi}");
+    }
+    let mut out = Vec::new();
+    let mut x = lo;
+    while x <= hi {
+        if out.len() == MAX_RANGE_VALUES {
+            bail!("axes.{name}: more than {MAX_RANGE_VALUES} values");
+        }
+        out.push(toml::Value::Integer(x.min(i64::MAX as u64) as i64));
+        match x.checked_mul(factor) {
+            Some(next) => x = next,
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+impl Grid {
+    pub fn parse(text: &str) -> Result<Grid> {
+        let file: GridFile = toml::from_str(text).context("grid file")?;
+        if file.axes.is_empty() || file.axes.len() > MAX_AXES {
+            bail!("axes: give 1..={MAX_AXES} axes (got {})", file.axes.len());
+        }
+        let mut axes = Vec::new();
+        for (name, axis) in file.axes {
+            let values = match axis {
+                AxisInput::Values(v) => v,
+                AxisInput::Range { from, to, factor } => range(&name, &from, &to, factor)?,
+            };
+            if values.is_empty() {
+                bail!("axes.{name}: no values");
+            }
+            if file.base.contains_key(&name) {
+                bail!("axes.{name}: also in [base]; give it in one place");
+            }
+            axes.push((name, values));
+        }
+        let grid = Grid { command: file.command, base: file.base, axes };
+        let points = grid.points_checked()?;
+        let _ = points;
+        Ok(grid)
+    }
+
+    /// How many points, refused past `MAX_POINTS` with the numbers.
+    pub fn points_checked(&self) -> Result<u64> {
+        let mut n: u64 = 1;
+        for (name, values) in &self.axes {
+            n = n.saturating_mul(values.len() as u64);
+            if n > MAX_POINTS {
+                let sizes: Vec<String> = self.axes.iter().map(|(a, v)| format!("{a} {}", v.len())).collect();
+                bail!(
+                    "the grid has more than {MAX_POINTS} points (axes: {}; at {name} already {n}); split it or thin an axis",
+                    sizes.join(" x ")
+                );
+            }
+        }
+        Ok(n)
+    }
+
+    pub fn points(&self) -> u64 {
+        self.axes.iter().map(|(_, v)| v.len() as u64).product()
+    }
+
+    /// Point `index`'s value on each axis (the last axis varies fastest).
+    pub fn point(&self, index: u64) -> Vec<(String, toml::Value)> {
+        let mut rest = index;
+        let mut out = vec![(String::new(), toml::Value::Boolean(false)); self.axes.len()];
+        for (i, (name, values)) in self.axes.iter().enumerate().rev() {
+            let n = values.len() as u64;
+            out[i] = (name.clone(), values[(rest % n) as usize].clone());
+            rest /= n;
+        }
+        out
+    }
+
+    /// The command line of a `plan` or `sim` point (without the program name).
+    pub fn args(&self, point: &[(String, toml::Value)]) -> Result<Vec<String>> {
+        let mut args = vec![self.command.name().to_string()];
+        for (name, value) in self.base.iter().map(|(k, v)| (k, v)).chain(point.iter().map(|(k, v)| (k, v))) {
+            let flag = format!("--{}", name.replace('_', "-"));
+            match value {
+                toml::Value::Boolean(true) => args.push(flag),
+                toml::Value::Boolean(false) => {}
+                toml::Value::String(s) => args.extend([flag, s.clone()]),
+                toml::Value::Integer(i) => args.extend([flag, i.to_string()]),
+                toml::Value::Float(f) => args.extend([flag, f.to_string()]),
+                other => bail!("{name}: {other} is not a command-line value"),
+            }
+        }
+        args.extend(["--format".to_string(), "json".to_string()]);
+        Ok(args)
+    }
+
+    /// The scenario of a `plan-training` point: [base] with each axis (a dotted path,
+    /// `job.global_batch`) set.
+    pub fn scenario(&self, point: &[(String, toml::Value)]) -> Result<String> {
+        let mut table = self.base.clone();
+        for (path, value) in point {
+            let mut parts: Vec<&str> = path.split('.').collect();
+            let last = parts.pop().unwrap_or_default();
+            let mut at = &mut table;
+            for p in parts {
+                at = at
+                    .entry(p.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                    .as_table_mut()
+                    .with_context(|| format!("axes.{path}: {p} is not a table in [base]"))?;
+            }
+            at.insert(last.to_string(), value.clone());
+        }
+        Ok(toml::to_string(&table)?)
+    }
+
+    /// The point's inputs as JSON (axis -> value), as records keep them.
+    pub fn inputs_json(point: &[(String, toml::Value)]) -> serde_json::Value {
+        let mut map = serde_json::Map::new();
+        for (k, v) in point {
+            map.insert(k.clone(), serde_json::to_value(v).unwrap_or(serde_json::Value::Null));
+        }
+        serde_json::Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_count_in_mixed_radix_and_ranges_multiply() {
+        let g = Grid::parse(
+            "command = \"plan\"\n[base]\ncollective = \"allreduce\"\n[axes]\ntopo = [\"a\", \"b\"]\nsize = { from = \"1KiB\", to = \"1MiB\", factor = 4 }\n",
+        )
+        .unwrap();
+        assert_eq!(g.points(), 12);
+        let p = g.point(7);
+        assert_eq!(p[0].1, toml::Value::Integer(65536));
+        assert_eq!(p[1].1, toml::Value::String("b".into()));
+        let args = g.args(&p).unwrap();
+        assert_eq!(args, ["plan", "--collective", "allreduce", "--size", "65536", "--topo", "b", "--format", "json"]);
+    }
+
+    #[test]
+    fn a_billion_points_are_refused_before_any_work() {
+        let axes: String = (0..9).map(|i| format!("a{i} = {{ from = 1, to = 512, factor = 2 }}\n")).collect();
+        let e = Grid::parse(&format!("command = \"plan\"\n[axes]\n{axes}")).unwrap_err().to_string();
+        assert!(e.contains("more than 1000000 points") && e.contains("a0 10"), "{e}");
+    }
+
+    #[test]
+    fn training_axes_set_dotted_fields() {
+        let g = Grid::parse(
+            "command = \"plan-training\"\n[base.job]\nmodel = \"llama3-8b\"\n[axes]\n\"job.global_batch\" = [8, 16]\n",
+        )
+        .unwrap();
+        let s = g.scenario(&g.point(1)).unwrap();
+        assert!(s.contains("global_batch = 16") && s.contains("model = \"llama3-8b\""), "{s}");
+    }
+}

@@ -1,0 +1,162 @@
+//! `railyard sweep`: a grid run on every core gives the same records as four shards run
+//! apart and merged; a sweep killed with SIGKILL and resumed records every point exactly
+//! once; a grid too large, or a point that fails, is said so.
+
+mod common;
+use common::railyard;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("railyard-sweep-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Records by point, without their wall time.
+fn records(path: &Path) -> BTreeMap<u64, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let point = v["point"].as_u64().unwrap();
+        v.as_object_mut().unwrap().remove("wall_secs");
+        assert!(out.insert(point, v).is_none(), "point {point} recorded twice in {}", path.display());
+    }
+    out
+}
+
+const GRID: &str = "command = \"plan\"\n[base]\ncollective = \"allreduce\"\nalgo = \"ring,double-tree\"\n\
+[axes]\ntopo = [\"rail:servers=2,gpus=4\", \"rail:servers=4,gpus=2\", \"clos:k=4\"]\nsize = { from = \"4KiB\", to = \"64MiB\", factor = 4 }\n";
+
+#[test]
+fn shards_merged_are_the_local_run() {
+    let d = dir("shards");
+    let grid = d.join("g.toml");
+    std::fs::write(&grid, GRID).unwrap();
+    let local = d.join("local.jsonl");
+    let out = railyard(&["sweep", grid.to_str().unwrap(), "--out", local.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut shards = Vec::new();
+    for i in 0..4 {
+        let s = d.join(format!("s{i}.jsonl"));
+        let out = railyard(&[
+            "sweep",
+            grid.to_str().unwrap(),
+            "--shard",
+            &format!("{i}/4"),
+            "--out",
+            s.to_str().unwrap(),
+            "--jobs",
+            "1",
+        ]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        shards.push(s);
+    }
+    let merged = d.join("merged.jsonl");
+    let mut args = vec!["sweep", "merge"];
+    let names: Vec<String> = shards.iter().map(|s| s.to_str().unwrap().to_string()).collect();
+    args.extend(names.iter().map(String::as_str));
+    args.extend(["--out", merged.to_str().unwrap()]);
+    let out = railyard(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (a, b) = (records(&local), records(&merged));
+    assert_eq!(a.len(), 24);
+    assert_eq!(a, b);
+    // Running it again without --resume would mix two runs: refused.
+    let again = railyard(&["sweep", grid.to_str().unwrap(), "--out", local.to_str().unwrap()]);
+    assert!(again.code == 2 && again.stderr.contains("--resume"), "{}", again.stderr);
+    // The Slurm executor writes the array script the shards above stand for.
+    let out = railyard(&[
+        "sweep",
+        grid.to_str().unwrap(),
+        "--executor",
+        "slurm",
+        "--shards",
+        "4",
+        "--out",
+        local.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let script = std::fs::read_to_string(d.join("local.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --array=0-3") && script.contains("--shard ${SLURM_ARRAY_TASK_ID}/4"), "{script}");
+    let report = railyard(&["sweep", "report", local.to_str().unwrap()]);
+    assert!(report.code == 0 && report.stdout.contains("## Best time by size"), "{}", report.stderr);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn a_killed_sweep_resumes_and_records_every_point_once() {
+    let d = dir("kill");
+    let grid = d.join("g.toml");
+    // 3 x 12 x 10 = 360 points, some ms each on one core.
+    std::fs::write(
+        &grid,
+        "command = \"plan\"\n[base]\ncollective = \"allreduce\"\n[axes]\ntopo = [\"rail:servers=8\", \"rail:servers=16\", \"clos:k=8\"]\n\
+         size = { from = \"1KiB\", to = \"4GiB\", factor = 4 }\nchannels = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n",
+    )
+    .unwrap();
+    let out_path = d.join("r.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_railyard"))
+        .args(["sweep", grid.to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--jobs", "1"])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let lines = std::fs::read_to_string(&out_path).map(|t| t.lines().count()).unwrap_or(0);
+        if lines >= 20 || start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    let before = std::fs::read_to_string(&out_path).unwrap().lines().count();
+    assert!((20..360).contains(&before), "{before} points before the kill");
+    let out = railyard(&["sweep", grid.to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--resume"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let all = records(&out_path);
+    assert_eq!(all.len(), 360);
+    assert_eq!(all.keys().copied().collect::<Vec<_>>(), (0..360).collect::<Vec<_>>());
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn too_many_points_and_failing_points_are_said() {
+    let d = dir("limits");
+    let grid = d.join("g.toml");
+    let axes: String = (0..9).map(|i| format!("x{i} = {{ from = 1, to = 512, factor = 2 }}\n")).collect();
+    std::fs::write(&grid, format!("command = \"plan\"\n[axes]\n{axes}")).unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("more than 1000000 points"), "{}", out.stderr);
+    assert!(!d.join("g.jsonl").exists(), "no work was done");
+    // A point the command refuses records its error; the others run.
+    std::fs::write(&grid, "command = \"plan\"\n[axes]\ntopo = [\"rail:servers=2\", \"nosuch-preset\"]\n").unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert!(out.code == 0 && out.stdout.contains("2 points run (1 failed)"), "{} {}", out.stdout, out.stderr);
+    let r = records(&d.join("g.jsonl"));
+    assert!(r[&1]["error"].as_str().unwrap().contains("nosuch-preset"), "{:?}", r[&1]);
+    assert!(r[&0]["error"].is_null());
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// A layout study: plan-training points over a job field.
+#[test]
+fn plan_training_points_set_job_fields() {
+    let d = dir("training");
+    let grid = d.join("g.toml");
+    std::fs::write(
+        &grid,
+        "command = \"plan-training\"\n[base.job]\nmodel = \"llama3-8b\"\ntopo = \"dgx-h100:nodes=2\"\nlayout = \"search\"\nshow = 1\n\
+         [axes]\n\"job.global_batch\" = [16, 32]\n",
+    )
+    .unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = records(&d.join("g.jsonl"));
+    assert_eq!(r[&1]["output"]["job"]["global_batch"], 32);
+    std::fs::remove_dir_all(&d).ok();
+}
