@@ -155,7 +155,7 @@ impl Grid {
     /// The command line of a `plan` or `sim` point (without the program name).
     pub fn args(&self, point: &[(String, toml::Value)]) -> Result<Vec<String>> {
         let mut args = vec![self.command.name().to_string()];
-        for (name, value) in self.base.iter().map(|(k, v)| (k, v)).chain(point.iter().map(|(k, v)| (k, v))) {
+        for (name, value) in self.base.iter().chain(point.iter().map(|(k, v)| (k, v))) {
             let flag = format!("--{}", name.replace('_', "-"));
             match value {
                 toml::Value::Boolean(true) => args.push(flag),
