@@ -83,9 +83,14 @@ enum Command {
 /// Run a command line (without the program name) in this process: its output, as
 /// `main` would print it. A sweep runs its points so.
 pub(crate) fn run_args(args: &[String]) -> anyhow::Result<String> {
+    dispatch(parse_args(args)?)
+}
+
+/// A command line (without the program name) parsed as `main` parses its own.
+pub(crate) fn parse_args(args: &[String]) -> anyhow::Result<Command> {
     let cli = Cli::try_parse_from(std::iter::once("railyard".to_string()).chain(args.iter().cloned()))
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?;
-    dispatch(cli.command)
+    Ok(cli.command)
 }
 
 fn main() -> ExitCode {

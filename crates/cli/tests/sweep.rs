@@ -121,6 +121,17 @@ fn a_killed_sweep_resumes_and_records_every_point_once() {
     let all = records(&out_path);
     assert_eq!(all.len(), 360);
     assert_eq!(all.keys().copied().collect::<Vec<_>>(), (0..360).collect::<Vec<_>>());
+    // Resuming with a changed grid would mix two grids' points under one numbering.
+    let changed = std::fs::read_to_string(&grid).unwrap().replace("1KiB", "2KiB");
+    std::fs::write(&grid, changed).unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap(), "--out", out_path.to_str().unwrap(), "--resume"]);
+    assert!(out.code == 2 && out.stderr.contains("recorded from another grid"), "{}", out.stderr);
+    // Reading results (report) leaves a file that is not one alone.
+    let notes = d.join("notes.txt");
+    std::fs::write(&notes, "hello").unwrap();
+    let out = railyard(&["sweep", "report", notes.to_str().unwrap()]);
+    assert_eq!(out.code, 2);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello");
     std::fs::remove_dir_all(&d).ok();
 }
 
@@ -132,6 +143,11 @@ fn too_many_points_and_failing_points_are_said() {
     std::fs::write(&grid, format!("command = \"plan\"\n[axes]\n{axes}")).unwrap();
     let out = railyard(&["sweep", grid.to_str().unwrap()]);
     assert!(out.code == 2 && out.stderr.contains("more than 1000000 points"), "{}", out.stderr);
+    assert!(!d.join("g.jsonl").exists(), "no work was done");
+    // A flag the command does not have fails the grid before any work.
+    std::fs::write(&grid, "command = \"plan\"\n[axes]\nnosuch = [1, 2]\n").unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("--nosuch"), "{}", out.stderr);
     assert!(!d.join("g.jsonl").exists(), "no work was done");
     // A point the command refuses records its error; the others run.
     std::fs::write(&grid, "command = \"plan\"\n[axes]\ntopo = [\"rail:servers=2\", \"nosuch-preset\"]\n").unwrap();

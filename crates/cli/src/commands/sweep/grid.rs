@@ -35,11 +35,34 @@ impl SweptCommand {
 
 /// An axis: its values, or a geometric range (`from` to `to`, times `factor`; sizes
 /// may be written with units, `"1MiB"`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AxisInput {
     Values(Vec<toml::Value>),
-    Range { from: toml::Value, to: toml::Value, factor: u64 },
+    Range(RangeInput),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeInput {
+    from: toml::Value,
+    to: toml::Value,
+    factor: u64,
+}
+
+// A list or a table, each read with its own errors (an untagged enum would say only
+// "did not match any variant").
+impl<'de> Deserialize<'de> for AxisInput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::Array(values) => Ok(AxisInput::Values(values)),
+            v @ toml::Value::Table(_) => RangeInput::deserialize(v).map(AxisInput::Range).map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "expected a list of values or a range {{ from, to, factor }}, got {}",
+                other.type_str()
+            ))),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -57,7 +80,7 @@ struct GridFile {
 pub struct Grid {
     pub command: SweptCommand,
     pub base: toml::Table,
-    /// Axis names and their values, in file order (sorted by name).
+    /// Axis names and their values, sorted by name (points are numbered in this order).
     pub axes: Vec<(String, Vec<toml::Value>)>,
 }
 
@@ -104,15 +127,30 @@ impl Grid {
         for (name, axis) in file.axes {
             let values = match axis {
                 AxisInput::Values(v) => v,
-                AxisInput::Range { from, to, factor } => range(&name, &from, &to, factor)?,
+                AxisInput::Range(r) => range(&name, &r.from, &r.to, r.factor)?,
             };
             if values.is_empty() {
                 bail!("axes.{name}: no values");
             }
-            if file.base.contains_key(&name) {
+            if name.is_empty() || name == "format" {
+                bail!("axes.{name:?}: not an option a sweep can vary");
+            }
+            if let Some(v) = values.iter().find(|v| {
+                !matches!(
+                    v,
+                    toml::Value::String(_) | toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_)
+                )
+            }) {
+                bail!("axes.{name}: {} is not a value of an option (strings, numbers, true/false)", v.type_str());
+            }
+            let flag = |k: &str| k.replace('_', "-");
+            if file.base.keys().any(|k| flag(k) == flag(&name)) {
                 bail!("axes.{name}: also in [base]; give it in one place");
             }
             axes.push((name, values));
+        }
+        if file.command != SweptCommand::PlanTraining && file.base.contains_key("format") {
+            bail!("base.format: a sweep records each point's JSON; leave format out");
         }
         let grid = Grid { command: file.command, base: file.base, axes };
         let points = grid.points_checked()?;
@@ -152,6 +190,19 @@ impl Grid {
         out
     }
 
+    /// Build point `index`'s request without running it: an unknown flag or a value the
+    /// command cannot parse fails the grid before any work.
+    pub fn check_point(&self, index: u64) -> Result<()> {
+        let point = self.point(index);
+        match self.command {
+            SweptCommand::Plan | SweptCommand::Sim => crate::parse_args(&self.args(&point)?).map(|_| ()),
+            SweptCommand::PlanTraining => {
+                railyard_planner::Scenario::parse(&self.scenario(&point)?).map(|_| ()).map_err(Into::into)
+            }
+        }
+        .with_context(|| format!("the grid's first point cannot be run"))
+    }
+
     /// The command line of a `plan` or `sim` point (without the program name).
     pub fn args(&self, point: &[(String, toml::Value)]) -> Result<Vec<String>> {
         let mut args = vec![self.command.name().to_string()];
@@ -160,9 +211,9 @@ impl Grid {
             match value {
                 toml::Value::Boolean(true) => args.push(flag),
                 toml::Value::Boolean(false) => {}
-                toml::Value::String(s) => args.extend([flag, s.clone()]),
-                toml::Value::Integer(i) => args.extend([flag, i.to_string()]),
-                toml::Value::Float(f) => args.extend([flag, f.to_string()]),
+                toml::Value::String(s) => args.push(format!("{flag}={s}")),
+                toml::Value::Integer(i) => args.push(format!("{flag}={i}")),
+                toml::Value::Float(f) => args.push(format!("{flag}={f}")),
                 other => bail!("{name}: {other} is not a command-line value"),
             }
         }
@@ -215,7 +266,7 @@ mod tests {
         assert_eq!(p[0].1, toml::Value::Integer(65536));
         assert_eq!(p[1].1, toml::Value::String("b".into()));
         let args = g.args(&p).unwrap();
-        assert_eq!(args, ["plan", "--collective", "allreduce", "--size", "65536", "--topo", "b", "--format", "json"]);
+        assert_eq!(args, ["plan", "--collective=allreduce", "--size=65536", "--topo=b", "--format", "json"]);
     }
 
     #[test]

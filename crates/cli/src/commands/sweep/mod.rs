@@ -64,7 +64,7 @@ pub struct SweepArgs {
     /// Shards of a Slurm job array
     #[arg(long, default_value_t = 4)]
     pub shards: u64,
-    /// Also write the results as CSV (beside --out, .csv)
+    /// Also write the results as CSV (--out with .csv appended)
     #[arg(long, value_enum, default_value = "jsonl")]
     pub format: ResultFormat,
 }
@@ -98,12 +98,14 @@ const GRID_HELP: &str = "A grid file:\n  \
     collective = \"allreduce\"\n  \
     algo = \"all\"\n  \
     [axes]                                # each a list or a geometric range\n  \
-    topo = [\"rail:servers=8\", \"clos:k=8,endpoints=64\"]\n  \
+    topo = [\"rail:servers=8\", \"clos:k=8\"]\n  \
     size = { from = \"1MiB\", to = \"1GiB\", factor = 4 }\n\n\
 For plan and sim, [base] and the axes are the command's flags by name. For plan-training,\n\
 [base] is the scenario and an axis is a dotted path into it (\"job.global_batch\").\n\
-Each point's record (its inputs, the command's JSON output or its error, wall time) is\n\
-appended to --out as it finishes; --resume skips the points already there.";
+Each point's record (its inputs, the command's JSON output with arrays of more than 64\n\
+items left out, or its error; wall time) is appended to --out as it finishes; --resume\n\
+skips the points already there (points in flight at a kill run again). Points are\n\
+numbered over the axes sorted by name, the last fastest.";
 
 fn parse_shard(text: &str) -> Result<(u64, u64), String> {
     let bad = || format!("{text:?}: give I/N with 0 <= I < N, e.g. 0/4");
@@ -138,6 +140,7 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     let Some(path) = &args.grid else { bail!("give a grid file (railyard sweep GRID.toml; --help shows one)") };
     let text = railyard_topology::file::read_text(path, MAX_GRID_BYTES)?;
     let grid = Grid::parse(&text).with_context(|| format!("{}", path.display()))?;
+    let hash = store::grid_hash(&text);
     let total = grid.points();
     let (shard, shards) = args.shard.unwrap_or((0, 1));
     let mine: Vec<u64> = (0..total).filter(|p| p % shards == shard).collect();
@@ -151,17 +154,39 @@ fn sweep(args: &SweepArgs) -> Result<String> {
         return Ok(out);
     }
     let out_path = args.out.clone().unwrap_or_else(|| path.with_extension("jsonl"));
+    if out_path == *path {
+        bail!("--out {} is the grid file itself; give another", out_path.display());
+    }
     if args.executor == Executor::Slurm {
+        if args.shard.is_some() || args.format != ResultFormat::Jsonl || args.resume {
+            bail!("--executor slurm writes the job array's script: --shard, --resume and --format belong to its tasks");
+        }
         return slurm(path, &out_path, args.shards, total);
     }
+    if args.jobs == Some(0) {
+        bail!("--jobs 0: at least one point at a time");
+    }
+    // A mis-set grid fails at its first point, before any work (an unknown flag, a value
+    // the command refuses to parse).
+    grid.check_point(0)?;
     let done = if args.resume {
-        store::read(&out_path)?
+        store::read(&out_path, true)?
     } else if out_path.exists() {
         bail!("{} exists: --resume to go on with it, or give another --out", out_path.display());
     } else {
         BTreeMap::new()
     };
-    let todo: Vec<u64> = mine.into_iter().filter(|p| !done.contains_key(p)).collect();
+    for r in done.values() {
+        if r.grid != hash || r.point >= total || Grid::inputs_json(&grid.point(r.point)) != r.inputs {
+            bail!(
+                "{}: point {} was recorded from another grid (or another version of it); resume with that grid, or give another --out",
+                out_path.display(),
+                r.point
+            );
+        }
+    }
+    let recorded_here = mine.iter().filter(|p| done.contains_key(p)).count();
+    let todo: Vec<u64> = mine.iter().copied().filter(|p| !done.contains_key(p)).collect();
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, 256);
     let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let mut writer = store::Writer::append(&out_path)?;
@@ -173,11 +198,11 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     std::thread::scope(|s| -> Result<()> {
         for _ in 0..jobs.min(todo.len().max(1)) {
             let tx = tx.clone();
-            let (grid, todo, next, dir) = (&grid, &todo, &next, &dir);
+            let (grid, todo, next, dir, hash) = (&grid, &todo, &next, &dir, &hash);
             s.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed) as usize;
                 let Some(&p) = todo.get(i) else { break };
-                if tx.send(run_point(grid, p, dir)).is_err() {
+                if tx.send(run_point(grid, p, dir, hash)).is_err() {
                     break;
                 }
             });
@@ -202,17 +227,18 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     }
     let secs = started.elapsed().as_secs_f64();
     let mut summary = format!(
-        "{finished} points run ({failed} failed) of {} in this {}, {} recorded before; {:.1} s, {:.1} points/s; results in {}\n",
-        total / shards + u64::from(shard < total % shards),
+        "{finished} points run ({failed} failed) of {} in this {}, {recorded_here} recorded before; {:.1} s, {:.1} points/s; results in {}\n",
+        mine.len(),
         if shards > 1 { format!("shard {shard}/{shards}") } else { "grid".to_string() },
-        done.len(),
         secs,
         finished as f64 / secs.max(1e-9),
         out_path.display()
     );
     if args.format == ResultFormat::Csv {
-        let csv_path = out_path.with_extension("csv");
-        let records = store::read(&out_path)?;
+        let mut csv_path = out_path.clone().into_os_string();
+        csv_path.push(".csv");
+        let csv_path = PathBuf::from(csv_path);
+        let records = store::read(&out_path, false)?;
         std::fs::write(&csv_path, store::csv(&records, report::metric))
             .with_context(|| format!("cannot write {}", csv_path.display()))?;
         summary += &format!("CSV in {}\n", csv_path.display());
@@ -220,27 +246,46 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     Ok(summary)
 }
 
-/// Run point `p` in this process; its record (the error recorded, not raised).
-fn run_point(grid: &Grid, p: u64, dir: &Path) -> Record {
+/// Run point `p` in this process; its record (the error recorded, not raised; a panic
+/// recorded as the point's error, so it is not run again on every resume).
+fn run_point(grid: &Grid, p: u64, dir: &Path, hash: &str) -> Record {
     let point = grid.point(p);
     let started = Instant::now();
-    let result = match grid.command {
-        SweptCommand::Plan | SweptCommand::Sim => grid.args(&point).and_then(|args| crate::run_args(&args)),
-        SweptCommand::PlanTraining => grid.scenario(&point).and_then(|text| {
-            let mut scenario = railyard_planner::Scenario::parse(&text)?;
-            scenario.resolve_paths(dir);
-            let report = scenario.run(railyard_planner::Engine::Model, false)?;
-            Ok(serde_json::to_string(&report)?)
-        }),
+    let run = || -> Result<String> {
+        match grid.command {
+            SweptCommand::Plan | SweptCommand::Sim => grid.args(&point).and_then(|args| crate::run_args(&args)),
+            SweptCommand::PlanTraining => grid.scenario(&point).and_then(|text| {
+                let mut scenario = railyard_planner::Scenario::parse(&text)?;
+                scenario.resolve_paths(dir);
+                let report = scenario.run(railyard_planner::Engine::Model, false)?;
+                Ok(serde_json::to_string(&report)?)
+            }),
+        }
     };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Err(anyhow::anyhow!("railyard panicked on this point (a bug; please report it): {what}"))
+    });
     let (output, error) = match result.and_then(|text| Ok(serde_json::from_str::<serde_json::Value>(&text)?)) {
         Ok(mut v) => {
             strip_wall(&mut v);
+            store::summarize(&mut v);
             (v, None)
         }
         Err(e) => (serde_json::Value::Null, Some(format!("{e:#}"))),
     };
-    Record { point: p, inputs: Grid::inputs_json(&point), output, error, wall_secs: started.elapsed().as_secs_f64() }
+    Record {
+        point: p,
+        grid: hash.to_string(),
+        inputs: Grid::inputs_json(&point),
+        output,
+        error,
+        wall_secs: started.elapsed().as_secs_f64(),
+    }
 }
 
 /// Wall-clock fields out of a command's output: a record is the same whichever machine
@@ -257,6 +302,11 @@ fn strip_wall(v: &mut serde_json::Value) {
 }
 
 /// An sbatch script whose array tasks run one shard each, then how to merge them.
+/// `text` quoted for a POSIX shell.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 fn slurm(grid: &Path, out: &Path, shards: u64, total: u64) -> Result<String> {
     if shards == 0 || shards > total.max(1) {
         bail!("--shards {shards}: give 1..={} (the grid's points)", total.max(1));
@@ -269,14 +319,14 @@ fn slurm(grid: &Path, out: &Path, shards: u64, total: u64) -> Result<String> {
          set -euo pipefail\n\
          railyard sweep {grid} --shard ${{SLURM_ARRAY_TASK_ID}}/{shards} --out {stem}.shard${{SLURM_ARRAY_TASK_ID}}.jsonl --resume\n",
         last = shards - 1,
-        grid = grid.display(),
-        stem = stem.display(),
+        grid = shell_quote(&grid.display().to_string()),
+        stem = shell_quote(&stem.display().to_string()),
     );
     std::fs::write(&script, text).with_context(|| format!("cannot write {}", script.display()))?;
     Ok(format!(
         "wrote {}: sbatch it; when its {shards} tasks are done:\n  railyard sweep merge {}.shard*.jsonl --out {}\n",
         script.display(),
-        stem.display(),
-        out.display()
+        shell_quote(&stem.display().to_string()),
+        shell_quote(&out.display().to_string())
     ))
 }

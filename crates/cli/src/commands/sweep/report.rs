@@ -13,7 +13,8 @@ use railyard_units::Table;
 
 use super::store::{self, Record};
 
-/// A record's headline time in seconds (lower is better), where its command gives one.
+/// A record's headline time in seconds (lower is better), where its command gives one:
+/// for plan-training the best step's time per million tokens, so batches compare.
 pub fn metric(r: &Record) -> Option<f64> {
     let o = &r.output;
     let min = |xs: Vec<f64>| xs.into_iter().filter(|x| x.is_finite()).min_by(f64::total_cmp);
@@ -23,7 +24,9 @@ pub fn metric(r: &Record) -> Option<f64> {
     if let Some(runs) = o.get("runs").and_then(|a| a.as_array()) {
         return min(runs.iter().filter_map(|r| r.get("report")?.get("makespan_secs")?.as_f64()).collect());
     }
-    o.get("job")?.get("ranked")?.get(0)?.get("step")?.get("step_secs")?.as_f64()
+    let job = o.get("job")?;
+    let tokens_per_sec = job.get("ranked")?.get(0)?.get("step")?.get("tokens_per_sec")?.as_f64()?;
+    (tokens_per_sec > 0.0).then(|| 1e6 / tokens_per_sec)
 }
 
 fn value_text(v: &serde_json::Value) -> String {
@@ -34,7 +37,7 @@ fn value_text(v: &serde_json::Value) -> String {
 }
 
 pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> {
-    let records = store::read(results)?;
+    let records = store::read(results, false)?;
     if records.is_empty() {
         anyhow::bail!("{}: no records", results.display());
     }
@@ -42,7 +45,8 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
     let mut scored: Vec<(&Record, f64)> = records.values().filter_map(|r| Some((r, metric(r)?))).collect();
     scored.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut out = format!(
-        "# Sweep {}\n\n{} points recorded, {failed} failed, {} with a time.\n\n## Best points\n\n",
+        "# Sweep {}\n\n{} points recorded, {failed} failed, {} with a time (plan: the fastest \
+         algorithm; sim: the makespan; plan-training: the best layout's time per million tokens).\n\n## Best points\n\n",
         results.display(),
         records.len(),
         scored.len()
@@ -59,7 +63,10 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
     let mut axes: BTreeMap<String, BTreeMap<String, (f64, Option<f64>)>> = BTreeMap::new();
     for (r, m) in &scored {
         for (k, v) in r.inputs.as_object().into_iter().flatten() {
-            let entry = axes.entry(k.clone()).or_default().entry(value_text(v)).or_insert((f64::INFINITY, v.as_f64()));
+            let x = v
+                .as_f64()
+                .or_else(|| v.as_str().and_then(|s| railyard_units::units::parse_bytes(s).ok()).map(|b| b as f64));
+            let entry = axes.entry(k.clone()).or_default().entry(value_text(v)).or_insert((f64::INFINITY, x));
             entry.0 = entry.0.min(*m);
         }
     }
@@ -93,9 +100,10 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
     }
     if let Some(path) = svg {
         if charts.is_empty() {
-            anyhow::bail!("--svg: no numeric axis with two or more values to chart");
+            out += "\n(--svg: no numeric axis with two or more values to chart; nothing written)\n";
+        } else {
+            std::fs::write(path, stack(&charts)).with_context(|| format!("cannot write {}", path.display()))?;
         }
-        std::fs::write(path, stack(&charts)).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(out)
 }

@@ -11,12 +11,17 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// The longest record line read back (a point's whole JSON output).
-pub const MAX_RECORD_BYTES: usize = 64 << 20;
+/// The longest record line written or read back.
+pub const MAX_RECORD_BYTES: usize = 1 << 20;
+/// Arrays longer than this in a command's output are left out of its record (a plan's
+/// per-round list at 1,024 GPUs is megabytes per point); their length is kept.
+pub const MAX_KEPT_ARRAY: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub point: u64,
+    /// A hash of the grid file the point came from: resuming with another grid is refused.
+    pub grid: String,
     pub inputs: serde_json::Value,
     /// The command's JSON output (null when it failed).
     pub output: serde_json::Value,
@@ -25,8 +30,39 @@ pub struct Record {
     pub wall_secs: f64,
 }
 
-/// The records of `path`, by point; a torn last line is cut off the file.
-pub fn read(path: &Path) -> Result<BTreeMap<u64, Record>> {
+/// A command's output as a record keeps it: every field, but arrays of more than
+/// `MAX_KEPT_ARRAY` items replaced by their length (`"rounds": {"items": 1022}`).
+pub fn summarize(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for x in m.values_mut() {
+                match x {
+                    serde_json::Value::Array(a) if a.len() > MAX_KEPT_ARRAY => {
+                        *x = serde_json::json!({ "items": a.len() });
+                    }
+                    _ => summarize(x),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(summarize),
+        _ => {}
+    }
+}
+
+/// FNV-1a of `text`, as hex: a grid's identity in its records (stable across builds).
+pub fn grid_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The records of `path`, by point. With `cut_torn`, a torn last line (a kill
+/// mid-write) is cut off the file so appending goes on cleanly; otherwise it is
+/// ignored and the file left alone. A point recorded twice differently is an error.
+pub fn read(path: &Path, cut_torn: bool) -> Result<BTreeMap<u64, Record>> {
     let mut out = BTreeMap::new();
     let file = match File::open(path) {
         Ok(f) => f,
@@ -48,12 +84,19 @@ pub fn read(path: &Path) -> Result<BTreeMap<u64, Record>> {
             if n > MAX_RECORD_BYTES {
                 bail!("{} line {number}: longer than {MAX_RECORD_BYTES} bytes", path.display());
             }
-            // A line cut short by a kill: dropped, and cut off so appending goes on cleanly.
-            OpenOptions::new().write(true).open(path)?.set_len(good_bytes)?;
+            // A line cut short by a kill: dropped (and cut off when resuming).
+            if cut_torn {
+                OpenOptions::new().write(true).open(path)?.set_len(good_bytes)?;
+            }
             break;
         }
         let record: Record = serde_json::from_slice(&line)
             .with_context(|| format!("{} line {number}: not a sweep record", path.display()))?;
+        if let Some(old) = out.get(&record.point) {
+            if !same(old, &record) {
+                bail!("{} line {number}: point {} is recorded twice, differently", path.display(), record.point);
+            }
+        }
         out.insert(record.point, record);
         good_bytes += n as u64;
     }
@@ -77,6 +120,12 @@ impl Writer {
 
     pub fn write(&mut self, record: &Record) -> Result<()> {
         let mut line = serde_json::to_vec(record)?;
+        if line.len() >= MAX_RECORD_BYTES {
+            let mut small = record.clone();
+            small.output = serde_json::Value::Null;
+            small.error = Some(format!("its record ({} bytes) is larger than {MAX_RECORD_BYTES} bytes", line.len()));
+            line = serde_json::to_vec(&small)?;
+        }
         line.push(b'\n');
         // One write per record: a kill leaves whole lines and at most one torn one.
         self.file.write_all(&line)?;
@@ -90,9 +139,9 @@ impl Writer {
 pub fn merge(paths: &[&Path]) -> Result<BTreeMap<u64, Record>> {
     let mut all: BTreeMap<u64, Record> = BTreeMap::new();
     for path in paths {
-        for (point, r) in read(path)? {
+        for (point, r) in read(path, false)? {
             if let Some(old) = all.get(&point) {
-                if old.inputs != r.inputs || old.output != r.output || old.error != r.error {
+                if !same(old, &r) {
                     bail!("point {point} is recorded twice with different results ({})", path.display());
                 }
                 continue;
@@ -101,6 +150,11 @@ pub fn merge(paths: &[&Path]) -> Result<BTreeMap<u64, Record>> {
         }
     }
     Ok(all)
+}
+
+/// Two records of one point say the same (their wall times aside).
+fn same(a: &Record, b: &Record) -> bool {
+    a.grid == b.grid && a.inputs == b.inputs && a.output == b.output && a.error == b.error
 }
 
 /// Records as CSV: point, each input, the record's headline metric, wall time, error.
