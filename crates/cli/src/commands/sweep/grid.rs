@@ -200,7 +200,7 @@ impl Grid {
                 railyard_planner::Scenario::parse(&self.scenario(&point)?).map(|_| ()).map_err(Into::into)
             }
         }
-        .with_context(|| format!("the grid's first point cannot be run"))
+        .context("the grid's first point cannot be run")
     }
 
     /// The command line of a `plan` or `sim` point (without the program name).
