@@ -147,6 +147,10 @@ pub struct JobInput {
     /// Megatron-LM without its communication-overlap user buffers).
     #[serde(default)]
     pub tp_overlap: f64,
+    /// Share of expert-parallel all-to-all hidden behind compute (0: none; DeepSeek-V3's
+    /// DualPipe hides most of it).
+    #[serde(default)]
+    pub ep_overlap: f64,
     /// Kept free on every GPU: CUDA context, allocator slack, workspaces.
     #[serde(default = "default_reserve", deserialize_with = "quantity::bytes")]
     pub reserve_bytes: f64,
@@ -187,6 +191,7 @@ pub struct Job {
     pub overlap_grad_reduce: bool,
     pub overlap_param_gather: bool,
     pub tp_overlap: f64,
+    pub ep_overlap: f64,
     pub reserve_bytes: f64,
 }
 
@@ -264,6 +269,7 @@ impl JobInput {
         within("job.grad_reduce_bytes", self.grad_reduce_bytes, 1.0, 8.0)?;
         within("job.grad_bytes", self.grad_bytes, 1.0, 8.0)?;
         within("job.tp_overlap", self.tp_overlap, 0.0, 1.0)?;
+        within("job.ep_overlap", self.ep_overlap, 0.0, 1.0)?;
         within("job.reserve_bytes", self.reserve_bytes, 0.0, gpu.memory_bytes)?;
         within("job.show", self.show as f64, 1.0, MAX_SHOWN as f64)?;
         if let LayoutSpec::Search(word) = &self.layout {
@@ -288,6 +294,7 @@ impl JobInput {
             overlap_grad_reduce: self.overlap_grad_reduce,
             overlap_param_gather: self.overlap_param_gather,
             tp_overlap: self.tp_overlap,
+            ep_overlap: self.ep_overlap,
             reserve_bytes: self.reserve_bytes,
         };
         Ok((job, self.global_batch))

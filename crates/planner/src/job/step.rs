@@ -13,7 +13,8 @@
 //! - Context parallelism (ring attention, Liu et al. 2023): each layer gathers the
 //!   other ranks' keys and values forward and reduce-scatters their gradients backward,
 //!   hidden behind the attention core as far as it lasts.
-//! - Experts: dispatch and combine all-to-all per MoE layer, forward and backward.
+//! - Experts: dispatch and combine all-to-all per MoE layer, forward and backward;
+//!   exposed unless the job says what share is overlapped.
 //! - Point to point between stages: an activation forward and a gradient backward per
 //!   micro-batch and virtual stage, on the critical path.
 //! - Data parallelism: gradients reduce-scattered (ZeRO 1) or all-reduced (ZeRO 0)
@@ -181,7 +182,7 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
             tokens,
             passes * moe_layers * m,
             0.0,
-            1.0,
+            1.0 - job.ep_overlap,
         )?
         .0 / m;
     }

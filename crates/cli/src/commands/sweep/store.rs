@@ -31,16 +31,22 @@ pub struct Record {
 }
 
 /// A command's output as a record keeps it: every field, but arrays of more than
-/// `MAX_KEPT_ARRAY` items replaced by their length (`"rounds": {"items": 1022}`).
+/// `MAX_KEPT_ARRAY` items, and maps of more keys (per-link and per-round detail that
+/// grows with the ranks), replaced by their size (`"rounds": {"items": 1022}`).
 pub fn summarize(v: &mut serde_json::Value) {
+    let big = |x: &serde_json::Value| match x {
+        serde_json::Value::Array(a) => a.len() > MAX_KEPT_ARRAY,
+        serde_json::Value::Object(m) => m.len() > MAX_KEPT_ARRAY,
+        _ => false,
+    };
     match v {
         serde_json::Value::Object(m) => {
             for x in m.values_mut() {
-                match x {
-                    serde_json::Value::Array(a) if a.len() > MAX_KEPT_ARRAY => {
-                        *x = serde_json::json!({ "items": a.len() });
-                    }
-                    _ => summarize(x),
+                if big(x) {
+                    let n = x.as_array().map_or_else(|| x.as_object().map_or(0, |m| m.len()), Vec::len);
+                    *x = serde_json::json!({ "items": n });
+                } else {
+                    summarize(x);
                 }
             }
         }
