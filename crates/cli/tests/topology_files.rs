@@ -22,7 +22,8 @@ fn the_guides_files_validate_and_plan() {
         assert!(!plan["algorithms"].as_array().unwrap().is_empty(), "{file}");
     }
     // The guide's claims: the NIC links are what the 2-node cluster's ring waits on.
-    let plan = json(&["plan", "--topo", &repo("topologies/two-node-cluster.toml"), "--algo", "ring", "--format", "json"]);
+    let plan =
+        json(&["plan", "--topo", &repo("topologies/two-node-cluster.toml"), "--algo", "ring", "--format", "json"]);
     let class = plan["algorithms"][0]["bottleneck"]["kind"].as_str().unwrap_or_default().to_string();
     assert_eq!(class, "nic", "{}", plan["algorithms"][0]["bottleneck"]);
     let doc = std::fs::read_to_string(repo("docs/topology-files.md")).unwrap();
