@@ -152,7 +152,7 @@ fn the_1024_gpu_super_node_table_of_section_7_6_4() {
     assert_eq!(r(f(&grows[1]["gradient"]["secs"]) * 1e3, 0), 69.0);
     // Compute 0.485 s; TP all-reduces 0.086 s.
     assert_eq!((r(f(&grows[0]["compute_secs"]), 3), r(f(&grows[0]["tp_secs"]), 3)), (0.485, 0.086));
-    // NVLink at 900 GB/s: 0.614 s and 170.9 万 tokens/s at 128 cards.
+    // NVLink at 900 GB/s: 0.614 s and 170.9 x 10^4 tokens/s at 128 cards.
     let fast = rows(&v, 2);
     assert_eq!((r(f(&fast[2]["step_secs"]), 3), r(f(&fast[2]["tokens_per_sec"]) / 1e4, 1)), (0.614, 170.9));
 }

@@ -15,9 +15,9 @@ fn ms(secs: f64) -> String {
     format!("{} ms", trim_float(secs * 1e3, 4))
 }
 
-/// Tokens/s in 万 (10^4) as the seed writes them, and plainly.
+/// Tokens/s, with the multiple of 10^4 the chapter quotes its figures in.
 fn tokens(per_sec: f64) -> String {
-    format!("{:.0} ({} 万)", per_sec, trim_float(per_sec / 1e4, 5))
+    format!("{:.0} ({} x 10^4)", per_sec, trim_float(per_sec / 1e4, 5))
 }
 
 impl Report {

@@ -42,7 +42,7 @@ pub const PRESETS: &[PresetDoc] = &[
     },
     PresetDoc {
         name: "a100-pcie-control",
-        summary: "the seed's control setting (對照設定): 2 servers x 4 A100 PCIe; GPU-to-GPU PCIe P2P 32 GB/s per \
+        summary: "the seed's control setting: 2 servers x 4 A100 PCIe; GPU-to-GPU PCIe P2P 32 GB/s per \
                   direction through the host; one ConnectX-7 per server with N ports of 25 GB/s sharing one \
                   PCIe Gen4 x16 slot (32 GB/s per direction); per-round start-up 0.833 us",
         parameters: "ports=N (1..4, default 2); local=BW adds a direct GPU-GPU link of BW on every pair \
