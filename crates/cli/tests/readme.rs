@@ -3,7 +3,7 @@
 //! "5760 MiB" while the tool printed 8 and "5.625 GiB"). `RAILYARD_BLESS=1` rewrites it.
 
 mod common;
-use common::railyard;
+use common::{generated_block, railyard};
 use std::path::PathBuf;
 
 const BEGIN: &str = "<!-- plan:begin";
@@ -21,14 +21,5 @@ fn plan_table() -> String {
 #[test]
 fn the_readme_plan_table_is_the_tools_output() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    let begin = readme.find(BEGIN).expect("README has the plan block");
-    let body_start = begin + readme[begin..].find('\n').unwrap() + 1;
-    let end = readme.find(END).expect("README closes the plan block");
-    let block = format!("```\n{}\n```\n", plan_table());
-    if std::env::var_os("RAILYARD_BLESS").is_some() {
-        std::fs::write(&path, format!("{}{block}{}", &readme[..body_start], &readme[end..])).unwrap();
-        return;
-    }
-    assert_eq!(&readme[body_start..end], block, "README's plan table is stale: run with RAILYARD_BLESS=1");
+    generated_block(&path, BEGIN, END, &format!("```\n{}\n```\n", plan_table()));
 }

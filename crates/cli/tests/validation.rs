@@ -3,7 +3,7 @@
 //! `analyze nccl-tests` judges a healthy and a slow published run as their threads did.
 
 mod common;
-use common::railyard;
+use common::{generated_block, railyard};
 use std::path::PathBuf;
 
 const BEGIN: &str = "<!-- validate:begin";
@@ -18,16 +18,9 @@ fn the_validation_document_is_the_tools_output() {
     let cases = repo("corpus/validation.toml");
     let out = railyard(&["validate", "--cases", &cases]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let path = repo("docs/validation.md");
-    let doc = std::fs::read_to_string(&path).unwrap();
-    let begin = doc.find(BEGIN).expect("the document has the validate block");
-    let body_start = begin + doc[begin..].find('\n').unwrap() + 1;
-    let end = doc.find(END).expect("the document closes the validate block");
-    if std::env::var_os("RAILYARD_BLESS").is_some() {
-        std::fs::write(&path, format!("{}{}{}", &doc[..body_start], out.stdout, &doc[end..])).unwrap();
+    if generated_block(std::path::Path::new(&repo("docs/validation.md")), BEGIN, END, &out.stdout) {
         return;
     }
-    assert_eq!(&doc[body_start..end], out.stdout, "docs/validation.md is stale: run with RAILYARD_BLESS=1");
 
     // railyard's expected busbw errs less than NCCL's own tuner over the large sizes
     // (the summary row: "| at least 64 MiB | 15.4% / ... | 22.0% / ... |").
@@ -65,16 +58,9 @@ fn the_training_validation_is_the_tools_output() {
     let cases = repo("corpus/training.toml");
     let out = railyard(&["validate-training", "--cases", &cases]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let path = repo("docs/validation.md");
-    let doc = std::fs::read_to_string(&path).unwrap();
-    let begin = doc.find(BEGIN).expect("the document has the validate-training block");
-    let body_start = begin + doc[begin..].find('\n').unwrap() + 1;
-    let end = doc.find(END).expect("the document closes the validate-training block");
-    if std::env::var_os("RAILYARD_BLESS").is_some() {
-        std::fs::write(&path, format!("{}{}{}", &doc[..body_start], out.stdout, &doc[end..])).unwrap();
+    if generated_block(std::path::Path::new(&repo("docs/validation.md")), BEGIN, END, &out.stdout) {
         return;
     }
-    assert_eq!(&doc[body_start..end], out.stdout, "docs/validation.md is stale: run with RAILYARD_BLESS=1");
     let json = railyard(&["validate-training", "--cases", &cases, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let median = v["summary"]["median_abs_error"].as_f64().unwrap();

@@ -245,6 +245,20 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
     Ok(Shape { input, notes })
 }
 
+/// NCCL's name of `c` in per-function `NCCL_ALGO`/`NCCL_PROTO` lists ("other" for the
+/// collectives it has no entry for).
+pub fn nccl_function_name(c: railyard_schedule::Collective) -> &'static str {
+    use railyard_schedule::Collective;
+    match c {
+        Collective::AllReduce => "allreduce",
+        Collective::AllGather => "allgather",
+        Collective::ReduceScatter => "reducescatter",
+        Collective::Broadcast => "broadcast",
+        Collective::Reduce => "reduce",
+        _ => "other",
+    }
+}
+
 /// `NCCL_ALGO` / `NCCL_PROTO` as NCCL reads them for one collective (`env.rst`, 2.24+):
 /// `Ring,Tree`, `^Tree` (all but), and per-function lists `"ring;allreduce:tree,^nvls"`
 /// where the collective's own entry wins. Names are case-insensitive.

@@ -8,8 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use railyard_model::{plan_on, AlgorithmSpec, CollectiveRequest, ModelError};
-use railyard_schedule::{Algorithm, Collective};
+use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, PlacementPolicy, Topology};
+use railyard_units::stats::median_of_sorted;
 
 use crate::error::NcclError;
 use crate::nccl_tests::TestsOutput;
@@ -132,14 +133,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
         None => PlacementPolicy::Contiguous,
     };
     let placement = Placement::new(topology, &policy, Some(ranks)).map_err(|e| bad("ranks", e.to_string()))?;
-    let function = match collective {
-        Collective::AllReduce => "allreduce",
-        Collective::AllGather => "allgather",
-        Collective::ReduceScatter => "reducescatter",
-        Collective::Broadcast => "broadcast",
-        Collective::Reduce => "reduce",
-        _ => "other",
-    };
+    let function = shape::nccl_function_name(collective);
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
     let family: Vec<Algorithm> = match &algos {
         Some(a) => railyard_of(a),
@@ -217,8 +211,7 @@ impl Errors {
         errors.iter_mut().for_each(|e| *e = e.abs());
         errors.sort_by(f64::total_cmp);
         let n = errors.len();
-        let median = if n % 2 == 1 { errors[n / 2] } else { (errors[n / 2 - 1] + errors[n / 2]) / 2.0 };
-        Some(Errors { points: n, median, worst: errors[n - 1] })
+        Some(Errors { points: n, median: median_of_sorted(&errors), worst: errors[n - 1] })
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod chart;
 pub mod quantity;
+pub mod stats;
 pub mod table;
 pub mod units;
 

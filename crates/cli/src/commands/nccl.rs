@@ -54,7 +54,7 @@ pub enum OnOff {
 
 impl TunerShapeArgs {
     fn shape(&self, t: &Topology, p: &Placement, collective: Collective) -> Result<Shape> {
-        let name = nccl_function_name(collective);
+        let name = shape::nccl_function_name(collective);
         let o = Overrides {
             arch: self.arch,
             channels: self.channels,
@@ -66,17 +66,6 @@ impl TunerShapeArgs {
             protos: self.nccl_proto.as_deref().map(|s| shape::parse_proto_env(s, name)).transpose()?,
         };
         Ok(shape::shape(t, p, &o)?)
-    }
-}
-
-fn nccl_function_name(c: Collective) -> &'static str {
-    match c {
-        Collective::AllReduce => "allreduce",
-        Collective::AllGather => "allgather",
-        Collective::ReduceScatter => "reducescatter",
-        Collective::Broadcast => "broadcast",
-        Collective::Reduce => "reduce",
-        _ => "other",
     }
 }
 

@@ -33,3 +33,21 @@ pub const MIB: f64 = 1024.0 * 1024.0;
 pub fn models() -> Vec<&'static str> {
     railyard_netmodels::registry::MODELS.iter().map(|m| m.name).collect()
 }
+
+/// Check that the block of `path` between the line holding `begin` and `end` is `body`
+/// (a document section the tool writes); with RAILYARD_BLESS set, rewrite it instead and
+/// return true. Rewrites of one file are serialised: several tests keep blocks in it.
+pub fn generated_block(path: &std::path::Path, begin: &str, end: &str, body: &str) -> bool {
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    let doc = std::fs::read_to_string(path).unwrap();
+    let at = doc.find(begin).unwrap_or_else(|| panic!("{} has no {begin} block", path.display()));
+    let body_start = at + doc[at..].find('\n').unwrap() + 1;
+    let stop = doc.find(end).unwrap_or_else(|| panic!("{} does not close the {begin} block", path.display()));
+    if std::env::var_os("RAILYARD_BLESS").is_some() {
+        std::fs::write(path, format!("{}{body}{}", &doc[..body_start], &doc[stop..])).unwrap();
+        return true;
+    }
+    assert_eq!(&doc[body_start..stop], body, "{} is stale ({begin}): run with RAILYARD_BLESS=1", path.display());
+    false
+}

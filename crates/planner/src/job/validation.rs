@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use railyard_units::stats::median_of_sorted;
 use railyard_units::Table;
 
 use super::{evaluate_with, JobInput};
@@ -115,11 +116,7 @@ pub fn evaluate_case(case: &Case, topology: &railyard_topology::Topology) -> Res
 pub fn summarize(results: &[CaseResult]) -> Summary {
     let mut errors: Vec<f64> = results.iter().map(|r| r.error.abs()).collect();
     errors.sort_by(f64::total_cmp);
-    let median = match errors.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => errors[n / 2],
-        n => (errors[n / 2 - 1] + errors[n / 2]) / 2.0,
-    };
+    let median = median_of_sorted(&errors);
     let worst = results.iter().max_by(|a, b| a.error.abs().total_cmp(&b.error.abs()));
     Summary {
         cases: results.len(),

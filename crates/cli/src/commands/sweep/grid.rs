@@ -153,8 +153,7 @@ impl Grid {
             bail!("base.format: a sweep records each point's JSON; leave format out");
         }
         let grid = Grid { command: file.command, base: file.base, axes };
-        let points = grid.points_checked()?;
-        let _ = points;
+        grid.points_checked()?;
         Ok(grid)
     }
 
