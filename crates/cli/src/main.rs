@@ -113,6 +113,8 @@ fn dispatch(command: Command) -> anyhow::Result<String> {
         Command::Schedule(cmd) => commands::schedule::run(&cmd),
         Command::Perf(args) => commands::perf::run(&args),
         Command::Launch(args) => commands::launch::run(&args),
+        // With nccl-tests outputs nothing runs: the fit is of what was measured.
+        Command::Calibrate(args) if !args.nccl_tests.is_empty() => commands::calibrate_nccl::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),
         Command::Triage(args) => commands::triage::run(&args),
         Command::Sweep(args) => commands::sweep::run(&args),

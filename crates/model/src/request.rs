@@ -54,7 +54,9 @@ pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> V
         }
         // NVLS is searched too: its stages pipeline as NCCL's NVLSTree does. (The other
         // hierarchical all-reduces keep one chunk, the seeds' examples.)
-        ChunkPolicy::Search if algorithm.pipelined() || algorithm == Algorithm::Nvls => searched(count),
+        ChunkPolicy::Search if algorithm.pipelined() || matches!(algorithm, Algorithm::Nvls | Algorithm::NvlsTree) => {
+            searched(count)
+        }
         ChunkPolicy::SearchAll if takes_chunks(algorithm) => searched(count),
         _ => vec![1],
     }
@@ -72,7 +74,8 @@ fn searched(count: u64) -> Vec<usize> {
 /// Whether `algorithm` can be cut into pipelined chunks: chain and trees, and the
 /// hierarchical all-reduces, whose chunks overlap one stage with another.
 fn takes_chunks(algorithm: Algorithm) -> bool {
-    algorithm.pipelined() || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls)
+    algorithm.pipelined()
+        || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree)
 }
 
 /// The generator options of `algorithm`: the one place they are built. Options an
@@ -374,7 +377,7 @@ pub(crate) fn resolve_with_routes(
 /// NVLS reduces in an NVSwitch, and on a switch elsewhere it would be another algorithm.
 fn hardware_for(algorithm: Algorithm, topology: &Topology) -> Result<(), ModelError> {
     let nvls = |d: &railyard_topology::Device| d.kind == DeviceKind::NvSwitch && d.in_network_reduction;
-    if algorithm == Algorithm::Nvls && !topology.devices.iter().any(nvls) {
+    if matches!(algorithm, Algorithm::Nvls | Algorithm::NvlsTree) && !topology.devices.iter().any(nvls) {
         return Err(ModelError::NeedsHardware {
             needs: "an NVSwitch that reduces (NVLS: NVLink4 or later, e.g. dgx-h100)",
             topology: topology.name.clone(),

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod calibration;
 pub mod error;
 pub mod log;
 pub mod log_report;

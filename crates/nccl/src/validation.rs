@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use railyard_model::nccl_family::NCCL_INTER_STAGE;
 use railyard_model::{plan_on, AlgorithmSpec, CollectiveRequest, ModelError};
 use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, PlacementPolicy, Topology};
@@ -88,6 +89,9 @@ pub struct Point {
     pub bound: f64,
     /// NCCL's tuner estimate (none for the tests it does not model).
     pub nccl: Option<f64>,
+    /// The achievable rate (`Achievable` field: nvlink, pcie, nic, fabric, nvls, sharp)
+    /// that sets the expected algorithm's slowest resource; none when no link does.
+    pub limited_by: Option<&'static str>,
 }
 
 impl Point {
@@ -137,7 +141,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
     let family: Vec<Algorithm> = match &algos {
         Some(a) => railyard_of(a),
-        None => nccl_algorithms(collective),
+        None => nccl_algorithms(collective, placement.ranks_by_server(topology).len()),
     };
     let coll = Coll::from_railyard(collective);
     let tuner = match (coll, ranks >= 2) {
@@ -160,6 +164,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
             strict: false,
             chunks: railyard_model::ChunkPolicy::SearchAll,
+            inter_stage: NCCL_INTER_STAGE,
             ..CollectiveRequest::new(collective, row.bytes, 1, Vec::new())
         };
         let plan = match plan_on(topology, &placement, &request) {
@@ -190,9 +195,28 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
             protocol: expected.protocol.as_str(),
             bound: busbw(row.bytes, bound),
             nccl,
+            limited_by: limited_by(expected),
         });
     }
     Ok(CaseResult { case: case.clone(), test: output.kind.binary(), ranks, points })
+}
+
+/// Which achievable rate sets `b`'s time: its bottleneck's link class, read as the
+/// in-switch reduction's rate where the algorithm reduces in the NVSwitch (NVLS) or in
+/// the network switches (in-network), whose streams run at that rate.
+fn limited_by(b: &railyard_model::Breakdown) -> Option<&'static str> {
+    let kind = b.bottleneck.as_ref()?.kind.as_str();
+    let in_switch = b.algorithm.builtin().is_some_and(Algorithm::in_switch);
+    let nvls = b.algorithm.builtin().is_some_and(|a| matches!(a, Algorithm::Nvls | Algorithm::NvlsTree));
+    Some(match kind {
+        "nvlink" if nvls => "nvls",
+        "nvlink" => "nvlink",
+        "pcie" => "pcie",
+        "nic" | "fabric" if in_switch && !nvls => "sharp",
+        "nic" => "nic",
+        "fabric" => "fabric",
+        _ => return None,
+    })
 }
 
 /// Median and worst |error| of some points.
@@ -204,7 +228,7 @@ pub struct Errors {
 }
 
 impl Errors {
-    fn of(mut errors: Vec<f64>) -> Option<Errors> {
+    pub fn of(mut errors: Vec<f64>) -> Option<Errors> {
         if errors.is_empty() {
             return None;
         }

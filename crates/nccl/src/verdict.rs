@@ -14,7 +14,8 @@
 
 use serde::Serialize;
 
-use railyard_model::{plan_on, Breakdown, CollectiveRequest, ModelError};
+use railyard_model::nccl_family::NCCL_INTER_STAGE;
+use railyard_model::{plan_on, AlgorithmSpec, Breakdown, CollectiveRequest, ModelError};
 use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, Topology};
 
@@ -92,14 +93,15 @@ pub struct Analysis {
 /// NCCL's algorithms as railyard schedules: a ring is rail-aligned channels; a tree is
 /// NCCL's double binary tree, which across nodes moves what railyard's pipelined
 /// hierarchical all-reduce does (a chain inside each node, a tree between them), so both
-/// stand for it; NVLS and NVLSTree are NVLS; CollNet is in-network.
+/// stand for it; NVLS and NVLSTree are railyard's; CollNet is in-network.
 pub fn railyard_of(algos: &[Algo]) -> Vec<Algorithm> {
     let mut out = Vec::new();
     for a in algos {
         let these: &[Algorithm] = match a {
             Algo::Ring => &[Algorithm::RailRing],
             Algo::Tree => &[Algorithm::DoubleTree, Algorithm::Hierarchical],
-            Algo::Nvls | Algo::NvlsTree => &[Algorithm::Nvls],
+            Algo::Nvls => &[Algorithm::Nvls],
+            Algo::NvlsTree => &[Algorithm::NvlsTree],
             Algo::CollNetDirect | Algo::CollNetChain => &[Algorithm::InNetwork],
             Algo::Pat => &[Algorithm::RailRing],
         };
@@ -190,14 +192,25 @@ pub fn analyze(
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
         let family: Vec<Algorithm> = match &shape.input.algos {
             Some(algos) => railyard_of(algos),
-            None => nccl_algorithms(railyard_collective),
+            None => nccl_algorithms(railyard_collective, placement.ranks_by_server(topology).len()),
         };
-        let of_family = |b: &&Breakdown| b.algorithm.builtin().is_some_and(|a| family.contains(&a));
-        let expected = algorithms
-            .iter()
-            .filter(of_family)
-            .min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs))
-            .or_else(|| algorithms.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)));
+        // Costed as NCCL runs them: its trees cross servers by a tree.
+        let family_request = CollectiveRequest {
+            algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
+            strict: false,
+            inter_stage: NCCL_INTER_STAGE,
+            ..request.clone()
+        };
+        let family_plan = match plan_on(topology, placement, &family_request) {
+            Err(ModelError::NothingRuns { .. }) => None,
+            p => Some(p.map_err(|e| bad(e.to_string()))?),
+        };
+        let fastest_expected = |list: &'_ [Breakdown]| -> Option<Breakdown> {
+            list.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)).cloned()
+        };
+        let expected =
+            family_plan.as_ref().and_then(|p| fastest_expected(&p.algorithms)).or_else(|| fastest_expected(algorithms));
+        let expected = expected.as_ref();
         let (algo, proto, channels, nccl_us) = match &choice {
             Some(c) => (c.algo, c.proto, c.channels, c.time_us),
             None => (Algo::Ring, Proto::Simple, shape.input.channels, f64::NAN),

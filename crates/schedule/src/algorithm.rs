@@ -37,13 +37,17 @@ pub enum Algorithm {
     InNetwork,
     /// NCCL's NVLS: the hierarchical all-reduce with each server's stages done in its
     /// NVSwitch (reduce-scatter by `multimem.ld_reduce`, all-gather by multicast), the
-    /// shards crossing servers by the inter-server stage asked (ring by default: NCCL's
-    /// NVLSTree crosses by a tree; NVLS with SHARP in the network switches).
+    /// shards crossing servers by the inter-server stage asked (ring by default; NVLS
+    /// with SHARP in the network switches).
     Nvls,
+    /// NCCL's NVLSTree: NVLS inside each server, the shards crossing servers by NCCL's
+    /// double binary tree (`InterStage::Tree`) — what NCCL runs on several NVSwitch
+    /// servers without in-network reduction (nccl-facts.md §1.5, §1.7).
+    NvlsTree,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 14] = [
+    pub const ALL: [Algorithm; 15] = [
         Algorithm::Ring,
         Algorithm::InterleavedRing,
         Algorithm::Chain,
@@ -57,6 +61,7 @@ impl Algorithm {
         Algorithm::Hierarchical,
         Algorithm::InNetwork,
         Algorithm::Nvls,
+        Algorithm::NvlsTree,
         Algorithm::RailRing,
     ];
 
@@ -76,6 +81,7 @@ impl Algorithm {
             Algorithm::Hierarchical => "hierarchical",
             Algorithm::InNetwork => "in-network",
             Algorithm::Nvls => "nvls",
+            Algorithm::NvlsTree => "nvls-tree",
         }
     }
 
@@ -89,7 +95,7 @@ impl Algorithm {
             }
             Algorithm::Chain => matches!(c, Broadcast | Reduce),
             Algorithm::Tree => matches!(c, AllReduce | Broadcast | Reduce),
-            Algorithm::DoubleTree | Algorithm::InNetwork | Algorithm::Nvls => c == AllReduce,
+            Algorithm::DoubleTree | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree => c == AllReduce,
             Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
             Algorithm::RecursiveDoubling => c == AllReduce,
             Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
@@ -118,13 +124,14 @@ impl Algorithm {
                 | Algorithm::Hierarchical
                 | Algorithm::InNetwork
                 | Algorithm::Nvls
+                | Algorithm::NvlsTree
         )
     }
 
     /// Whether switches reduce (in-network steps: SHARP, NVLS): hosts cannot run it, and a
     /// topology without a reducing switch cannot either.
     pub fn in_switch(self) -> bool {
-        matches!(self, Algorithm::InNetwork | Algorithm::Nvls)
+        matches!(self, Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree)
     }
 
     /// Whether the algorithm cuts the message into pipelined chunks (`pipeline_chunks`).

@@ -91,11 +91,17 @@ fn build(
         Algorithm::Nvls => {
             hierarchical_all_reduce(spec, groups, IntraStage::Nvls, options.inter_stage, chunks, elem_bytes, name)
         }
+        Algorithm::NvlsTree => {
+            hierarchical_all_reduce(spec, groups, IntraStage::Nvls, InterStage::Tree, chunks, elem_bytes, name)
+        }
     }?;
     schedule.forward_first_round = true;
     let pipelines = algorithm.pipelined()
         || spec.collective == Collective::AllReduce
-            && matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls);
+            && matches!(
+                algorithm,
+                Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree
+            );
     schedule.pipeline_chunks = if pipelines { chunks } else { 1 };
     // A chain's or tree's chunks enter one round after another: one passes all rounds but
     // the last chunks − 1. (The hierarchical ones set their own.)

@@ -30,6 +30,7 @@ use crate::rhd::{doubling_steps, halving_steps};
 use crate::ring::{
     all_gather_buffers, check_order, copy, reduce_scatter_buffers, single_blocks, Block, RingRounds, RingStage,
 };
+use crate::tree::{binary_tree, complementary_tree};
 
 /// How each server reduces its shards and gathers them back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -56,6 +57,15 @@ pub enum InterStage {
     Rhd,
     /// One in-network reduction: each rank sends its shard once and receives the result once.
     InNetwork,
+    /// NCCL's double binary tree over the S ranks holding a shard (nccl-facts.md §1.5:
+    /// NVLSTree and Tree cross nodes this way), half of the shard on each tree: a reduce
+    /// up both trees then a broadcast down them, a round per tree level (2·D rounds, D
+    /// the trees' depth), each level of a chunk in its own pipeline slot, so chunks
+    /// stream through the levels as NCCL's tree pipeline streams them. A rank interior
+    /// in one tree sends 1.5 of a shard and is a leaf sending 0.5 in the other: 2 shards
+    /// each way in all, against a ring's 2(S − 1)/S — the same on 2 servers, a third
+    /// more on 4.
+    Tree,
 }
 
 impl InterStage {
@@ -64,6 +74,7 @@ impl InterStage {
             InterStage::Ring => "ring",
             InterStage::Rhd => "rhd",
             InterStage::InNetwork => "in-network",
+            InterStage::Tree => "tree",
         }
     }
 }
@@ -74,7 +85,8 @@ impl std::str::FromStr for InterStage {
         match text {
             "ring" => Ok(InterStage::Ring),
             "rhd" => Ok(InterStage::Rhd),
-            other => Err(format!("unknown inter-server stage \"{other}\" (expected ring or rhd)")),
+            "tree" => Ok(InterStage::Tree),
+            other => Err(format!("unknown inter-server stage \"{other}\" (expected ring, rhd or tree)")),
         }
     }
 }
@@ -125,7 +137,7 @@ pub fn hierarchical_all_reduce(
             op: Op::Copy,
         });
     }
-    let stages: Vec<[Stage; 3]> = partition(spec.count, chunks.max(1))
+    let stages: Vec<Vec<Stage>> = partition(spec.count, chunks.max(1))
         .into_iter()
         .map(|range| chunk_stages(groups, range, intra, inter))
         .collect();
@@ -138,15 +150,18 @@ pub fn hierarchical_all_reduce(
         return Ok(b.build_compact());
     }
     // Slot t: intra-server reduce-scatter of chunk t, inter-server stage of chunk t − 1,
-    // intra-server all-gather of chunk t − 2. The two intra-server stages share the
+    // intra-server all-gather of chunk t − 2 (a tree's levels are stages of their own,
+    // so the all-gather comes 2·D + 1 slots after the reduce-scatter). The two intra-server stages share the
     // server's links, so the all-gather is put at the end of the slot and the
     // reduce-scatter at its start: they meet only where the inter-server stage is
     // shorter than the two together.
     let n = stages.len();
-    // One chunk passes its three stages, a slot each.
+    // One chunk passes its stages, a slot each.
+    let path = stages[0].len();
+    let last = path - 1;
     let path_rounds: usize =
         stages[0].iter().map(|stage| stage.rounds.as_ref().map_or(0, |r| r.rounds())).sum::<usize>().max(1);
-    let mut slots: Vec<Vec<SlotPart>> = (0..n + 2).map(|_| Vec::new()).collect();
+    let mut slots: Vec<Vec<SlotPart>> = (0..n + last).map(|_| Vec::new()).collect();
     for (c, chunk) in stages.into_iter().enumerate() {
         for (i, stage) in chunk.into_iter().enumerate() {
             if let Some(rounds) = stage.rounds {
@@ -165,7 +180,7 @@ pub fn hierarchical_all_reduce(
             // NVLS's stages use the NVSwitch's two directions the other way round (the
             // reduce-scatter sends, the all-gather receives): they start together.
             .map(|(stage, rounds, _)| {
-                (if stage == 2 && intra == IntraStage::Ring { length - rounds.rounds() } else { 0 }, rounds)
+                (if stage == last && intra == IntraStage::Ring { length - rounds.rounds() } else { 0 }, rounds)
             })
             .collect();
         b.rounds(format!("pipeline slot {}: {}", t + 1, names.join(" + ")), ParallelRounds(sources));
@@ -188,14 +203,22 @@ fn boxed(source: impl RoundSource + 'static) -> Option<Box<dyn RoundSource>> {
     (source.rounds() > 0).then(|| Box::new(source) as Box<dyn RoundSource>)
 }
 
-/// The three stages of the hierarchical all-reduce of elements `range`.
-fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inter: InterStage) -> [Stage; 3] {
+/// The stages of the hierarchical all-reduce of elements `range`: the intra-server
+/// reduce-scatter, the inter-server stage (one per tree level for `InterStage::Tree`),
+/// the intra-server all-gather.
+fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inter: InterStage) -> Vec<Stage> {
     let local = groups[0].len();
     let shards = partition_range(range, local);
     let shard_blocks = single_blocks(shards.clone());
     // The ranks holding shard j, one per server.
     let holders: Vec<Vec<Rank>> = (0..local).map(|j| groups.iter().map(|g| g[j]).collect()).collect();
+    let mut inter_stages: Vec<Stage> = Vec::new();
     let (name, rounds): (&'static str, Option<Box<dyn RoundSource>>) = match inter {
+        InterStage::Tree => {
+            inter_stages = tree_stages(&holders, &shards);
+            // The levels follow as stages of their own (below); none when one server.
+            ("inter-server tree", None)
+        }
         InterStage::Ring => {
             // Shard j all-reduced by a ring over its holders, each holding one block of it.
             let (mut rs, mut ag) = (RingRounds::default(), RingRounds::default());
@@ -244,6 +267,7 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inte
         // pipeline slot the NVSwitch's work then overlaps the network's round by round
         // (NVLSTree streams both at once), not all in the slot's first round.
         IntraStage::Nvls => {
+            // A tree's levels are one round each: the NVSwitch's work is one round too.
             let pieces = rounds.as_ref().map_or(1, |r| r.rounds()).max(1);
             (
                 nvls_rounds(groups, &shards, pieces, Flow::ReduceTo),
@@ -251,11 +275,60 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inte
             )
         }
     };
-    [
-        Stage { name: "intra-server reduce-scatter", rounds: intra_rs },
-        Stage { name, rounds },
-        Stage { name: "intra-server all-gather", rounds: intra_ag },
-    ]
+    let mut stages = vec![Stage { name: "intra-server reduce-scatter", rounds: intra_rs }];
+    if inter_stages.is_empty() {
+        stages.push(Stage { name, rounds });
+    } else {
+        stages.extend(inter_stages);
+    }
+    stages.push(Stage { name: "intra-server all-gather", rounds: intra_ag });
+    stages
+}
+
+/// The inter-server stage by NCCL's double binary tree (`InterStage::Tree`): for every
+/// shard j, `holders[j]` (one rank per server) all-reduce it over a binary tree and its
+/// complement, half of the shard on each, a stage per level: the reduce climbs from the
+/// deepest level to the root, then the broadcast descends. Both trees' edges of a level
+/// share its round. Empty when there is one server.
+fn tree_stages(holders: &[Vec<Rank>], shards: &[Range<u64>]) -> Vec<Stage> {
+    let servers = holders.first().map_or(0, Vec::len);
+    if servers < 2 {
+        return Vec::new();
+    }
+    let trees = [binary_tree(servers), complementary_tree(servers)];
+    let depths: Vec<Vec<usize>> = trees.iter().map(|t| (0..servers).map(|v| t.depth(v)).collect()).collect();
+    let levels = depths.iter().flatten().copied().max().unwrap_or(0);
+    // Edges (child, parent, half) whose child is at `depth`, over every shard.
+    let level = |depth: usize, up: bool| -> Step {
+        let mut transfers = Vec::new();
+        for (j, (ranks, shard)) in holders.iter().zip(shards).enumerate() {
+            let halves = partition_range(shard.clone(), 2);
+            for (t, (tree, half)) in trees.iter().zip(&halves).enumerate() {
+                for v in (0..servers).filter(|&v| depths[t][v] == depth) {
+                    let Some(p) = tree.parent[v] else { continue };
+                    let region = Region::new(Buffer::Output, half.clone());
+                    let (from, to, op) =
+                        if up { (ranks[v], ranks[p], Op::Reduce) } else { (ranks[p], ranks[v], Op::Copy) };
+                    transfers.push(Transfer {
+                        from,
+                        to,
+                        read: region,
+                        write: region,
+                        op,
+                        shard: Some(j as u32),
+                        channel: 0,
+                    });
+                }
+            }
+        }
+        Step { transfers, ..Step::default() }
+    };
+    let reduce = (1..=levels)
+        .rev()
+        .map(|d| Stage { name: "inter-server tree reduce", rounds: boxed(ListedRounds::of(vec![level(d, true)])) });
+    let broadcast = (1..=levels)
+        .map(|d| Stage { name: "inter-server tree broadcast", rounds: boxed(ListedRounds::of(vec![level(d, false)])) });
+    reduce.chain(broadcast).collect()
 }
 
 /// `pieces` rounds of NVLS steps, round i with slice i of every shard: in every server
@@ -466,6 +539,7 @@ mod tests {
                     (Algorithm::Hierarchical, InterStage::Ring),
                     (Algorithm::Hierarchical, InterStage::Rhd),
                     (Algorithm::InNetwork, InterStage::Ring),
+                    (Algorithm::Hierarchical, InterStage::Tree),
                 ] {
                     let mut sent = None;
                     for chunks in [1, 2, 3, 5] {
@@ -499,5 +573,39 @@ mod tests {
         };
         assert_eq!(rounds(InterStage::Ring), 30);
         assert_eq!(rounds(InterStage::Rhd), 8);
+    }
+
+    /// NCCL's double binary tree between servers: on S servers every holder of a shard
+    /// sends 2 shards in all (1.5 where interior, 0.5 where a leaf; a ring's 2(S − 1)/S),
+    /// except on 2 servers, where the trees are one edge and each rank sends 1 shard;
+    /// the reduce climbs and the broadcast descends a level per round.
+    #[test]
+    fn tree_between_servers_sends_two_shards_per_holder() {
+        for servers in [2usize, 4, 8, 13] {
+            let local = 2;
+            let p = servers * local;
+            let groups: Vec<Vec<Rank>> = (0..servers).map(|s| (s * local..(s + 1) * local).collect()).collect();
+            // Each shard an even number of elements, so the two trees get equal halves.
+            let count = (p * 64) as u64;
+            let shard = count / local as u64;
+            let spec = CollectiveSpec::new(Collective::AllReduce, p, count);
+            let options = GenOptions { groups: groups.clone(), inter_stage: InterStage::Tree, ..GenOptions::default() };
+            let s = generate(Algorithm::Hierarchical, &spec, &options, 4).unwrap();
+            check(&s).unwrap();
+            let levels =
+                crate::tree::binary_tree(servers).max_depth().max(crate::tree::complementary_tree(servers).max_depth());
+            let tree_round = |r: &&crate::ir::Round| s.phases[r.phase].name.starts_with("inter-server tree");
+            let inter: Vec<_> = s.rounds.iter().filter(tree_round).collect();
+            assert_eq!(inter.len(), 2 * levels, "{servers} servers");
+            let mut sent = vec![0u64; p];
+            for t in inter.iter().flat_map(|r| &r.transfers) {
+                sent[t.from] += t.read.len;
+            }
+            let expected = if servers == 2 { shard } else { 2 * shard };
+            for (r, &bytes) in sent.iter().enumerate() {
+                assert!(bytes <= expected, "{servers} servers: rank {r} sent {bytes} > {expected}");
+            }
+            assert_eq!(sent.iter().sum::<u64>(), 2 * (servers as u64 - 1) * shard * local as u64);
+        }
     }
 }

@@ -107,6 +107,9 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
             let pieces = s.saturating_mul(2).saturating_add(rounds_log + 2);
             m(&[2, p, s.saturating_add(rounds_log + 2), k]).saturating_add(m(&[2, p, g, k, pieces]))
         }
+        // Per chunk: two tree edges per holder and direction (one per tree), and one
+        // in-switch round each way, a step per shard listing the server's g ranks.
+        Algorithm::NvlsTree => m(&[8, p, k]).saturating_add(m(&[2, p, g, k])),
     }
 }
 

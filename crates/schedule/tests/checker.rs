@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use railyard_schedule::ring::interleaved_order;
 use railyard_schedule::tree::{binary_tree, complementary_tree};
 use railyard_schedule::{
-    check, generate, Algorithm, Collective, CollectiveSpec, GenOptions, Rank, Schedule, ScheduleError,
+    check, generate, Algorithm, Collective, CollectiveSpec, GenOptions, InterStage, Rank, Schedule, ScheduleError,
 };
 
 fn sizes(p: usize) -> Vec<u64> {
@@ -93,7 +93,30 @@ fn hierarchical_for_every_grouping() {
     run(Algorithm::Hierarchical, by_groups);
     run(Algorithm::InNetwork, by_groups);
     run(Algorithm::Nvls, by_groups);
+    run(Algorithm::NvlsTree, by_groups);
     run(Algorithm::RailRing, by_groups);
+}
+
+/// The inter-server stage by NCCL's double binary tree, each level its own pipeline
+/// slot: correct for every grouping, with one chunk and with several in flight.
+#[test]
+fn hierarchical_with_a_tree_between_servers() {
+    let tree_stage = |p: usize| {
+        groupings(p)
+            .into_iter()
+            .flat_map(|groups| {
+                [1, 3].map(|pipeline_chunks| GenOptions {
+                    groups: groups.clone(),
+                    pipeline_chunks,
+                    inter_stage: InterStage::Tree,
+                    ..GenOptions::default()
+                })
+            })
+            .collect()
+    };
+    run(Algorithm::Hierarchical, tree_stage);
+    run(Algorithm::Nvls, tree_stage);
+    run(Algorithm::NvlsTree, tree_stage);
 }
 
 #[test]

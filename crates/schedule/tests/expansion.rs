@@ -26,6 +26,7 @@ fn options(algorithm: Algorithm, p: usize) -> Vec<GenOptions> {
         | Algorithm::Hierarchical
         | Algorithm::InNetwork
         | Algorithm::Nvls
+        | Algorithm::NvlsTree
         | Algorithm::RailRing => groupings.map(|groups| GenOptions { groups, ..GenOptions::default() }).collect(),
         Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree => {
             vec![GenOptions::default(), GenOptions { pipeline_chunks: 3, ..GenOptions::default() }]

@@ -19,7 +19,34 @@ use railyard_topology::presets::{hosts, Transport, HOST_COSTS};
 use serde::Serialize;
 
 #[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    railyard calibrate --np 4                                   # this machine's transports\n  \
+    railyard calibrate --nccl-tests my-1node.txt --topo dgx-h100 -o my-h100.toml\n  \
+    railyard calibrate --nccl-tests a.txt b.txt --topo dgx-h100 --check my-4node.txt\n\n\
+With --nccl-tests, no ranks run: the achievable rates of --topo's link classes (the\n\
+share of line rate NCCL-class software reaches on NVLink, PCIe, NICs, NVLS, SHARP) and\n\
+the per-call start-up are fitted to your nccl-tests outputs, and the topology is written\n\
+with them in its [achievable] table. Each file runs on --topo with as many nodes as its\n\
+rank count needs (a machine preset's nodes=N); --check files are predicted with the\n\
+fitted numbers, not fitted. Sizes of at least 64 MiB fit the rates (each by the link\n\
+class that limits it), sizes up to 64 KiB the start-up; the residual of every size is\n\
+printed before and after.")]
 pub struct CalibrateArgs {
+    /// nccl-tests outputs to fit the topology's achievable rates to (no ranks run)
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub nccl_tests: Vec<std::path::PathBuf>,
+    /// With --nccl-tests: the machines they ran on (a machine preset, e.g. dgx-h100, or a topology file)
+    #[arg(long, requires = "nccl_tests")]
+    pub topo: Option<String>,
+    /// With --nccl-tests: more nccl-tests outputs, predicted with the fitted rates but not fitted to
+    #[arg(long, num_args = 1.., value_name = "FILE", requires = "nccl_tests")]
+    pub check: Vec<std::path::PathBuf>,
+    /// With --nccl-tests: NCCL_ALGO as the runs set it (e.g. Ring), so only those algorithms are weighed
+    #[arg(long, requires = "nccl_tests")]
+    pub nccl_algo: Option<String>,
+    /// With --nccl-tests: md (tables) or json
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: crate::args::Format,
     /// Start this many local ranks as processes (else run under a launcher)
     #[arg(long)]
     pub np: Option<usize>,

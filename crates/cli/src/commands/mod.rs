@@ -1,4 +1,5 @@
 pub mod calibrate;
+pub mod calibrate_nccl;
 pub mod launch;
 pub mod model;
 pub mod nccl;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use railyard_nccl::calibration::{self, CrossCheck, Run};
 use railyard_nccl::nccl_tests;
 use railyard_nccl::validation::{self, CaseResult, Errors, Summary, LARGE_BYTES, SMALL_BYTES};
 use railyard_units::units::format_bytes;
@@ -23,13 +24,19 @@ placement, nccl_algo (NCCL_ALGO as the run set it), independent = false (a run o
 railyard's constants came from: shown, not counted) and why. Per size: the measured\n\
 busbw, railyard's expected busbw (NCCL's algorithms as schedules at the rates\n\
 NCCL-class software reaches), its bound (at line rate), NCCL's tuner estimate, and the\n\
-errors; then the median and worst over sizes of at least 64 MiB and at most 1 MiB.")]
+errors; then the median and worst over sizes of at least 64 MiB and at most 1 MiB.\n\n\
+--leave-one-out calibrates on each counted case alone (as `railyard calibrate\n\
+--nccl-tests` would) and predicts the other cases of its machine class (the same\n\
+topology but for the node count) with the fitted numbers, beside the defaults.")]
 pub struct ValidateArgs {
     /// The cases file
     #[arg(long, default_value = "corpus/validation.toml")]
     pub cases: PathBuf,
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
+    /// Calibrate on each case alone and predict the others of its machine class
+    #[arg(long)]
+    pub leave_one_out: bool,
 }
 
 /// The largest cases file read.
@@ -39,14 +46,27 @@ pub fn run(args: &ValidateArgs) -> Result<String> {
     let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)?;
     let cases = validation::parse_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
     let root = args.cases.parent().unwrap_or(Path::new("."));
-    let mut results = Vec::with_capacity(cases.len());
+    let mut runs = Vec::with_capacity(cases.len());
     for case in &cases {
         let at = || format!("case {}", case.file);
         let path = root.join(&case.file);
         let output_text = railyard_topology::file::read_text(&path, nccl_tests::MAX_INPUT_BYTES).with_context(at)?;
         let output = nccl_tests::parse(&output_text, None, None).with_context(at)?;
         let topology = railyard_topology::load(&case.topology).with_context(at)?;
-        results.push(validation::evaluate(case, &output, &topology).with_context(at)?);
+        runs.push(Run { case: case.clone(), output, topology });
+    }
+    if args.leave_one_out {
+        runs.retain(|r| r.case.independent);
+        let checks = calibration::leave_one_out(&runs)?;
+        return match args.format {
+            Format::Json => Ok(serde_json::to_string_pretty(&checks)? + "\n"),
+            Format::Md => Ok(cross_checks(&checks)),
+        };
+    }
+    let mut results = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let at = || format!("case {}", run.case.file);
+        results.push(validation::evaluate(&run.case, &run.output, &run.topology).with_context(at)?);
     }
     let summary = validation::summarize(&results);
     match args.format {
@@ -127,5 +147,54 @@ fn markdown(results: &[CaseResult], summary: &Summary) -> String {
         }
         out.push_str(&t.render());
     }
+    out
+}
+
+/// The leave-one-out table, and the median over every prediction of the medians.
+fn cross_checks(checks: &[CrossCheck]) -> String {
+    let mut out = String::from(
+        "## Leave-one-out: calibrated on one run, the machine class's other runs predicted\n\n\
+         busbw error median / worst over the other runs' sizes, at NCCL's defaults and with the numbers fitted \
+         to the one run (`railyard calibrate --nccl-tests`).\n\n",
+    );
+    let mut t = Table::new([
+        "machine class",
+        "fitted on",
+        "runs predicted",
+        "≥ 64 MiB: default",
+        "≥ 64 MiB: fitted",
+        "≤ 1 MiB: default",
+        "≤ 1 MiB: fitted",
+    ]);
+    for c in checks {
+        t.row([
+            c.class.clone(),
+            c.fitted_on.rsplit('/').next().unwrap_or(&c.fitted_on).to_string(),
+            c.predicted.to_string(),
+            errors_cell(c.default_large),
+            errors_cell(c.fitted_large),
+            errors_cell(c.default_small),
+            errors_cell(c.fitted_small),
+        ]);
+    }
+    out.push_str(&t.render());
+    let median_of = |pick: fn(&CrossCheck) -> Option<Errors>| {
+        let mut m: Vec<f64> = checks.iter().filter_map(|c| pick(c).map(|e| e.median)).collect();
+        m.sort_by(f64::total_cmp);
+        if m.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.1}%", railyard_units::stats::median_of_sorted(&m) * 100.0)
+        }
+    };
+    out.push_str(&format!(
+        "\nMedian of the per-calibration medians: at least 64 MiB {} at the defaults, {} fitted; at most 1 MiB {} at \
+         the defaults, {} fitted ({} calibrations).\n",
+        median_of(|c| c.default_large),
+        median_of(|c| c.fitted_large),
+        median_of(|c| c.default_small),
+        median_of(|c| c.fitted_small),
+        checks.len()
+    ));
     out
 }

@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use railyard_model::nccl_family::nccl_algorithms;
+use railyard_model::nccl_family::{nccl_algorithms, NCCL_INTER_STAGE};
 use railyard_model::{plan_with_routes, ChunkPolicy, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective};
 use railyard_topology::{Placement, RouteTable, Topology};
@@ -108,7 +108,7 @@ impl<'a> Comms<'a> {
         // Point to point (a pipeline stage's activations) is a two-rank broadcast.
         let (collective, mut algorithms) = match collective {
             Collective::SendRecv => (Collective::Broadcast, vec![Algorithm::Direct]),
-            c => (c, nccl_algorithms(c)),
+            c => (c, nccl_algorithms(c, placement.ranks_by_server(t).len())),
         };
         // Plain rings stand in where the rail-aligned ones do not fit the group.
         if algorithms.contains(&Algorithm::RailRing) {
@@ -120,11 +120,12 @@ impl<'a> Comms<'a> {
         // server.
         let per_server = placement.ranks_by_server(t).iter().map(Vec::len).max().unwrap_or(0);
         if per_server <= 1 {
-            algorithms.retain(|a| !matches!(a, Algorithm::Nvls | Algorithm::Hierarchical));
+            algorithms.retain(|a| !matches!(a, Algorithm::Nvls | Algorithm::NvlsTree | Algorithm::Hierarchical));
         }
         let request = CollectiveRequest {
             strict: false,
             chunks: ChunkPolicy::SearchAll,
+            inter_stage: NCCL_INTER_STAGE,
             ..CollectiveRequest::new(collective, bytes, 2, algorithms)
         };
         let plan = plan_with_routes(&mut self.routes.borrow_mut(), &placement, &request)
