@@ -75,8 +75,9 @@ pub struct RequestArgs {
     /// fastest; the hierarchical all-reduces run their stages one after another)
     #[arg(long, value_parser = parse_pipeline_chunks)]
     pub pipeline_chunks: Option<usize>,
-    /// How hierarchical all-reduce crosses servers: ring (2(S-1) rounds) or rhd
-    /// (recursive halving-doubling, 2 log2 S rounds, for thousands of servers)
+    /// How the hierarchical and nvls all-reduces cross servers: ring (2(S-1) rounds), rhd
+    /// (recursive halving-doubling, 2 log2 S rounds, for thousands of servers) or tree
+    /// (NCCL's double binary tree, 2 log2 S levels; nvls-tree always crosses so)
     #[arg(long, default_value = "ring")]
     pub inter_stage: InterStage,
     /// Rank placement: contiguous, interleaved, rail-aligned, or list:DEV,DEV,...

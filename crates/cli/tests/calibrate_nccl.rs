@@ -32,7 +32,12 @@ fn errors(results: &serde_json::Value, large: bool) -> Vec<f64> {
 fn median(mut v: Vec<f64>) -> f64 {
     assert!(!v.is_empty());
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 #[test]
@@ -62,9 +67,12 @@ fn a_one_node_calibration_fits_its_run_and_predicts_two_nodes() {
     assert!(before > 1.0 && after < 0.1, "small sizes: {before} -> {after}");
     // The bandwidth side stays within a few per cent.
     assert!(median(errors(&c["after"], true)) < 0.05, "{}", c["after"]);
-    // The 2-node run was not fitted, and it is predicted no worse at large sizes.
-    let (b2, a2) = (median(errors(&report["check_before"], true)), median(errors(&report["check_after"], true)));
-    assert!(a2 <= b2 + 0.01 && a2 < 0.15, "2-node large sizes: {b2} -> {a2}");
+    // The 2-node run was not fitted: its large sizes stay within 12% (a 1-node fit says
+    // nothing of the NICs) and its 1 MiB row comes closer with the fitted start-up.
+    let large = median(errors(&report["check_after"], true));
+    assert!(large < 0.12, "2-node large sizes: {large}");
+    let (b2, a2) = (median(errors(&report["check_before"], false)), median(errors(&report["check_after"], false)));
+    assert!(a2 < b2, "2-node small sizes: {b2} -> {a2}");
     let call = c["fitted"].as_array().expect("fitted").iter().find(|f| f["field"] == "call (Simple)").expect("call");
     assert!(call["fitted"].as_f64().expect("fitted") > 2.0 * call["default"].as_f64().expect("default"), "{call}");
 
@@ -86,6 +94,15 @@ fn bad_calibration_requests_are_errors() {
     let missing = railyard(&["calibrate", "--nccl-tests", "/nonexistent.txt", "--topo", "dgx-h100", "-o", "/dev/null"]);
     assert_ne!(missing.code, 0);
     assert!(missing.stderr.contains("/nonexistent.txt"), "{}", missing.stderr);
+    // An output path that is not a topology file, and a file given twice.
+    let yaml = railyard(&["calibrate", "--nccl-tests", &fitted, "--topo", "dgx-h100", "-o", "/tmp/x.yaml"]);
+    assert!(yaml.code != 0 && yaml.stderr.contains(".toml or .json"), "{}", yaml.stderr);
+    let twice = railyard(&["calibrate", "--nccl-tests", &fitted, &fitted, "--topo", "dgx-h100", "-o", "/tmp/x.toml"]);
+    assert!(twice.code != 0 && twice.stderr.contains("twice"), "{}", twice.stderr);
+    // A test railyard has no schedule of NCCL's for.
+    let sendrecv = repo("corpus/nccl-tests/other/a100-1n-nvswitch-sendrecv-li-plus.txt");
+    let p2p = railyard(&["calibrate", "--nccl-tests", &sendrecv, "--topo", "dgx-a100", "-o", "/tmp/x.toml"]);
+    assert!(p2p.code != 0 && p2p.stderr.contains("cannot be fitted"), "{}", p2p.stderr);
     // 16 ranks on a machine whose preset has no node count to grow.
     let two_node = repo("corpus/nccl-tests/hopper/h100-2n-ib-allreduce-ring-minctas24-nccl-tests-309.txt");
     let small = railyard(&["calibrate", "--nccl-tests", &two_node, "--topo", "a100-pcie-control", "-o", "/dev/null"]);

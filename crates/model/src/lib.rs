@@ -28,7 +28,7 @@ mod server_pairs;
 pub mod sweep;
 
 pub use error::{ModelError, MscclProblem};
-pub use per_round::{cost, cost_with, Breakdown, HostCost, ResourceLoad, RoundCost, StageCost};
+pub use per_round::{cost, cost_with, Breakdown, ExpectedLimit, HostCost, ResourceLoad, RoundCost, StageCost};
 pub use plan::{plan, plan_on, plan_with_routes, Plan};
 pub use request::{
     gen_options, resolve, resolve_on, AlgorithmRef, AlgorithmSpec, ChunkPolicy, CollectiveRequest, Resolved, Variant,

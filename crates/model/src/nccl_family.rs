@@ -1,22 +1,28 @@
 //! NCCL's algorithms as railyard schedules: what a run that does not force one
 //! (`NCCL_ALGO`) chooses among, so a prediction of NCCL-class software weighs the same
-//! schedules NCCL would (nccl-facts.md: Ring, Tree, NVLS, NVLSTree, CollNet per
+//! schedules NCCL would (docs/sources.md#nccl-tuner: Ring, Tree, NVLS, NVLSTree, CollNet per
 //! collective).
 
 use railyard_schedule::{Algorithm, Collective, InterStage};
 
 /// How NCCL's trees cross servers — Tree and NVLSTree by a double binary tree
-/// (nccl-facts.md §1.5, §1.6: `2 * log2i(nNodes) * interLat`) — so the hierarchical
-/// schedules that stand for them cross by `InterStage::Tree` in a request for NCCL's
-/// algorithms, not by the ring railyard's own hierarchical all-reduce uses.
-pub const NCCL_INTER_STAGE: InterStage = InterStage::Tree;
+/// (`ncclTopoTuneModel`'s latency `2 * log2i(nNodes) * interLat`) — so the hierarchical
+/// all-reduce that stands for NCCL's Tree crosses by `InterStage::Tree` in a request for
+/// NCCL's algorithms, not by the ring railyard's own uses. (Where none of `algorithms`
+/// has an inter-server stage, as for other collectives, there is nothing to set.)
+pub fn nccl_inter_stage(collective: Collective, algorithms: &[Algorithm]) -> InterStage {
+    match collective == Collective::AllReduce && algorithms.iter().any(|a| a.uses_inter_stage()) {
+        true => InterStage::Tree,
+        false => InterStage::Ring,
+    }
+}
 
 /// NCCL's algorithms for `collective` on `servers` servers. All-gather and
 /// reduce-scatter by NVLS or PAT, and all-reduce by NCCL's single tree, have no
 /// schedule of their own here: the rail-aligned rings and the double tree stand for
 /// them. NVLS across servers needs in-network reduction (CollNet) in NCCL, which
 /// `in-network` stands for; without it NCCL crosses servers by NVLSTree's tree
-/// (nccl-facts.md §1.7: "NVLS multi-node and CollNet need collnet enabled"), so on
+/// (NCCL's enable rules, src/graph/tuning.cc: NVLS on several nodes needs CollNet), so on
 /// several servers NVLS is `nvls-tree`, and on one the two are the same.
 pub fn nccl_algorithms(collective: Collective, servers: usize) -> Vec<Algorithm> {
     use Algorithm::*;

@@ -82,6 +82,35 @@ pub struct Bottleneck {
     pub secs: f64,
 }
 
+/// Which of the topology's achievable rates (`Achievable`'s fraction fields) sets a
+/// schedule's expected time, on which resource, and for how long.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectedLimit {
+    pub resource: String,
+    /// `nvlink`, `pcie`, `nic`, `fabric` (a copy's rate) or `nvls`, `sharp` (an
+    /// in-switch reduction's streams on NVLink or on the network).
+    pub rate: &'static str,
+    pub secs: f64,
+}
+
+impl ExpectedLimit {
+    fn new(topology: &Topology, index: usize, reduction: bool, secs: f64) -> Self {
+        let resource = topology.resource(index);
+        let rate = match resource {
+            Resource::Link(l) => match (topology.links[l].class, reduction) {
+                (LinkClass::Nvlink, true) => "nvls",
+                (_, true) => "sharp",
+                (LinkClass::Nvlink, false) => "nvlink",
+                (LinkClass::Pcie | LinkClass::Other, false) => "pcie",
+                (LinkClass::Nic, false) => "nic",
+                (LinkClass::Fabric, false) => "fabric",
+            },
+            Resource::Interface { .. } => "pcie",
+        };
+        ExpectedLimit { resource: topology.resource_name(resource), rate, secs }
+    }
+}
+
 /// Host-side time of a schedule (see `railyard_topology::HostCosts`): the busiest
 /// rank's local copies and reductions at the host's memory bandwidth, and its messages
 /// at a fixed overhead each. Added to the link time, not overlapped with it.
@@ -135,6 +164,10 @@ pub struct Breakdown {
     /// NICs that neither send nor receive.
     pub nics_unused: usize,
     pub bottleneck: Option<Bottleneck>,
+    /// The achievable rate that sets the expected time: the resource slowest at
+    /// achievable rates over the most transfer time (it need not be `bottleneck`, the
+    /// slowest at line rate).
+    pub expected_limit: Option<ExpectedLimit>,
     /// What the topology's hosts add (local copies and reductions, per-message
     /// overhead); absent where the topology counts none, as for the seeds' clusters.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,6 +231,7 @@ fn cost_rounds(
     let mut loads = Loads::new(topology, placement, schedule.elem_bytes as f64);
     let mut per_round = Vec::with_capacity(schedule.rounds());
     let mut bottlenecks: BTreeMap<usize, (usize, f64)> = BTreeMap::new();
+    let mut expected_limits: BTreeMap<(usize, bool), f64> = BTreeMap::new();
     // The last costed round: what it came to, and how many rounds (itself and those
     // repeating it) it stands for.
     let mut last: Option<LastRound> = None;
@@ -234,6 +268,9 @@ fn cost_rounds(
                 entry.0 += 1;
                 entry.1 += secs;
             }
+            if let Some((i, reduction, secs)) = costed.expected_worst {
+                *expected_limits.entry((i, reduction)).or_insert(0.0) += secs;
+            }
             let transfer_secs = costed.worst.map_or(0.0, |(_, s)| s);
             per_round.push(RoundCost {
                 index,
@@ -253,7 +290,12 @@ fn cost_rounds(
         }
     }
     loads.flush(times);
-    Ok(loads.breakdown(schedule, per_round, &bottlenecks, &expected))
+    let mut breakdown = loads.breakdown(schedule, per_round, &bottlenecks, &expected);
+    breakdown.expected_limit = expected_limits
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(&(i, reduction), &secs)| ExpectedLimit::new(topology, i, reduction, secs));
+    Ok(breakdown)
 }
 
 /// The bytes on every resource: this round's (those it touched, in resource order) and
@@ -269,6 +311,8 @@ struct Loads<'t> {
     /// This round's bytes on each resource divided by the fraction of line rate they
     /// reach (`Achievable`): its time at achievable rates is this over the bandwidth.
     round_expected_bytes: Vec<f64>,
+    /// Whether this round's bytes on a link include an in-switch reduction's streams.
+    round_reduction: Vec<bool>,
     /// Fraction of line rate of a copy on each resource, and of an in-switch
     /// reduction's stream on each link.
     fraction: Vec<f64>,
@@ -298,6 +342,7 @@ impl<'t> Loads<'t> {
             elem_bytes,
             bandwidth: (0..n).map(|i| topology.resource_bytes_per_sec(topology.resource(i))).collect(),
             round_expected_bytes: vec![0.0; n],
+            round_reduction: vec![false; n],
             // A shared interface is a PCIe slot or the like: PCIe's fraction.
             fraction: (0..n)
                 .map(|i| match topology.resource(i) {
@@ -336,7 +381,9 @@ impl<'t> Loads<'t> {
             self.round_bytes[index] += bytes;
             self.round_expected_bytes[index] += bytes / fraction;
         };
-        add(topology.resource_index(Resource::Link(link)), link_fraction);
+        let index = topology.resource_index(Resource::Link(link));
+        add(index, link_fraction);
+        self.round_reduction[index] |= reduction;
         for u in &topology.links[link].interfaces {
             let index = topology.resource_index(Resource::Interface { interface: u.interface, reverse: u.reverse });
             add(index, self.fraction[index]);
@@ -351,6 +398,7 @@ impl<'t> Loads<'t> {
         for &i in &self.touched {
             self.round_bytes[i] = 0.0;
             self.round_expected_bytes[i] = 0.0;
+            self.round_reduction[i] = false;
         }
         self.touched.clear();
     }
@@ -416,9 +464,14 @@ impl<'t> Loads<'t> {
         // The same round at achievable rates: its slowest resource there, the slowest
         // hop its transfers cross, and where its in-switch reductions happen.
         let mut expected_secs = 0.0f64;
+        let mut expected_worst: Option<usize> = None;
         let mut hop: Option<Hop> = None;
         for &i in &self.touched {
-            expected_secs = expected_secs.max(self.round_expected_bytes[i] / self.bandwidth[i]);
+            let secs = self.round_expected_bytes[i] / self.bandwidth[i];
+            if secs > expected_secs * (1.0 + TIE) {
+                expected_worst = Some(i);
+            }
+            expected_secs = expected_secs.max(secs);
             if let Resource::Link(l) = self.topology.resource(i) {
                 let h = Hop::of(self.topology.links[l].class);
                 hop = Some(hop.map_or(h, |o| o.max(h)));
@@ -438,6 +491,7 @@ impl<'t> Loads<'t> {
             .count();
         Ok(LastRound {
             rates: RoundRates { transfer_secs: expected_secs, hop, reduction },
+            expected_worst: expected_worst.map(|i| (i, self.round_reduction[i], expected_secs)),
             worst,
             bottleneck: worst.map(|(i, _)| load(self.topology, i, self.round_bytes[i])),
             tied_resources,
@@ -514,6 +568,7 @@ impl<'t> Loads<'t> {
             nics_idle,
             nics_unused,
             bottleneck,
+            expected_limit: None,
             host,
             stages,
             per_round,
@@ -596,6 +651,9 @@ impl<'t> ServerIndex<'t> {
 /// The outcome of costing one round, kept for the rounds that repeat its traffic.
 struct LastRound {
     rates: RoundRates,
+    /// The round's slowest resource at achievable rates, whether an in-switch
+    /// reduction's streams are on it, and its time there.
+    expected_worst: Option<(usize, bool, f64)>,
     worst: Option<(usize, f64)>,
     bottleneck: Option<ResourceLoad>,
     tied_resources: usize,

@@ -309,6 +309,7 @@ pub(crate) fn resolve_with_routes(
     check_options(request, &asked, placement.len())?;
     let mut variants = Vec::new();
     let mut skipped = Vec::new();
+    let has_programs = request.algorithms.iter().any(|a| matches!(a, AlgorithmSpec::Msccl { .. }));
     for &algorithm in &asked {
         let choices = chunk_choices(algorithm, request.chunks, count);
         let costed = choices.len() > 1 || costs == Costs::Every;
@@ -355,9 +356,15 @@ pub(crate) fn resolve_with_routes(
         if !algorithm.supports(request.collective) && !request.strict {
             continue;
         }
+        // Beside MSCCL programs a named algorithm is a baseline: where it does not
+        // implement the collective (`ring,alltoall.xml --collective alltoall`) it is
+        // skipped and said, not an error that hides the programs' results.
+        let baseline = has_programs && !algorithm.supports(request.collective);
         match result {
             Ok(v) => variants.push(v),
-            Err(e) if !request.strict => skipped.push(Skipped { name: algorithm.to_string(), reason: e.to_string() }),
+            Err(e) if !request.strict || baseline => {
+                skipped.push(Skipped { name: algorithm.to_string(), reason: e.to_string() })
+            }
             Err(e) => return Err(e),
         }
     }
@@ -430,6 +437,12 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
     };
     if request.order.is_some() && !asked.iter().filter(runs).any(|a| a.uses_order()) {
         return Err(unused("order", "the rank order of ring and chain", |a| a.uses_order()));
+    }
+    let all_reduce = request.collective == Collective::AllReduce;
+    if request.inter_stage != InterStage::Ring && !(all_reduce && asked.iter().any(|a| a.uses_inter_stage())) {
+        return Err(unused("inter_stage", "how hierarchical and nvls all-reduces cross servers", |a| {
+            a.uses_inter_stage()
+        }));
     }
     if request.groups.is_some() && !asked.iter().filter(runs).any(|a| a.uses_groups()) {
         return Err(unused("groups", "the server groups of hierarchical, in-network and interleaved-ring", |a| {

@@ -45,7 +45,7 @@ pub fn nccl_family(algorithm: &str) -> Option<&'static str> {
         "tree" | "double-tree" => Some("tree"),
         "ring" | "interleaved-ring" | "rail-ring" | "hierarchical" | "chain" => Some("ring"),
         "in-network" => Some("collnet"),
-        "nvls" => Some("nvls"),
+        "nvls" | "nvls-tree" => Some("nvls"),
         _ => None,
     }
 }

@@ -1,44 +1,54 @@
 //! Fit a machine class's achievable rates and per-call start-up to what a user measured
 //! with nccl-tests: the `[achievable]` numbers railyard's expected times use
-//! (`railyard_topology::achievable`), so the next prediction on the same machines — a
-//! larger run, another collective, another algorithm — starts from their cluster, not
-//! from NCCL's defaults.
+//! (`railyard_topology::achievable`), so the next prediction on the same machines —
+//! another node count (the topology written is the one asked for, e.g. 16 nodes, while
+//! each run is placed on as many nodes as it had), another collective, another
+//! algorithm — starts from their cluster, not from NCCL's defaults.
 //!
 //! The fit has two parts, each a median so one odd row moves nothing:
 //!
 //! - **Rates.** At sizes of at least `LARGE_BYTES` a collective is bandwidth-bound, and
-//!   its expected time is the bytes on its slowest resource over that resource's line
-//!   rate × achievable fraction. Each such row names the fraction that limits it
-//!   (`Point::limited_by`: nvlink, nic, nvls, …); every fraction is scaled by the median
-//!   of measured / expected busbw over its rows. The algorithm the model picks, and so
-//!   the limiting resource, can change with the rates, so this repeats (`RATE_PASSES`).
-//! - **Start-up.** At sizes up to `STARTUP_BYTES` the time is start-up: the per-call
-//!   latency of every protocol moves by the median of measured − expected time (never
-//!   below zero). nccl-tests' 20–40 µs at 8 bytes is launch and the test's own
-//!   synchronisation as much as NCCL's base latency; the fit takes it as it is.
+//!   its expected time is set by its slowest resource at achievable rates (line rate ×
+//!   fraction). Each such row names the fraction that limits it (`Point::limited_by`:
+//!   nvlink, nic, nvls, …); every fraction is scaled by the median of measured /
+//!   expected busbw over its rows. The algorithm the model picks, and so the limiting
+//!   resource, can change with the rates, so this repeats (`RATE_PASSES`).
+//! - **Start-up.** At sizes from `validation::MIN_SMALL_BYTES` (4 KiB; nothing smaller
+//!   is compared) up to `STARTUP_BYTES` the time is start-up: the per-call latency of
+//!   every protocol moves by the median of measured − expected time (never below zero).
+//!   nccl-tests' 20–40 µs per call is launch and the test's own synchronisation as much
+//!   as NCCL's base latency; the fit takes it as it is.
 //!
 //! Rows are the ones validation compares (`validation::evaluate`). A fraction no row is
-//! limited by keeps its default, and the report says which were fitted.
+//! limited by keeps its default, and the report says which were fitted. A fraction that
+//! fits at `MIN_FRACTION` is refused (a broken run), and so is a run measured faster than
+//! railyard's bound at line rate (the topology undercounts the hardware).
 
 use serde::Serialize;
 
-use railyard_topology::{Achievable, Topology};
+use railyard_topology::{Achievable, Protocol, Topology};
 use railyard_units::stats::median_of_sorted;
 
 use crate::error::NcclError;
-use crate::nccl_tests::TestsOutput;
-use crate::validation::{self, Case, CaseResult, Errors, LARGE_BYTES, SMALL_BYTES};
+use crate::nccl_tests::{TestKind, TestsOutput};
+use crate::validation::{self, Case, CaseResult, Errors, LARGE_BYTES, MIN_SMALL_BYTES, SMALL_BYTES};
 
-/// Rows up to this size fit the start-up.
+/// Rows up to this size fit the start-up (from `validation::MIN_SMALL_BYTES`: below it
+/// nothing is compared).
 pub const STARTUP_BYTES: u64 = 64 << 10;
 /// Passes of the rate fit (the limiting resource can move once the rates change).
 pub const RATE_PASSES: usize = 3;
 /// Rounds of rates then start-up.
 pub const ROUNDS: usize = 2;
-/// Files in one calibration.
+/// Files in one calibration, fitted and checked together.
 pub const MAX_FILES: usize = 64;
-/// No fitted fraction goes below this (a run this slow is broken, not a machine class).
+/// Ranks of one run: each is planned (every NCCL algorithm, every chunk count) about ten
+/// times over, and a 1,024-rank run takes seconds.
+pub const MAX_RANKS: usize = 1024;
+/// Fitted fractions stay in this range: at the floor they are broken runs, not a machine
+/// class (refused); at line rate the report says so.
 pub const MIN_FRACTION: f64 = 0.02;
+pub const MAX_FRACTION: f64 = 1.0;
 
 /// One user run: the nccl-tests output and the topology of the machines it ran on.
 pub struct Run {
@@ -64,6 +74,33 @@ pub struct Calibration {
     /// Per run, the rows at the defaults (`before`) and at the fitted rates (`after`).
     pub before: Vec<CaseResult>,
     pub after: Vec<CaseResult>,
+    /// What the reader should know (a rate that fits at line rate).
+    pub notes: Vec<String>,
+}
+
+/// Whether a run of `kind` can be fitted: the collectives NCCL runs by the algorithms
+/// railyard has as schedules (its all-to-all through PXN and point-to-point are not).
+pub fn fits(kind: TestKind) -> bool {
+    matches!(
+        kind,
+        TestKind::AllReduce | TestKind::AllGather | TestKind::ReduceScatter | TestKind::Broadcast | TestKind::Reduce
+    )
+}
+
+/// A run's rank count within `MAX_RANKS` and its test one that can be fitted.
+pub fn check_run(file: &str, output: &TestsOutput) -> Result<(), NcclError> {
+    let bad = |message: String| NcclError::BadInput { field: file.to_string(), message };
+    if !fits(output.kind) {
+        return Err(bad(format!(
+            "{} cannot be fitted: railyard has no schedule of how NCCL runs it (calibrate from all_reduce, \
+             all_gather, reduce_scatter, broadcast or reduce runs)",
+            output.kind.binary()
+        )));
+    }
+    if output.ranks > MAX_RANKS {
+        return Err(bad(format!("{} ranks; a calibration reads runs of at most {MAX_RANKS}", output.ranks)));
+    }
+    Ok(())
 }
 
 /// Every run evaluated with `achievable` in place of its topology's.
@@ -100,36 +137,38 @@ fn fraction_mut<'a>(a: &'a mut Achievable, field: &str) -> Option<&'a mut f64> {
 
 const FRACTIONS: [&str; 6] = ["nvlink", "pcie", "nic", "fabric", "nvls", "sharp"];
 
+/// measured / expected busbw of the large rows limited by `field`.
+fn ratios(results: &[CaseResult], field: &str) -> Vec<f64> {
+    results
+        .iter()
+        .flat_map(|r| &r.points)
+        .filter(|p| p.bytes >= LARGE_BYTES && p.limited_by == Some(field))
+        .map(|p| p.measured / p.expected)
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect()
+}
+
 /// Fit `base` (the topology's achievable rates) to `runs`.
 pub fn calibrate(runs: &[Run], base: &Achievable) -> Result<Calibration, NcclError> {
+    let bad = |message: String| NcclError::BadInput { field: "nccl-tests".into(), message };
     if runs.is_empty() {
-        return Err(NcclError::BadInput { field: "nccl-tests".into(), message: "no runs to calibrate from".into() });
+        return Err(bad("no runs to calibrate from".into()));
     }
     if runs.len() > MAX_FILES {
-        return Err(NcclError::BadInput {
-            field: "nccl-tests".into(),
-            message: format!("{} files; at most {MAX_FILES}", runs.len()),
-        });
+        return Err(bad(format!("{} files; at most {MAX_FILES}", runs.len())));
+    }
+    for run in runs {
+        check_run(&run.case.file, &run.output)?;
     }
     let before = evaluate_with(runs, base)?;
     let mut a = base.clone();
-    let mut rows_of: std::collections::BTreeMap<&'static str, usize> = Default::default();
-    let mut startup_rows = 0;
     let mut results = before.clone();
+    let mut startup_rows = 0;
     for _ in 0..ROUNDS {
         for _ in 0..RATE_PASSES {
             for field in FRACTIONS {
-                let ratios: Vec<f64> = results
-                    .iter()
-                    .flat_map(|r| &r.points)
-                    .filter(|p| p.bytes >= LARGE_BYTES && p.limited_by == Some(field))
-                    .map(|p| p.measured / p.expected)
-                    .filter(|x| x.is_finite() && *x > 0.0)
-                    .collect();
-                let n = ratios.len();
-                if let (Some(ratio), Some(value)) = (median(ratios), fraction_mut(&mut a, field)) {
-                    *value = (*value * ratio).clamp(MIN_FRACTION, 1.0);
-                    rows_of.insert(field, n);
+                if let (Some(ratio), Some(value)) = (median(ratios(&results, field)), fraction_mut(&mut a, field)) {
+                    *value = (*value * ratio).clamp(MIN_FRACTION, MAX_FRACTION);
                 }
             }
             results = evaluate_with(runs, &a)?;
@@ -156,30 +195,77 @@ pub fn calibrate(runs: &[Run], base: &Achievable) -> Result<Calibration, NcclErr
             results = evaluate_with(runs, &a)?;
         }
     }
+    let rows: usize = results.iter().map(|r| r.points.len()).sum();
     a.source = format!(
-        "fitted by `railyard calibrate --nccl-tests` to {} ({} rows)",
+        "fitted by `railyard calibrate --nccl-tests` to {} ({rows} rows)",
         runs.iter().map(|r| r.case.file.as_str()).collect::<Vec<_>>().join(", "),
-        results.iter().map(|r| r.points.len()).sum::<usize>()
     );
-    a.validate().map_err(|e| NcclError::BadInput { field: "nccl-tests".into(), message: e.to_string() })?;
-    let mut fitted: Vec<Fitted> = FRACTIONS
-        .iter()
-        .filter_map(|&field| {
-            let rows = *rows_of.get(field)?;
-            let default = *fraction_mut(&mut base.clone(), field)?;
-            let value = *fraction_mut(&mut a, field)?;
-            Some(Fitted { field, default, fitted: value, rows })
-        })
-        .collect();
+    a.validate().map_err(|e| bad(e.to_string()))?;
+    // Rows counted on the final results: the rate that limits each now.
+    let mut fitted: Vec<Fitted> = Vec::new();
+    for field in FRACTIONS {
+        let n = ratios(&results, field).len();
+        let (Some(&mut default), Some(&mut value)) =
+            (fraction_mut(&mut base.clone(), field), fraction_mut(&mut a, field))
+        else {
+            continue;
+        };
+        if n == 0 && value == default {
+            continue;
+        }
+        if value <= MIN_FRACTION {
+            return Err(bad(format!(
+                "the {field} rate fits at {value:.3} of line rate: the runs are too slow for a working machine"
+            )));
+        }
+        fitted.push(Fitted { field, default, fitted: value, rows: n });
+    }
+    let simple = Protocol::Simple.index();
     if startup_rows > 0 {
         fitted.push(Fitted {
             field: "call (Simple)",
-            default: base.call_secs[2],
-            fitted: a.call_secs[2],
+            default: base.call_secs[simple],
+            fitted: a.call_secs[simple],
             rows: startup_rows,
         });
     }
-    Ok(Calibration { achievable: a, fitted, before, after: results })
+    if fitted.is_empty() {
+        return Err(bad(format!(
+            "nothing to fit: no size of at least {} (rates) or from {} to {} (start-up) in the runs",
+            railyard_units::units::format_bytes(LARGE_BYTES as f64),
+            railyard_units::units::format_bytes(MIN_SMALL_BYTES as f64),
+            railyard_units::units::format_bytes(STARTUP_BYTES as f64),
+        )));
+    }
+    let mut notes = Vec::new();
+    for f in fitted.iter().filter(|f| f.fitted >= MAX_FRACTION) {
+        notes.push(format!("the {} rate fits at line rate: the runs reach all the hardware has there", f.field));
+    }
+    let mut beaten = Vec::new();
+    for r in &results {
+        let beats: Vec<u64> =
+            r.points.iter().filter(|p| p.measured > p.bound * (1.0 + 1e-9)).map(|p| p.bytes).collect();
+        if !beats.is_empty() {
+            beaten.push(format!(
+                "{}: measured faster than railyard's bound at {} of its sizes (from {}): the topology, or railyard's \
+                 schedule for how NCCL runs it, undercounts the hardware there",
+                r.case.file,
+                beats.len(),
+                railyard_units::units::format_bytes(beats[0] as f64)
+            ));
+        }
+    }
+    // Faster than the bound is not a rate to fit: the topology is wrong.
+    if !beaten.is_empty() {
+        return Err(bad(format!("{} (give --topo the machines as they are)", beaten.join("; "))));
+    }
+    Ok(Calibration { achievable: a, fitted, before, after: results, notes })
+}
+
+/// A topology spec's preset and its parameters other than `nodes=`.
+pub fn without_nodes(spec: &str) -> (&str, Vec<&str>) {
+    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
+    (name, params.split(',').filter(|p| !p.is_empty() && !p.starts_with("nodes=")).collect())
 }
 
 /// Fitted on one run of a machine class, the other runs of the class predicted.
@@ -195,12 +281,14 @@ pub struct CrossCheck {
     pub fitted_large: Option<Errors>,
     pub default_small: Option<Errors>,
     pub fitted_small: Option<Errors>,
+    /// Why the calibration on this run was refused (then nothing is predicted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// A run's machine class: its topology spec without `nodes=`.
 pub fn machine_class(topology: &str) -> String {
-    let (name, params) = topology.split_once(':').unwrap_or((topology, ""));
-    let kept: Vec<&str> = params.split(',').filter(|p| !p.is_empty() && !p.starts_with("nodes=")).collect();
+    let (name, kept) = without_nodes(topology);
     if kept.is_empty() {
         name.to_string()
     } else {
@@ -208,7 +296,9 @@ pub fn machine_class(topology: &str) -> String {
     }
 }
 
-fn errors_of(results: &[CaseResult], large: bool) -> Option<Errors> {
+/// Median and worst |error| of `results`' large (at least `LARGE_BYTES`) or small (at
+/// most `SMALL_BYTES`) sizes.
+pub fn errors_of(results: &[CaseResult], large: bool) -> Option<Errors> {
     Errors::of(
         results
             .iter()
@@ -219,12 +309,13 @@ fn errors_of(results: &[CaseResult], large: bool) -> Option<Errors> {
     )
 }
 
-/// Leave-one-out across each machine class: for every run of a class of at least two,
-/// calibrate on that run alone and predict the class's other runs (each on its own
+/// Leave-one-out across each machine class: for every run of a class of at least two
+/// (of the collectives a calibration fits), calibrate on that run alone and predict the class's other runs (each on its own
 /// topology, the fitted numbers in place of the defaults).
 pub fn leave_one_out(runs: &[Run]) -> Result<Vec<CrossCheck>, NcclError> {
     let mut classes: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
-    for (i, run) in runs.iter().enumerate() {
+    // Runs a calibration cannot fit (`fits`) are neither fitted on nor predicted.
+    for (i, run) in runs.iter().enumerate().filter(|(_, r)| fits(r.output.kind)) {
         classes.entry(machine_class(&run.case.topology)).or_default().push(i);
     }
     let mut out = Vec::new();
@@ -234,8 +325,27 @@ pub fn leave_one_out(runs: &[Run]) -> Result<Vec<CrossCheck>, NcclError> {
             .map(|&i| validation::evaluate(&runs[i].case, &runs[i].output, &runs[i].topology))
             .collect::<Result<_, _>>()?;
         for (k, &i) in members.iter().enumerate() {
-            let fitted = calibrate(std::slice::from_ref(&runs[i]), &runs[i].topology.achievable)?;
             let others: Vec<usize> = members.iter().copied().filter(|&j| j != i).collect();
+            let before: Vec<CaseResult> =
+                defaults.iter().enumerate().filter(|&(m, _)| m != k).map(|(_, r)| r.clone()).collect();
+            let fitted = match calibrate(std::slice::from_ref(&runs[i]), &runs[i].topology.achievable) {
+                Ok(f) => f,
+                // A refused calibration is a result too: the run cannot stand for its class.
+                Err(NcclError::BadInput { message, .. }) => {
+                    out.push(CrossCheck {
+                        class: class.clone(),
+                        fitted_on: runs[i].case.file.clone(),
+                        predicted: 0,
+                        default_large: errors_of(&before, true),
+                        fitted_large: None,
+                        default_small: errors_of(&before, false),
+                        fitted_small: None,
+                        refused: Some(message),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let predicted: Vec<CaseResult> = others
                 .iter()
                 .map(|&j| {
@@ -244,8 +354,6 @@ pub fn leave_one_out(runs: &[Run]) -> Result<Vec<CrossCheck>, NcclError> {
                     validation::evaluate(&runs[j].case, &runs[j].output, &topology)
                 })
                 .collect::<Result<_, _>>()?;
-            let before: Vec<CaseResult> =
-                defaults.iter().enumerate().filter(|&(m, _)| m != k).map(|(_, r)| r.clone()).collect();
             out.push(CrossCheck {
                 class: class.clone(),
                 fitted_on: runs[i].case.file.clone(),
@@ -254,6 +362,7 @@ pub fn leave_one_out(runs: &[Run]) -> Result<Vec<CrossCheck>, NcclError> {
                 fitted_large: errors_of(&predicted, true),
                 default_small: errors_of(&before, false),
                 fitted_small: errors_of(&predicted, false),
+                refused: None,
             });
         }
     }

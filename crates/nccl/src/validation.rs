@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use railyard_model::nccl_family::NCCL_INTER_STAGE;
+use railyard_model::nccl_family::nccl_inter_stage;
 use railyard_model::{plan_on, AlgorithmSpec, CollectiveRequest, ModelError};
 use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, PlacementPolicy, Topology};
@@ -90,7 +90,8 @@ pub struct Point {
     /// NCCL's tuner estimate (none for the tests it does not model).
     pub nccl: Option<f64>,
     /// The achievable rate (`Achievable` field: nvlink, pcie, nic, fabric, nvls, sharp)
-    /// that sets the expected algorithm's slowest resource; none when no link does.
+    /// that sets the expected time at sizes of at least `LARGE_BYTES` (none below: the
+    /// start-up sets those).
     pub limited_by: Option<&'static str>,
 }
 
@@ -164,7 +165,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
             strict: false,
             chunks: railyard_model::ChunkPolicy::SearchAll,
-            inter_stage: NCCL_INTER_STAGE,
+            inter_stage: nccl_inter_stage(collective, &family),
             ..CollectiveRequest::new(collective, row.bytes, 1, Vec::new())
         };
         let plan = match plan_on(topology, &placement, &request) {
@@ -195,28 +196,17 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
             protocol: expected.protocol.as_str(),
             bound: busbw(row.bytes, bound),
             nccl,
-            limited_by: limited_by(expected),
+            limited_by: limited_by(expected, row.bytes),
         });
     }
     Ok(CaseResult { case: case.clone(), test: output.kind.binary(), ranks, points })
 }
 
-/// Which achievable rate sets `b`'s time: its bottleneck's link class, read as the
-/// in-switch reduction's rate where the algorithm reduces in the NVSwitch (NVLS) or in
-/// the network switches (in-network), whose streams run at that rate.
-fn limited_by(b: &railyard_model::Breakdown) -> Option<&'static str> {
-    let kind = b.bottleneck.as_ref()?.kind.as_str();
-    let in_switch = b.algorithm.builtin().is_some_and(Algorithm::in_switch);
-    let nvls = b.algorithm.builtin().is_some_and(|a| matches!(a, Algorithm::Nvls | Algorithm::NvlsTree));
-    Some(match kind {
-        "nvlink" if nvls => "nvls",
-        "nvlink" => "nvlink",
-        "pcie" => "pcie",
-        "nic" | "fabric" if in_switch && !nvls => "sharp",
-        "nic" => "nic",
-        "fabric" => "fabric",
-        _ => return None,
-    })
+/// Which achievable rate sets `b`'s expected time (the per-round model's slowest
+/// resource at achievable rates), for the large sizes, where rates set it; none below.
+fn limited_by(b: &railyard_model::Breakdown, bytes: u64) -> Option<&'static str> {
+    (bytes >= LARGE_BYTES).then_some(())?;
+    b.expected_limit.as_ref().map(|l| l.rate)
 }
 
 /// Median and worst |error| of some points.

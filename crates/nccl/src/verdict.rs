@@ -14,7 +14,7 @@
 
 use serde::Serialize;
 
-use railyard_model::nccl_family::NCCL_INTER_STAGE;
+use railyard_model::nccl_family::nccl_inter_stage;
 use railyard_model::{plan_on, AlgorithmSpec, Breakdown, CollectiveRequest, ModelError};
 use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, Topology};
@@ -198,7 +198,7 @@ pub fn analyze(
         let family_request = CollectiveRequest {
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
             strict: false,
-            inter_stage: NCCL_INTER_STAGE,
+            inter_stage: nccl_inter_stage(railyard_collective, &family),
             ..request.clone()
         };
         let family_plan = match plan_on(topology, placement, &family_request) {

@@ -42,7 +42,8 @@ pub enum Algorithm {
     Nvls,
     /// NCCL's NVLSTree: NVLS inside each server, the shards crossing servers by NCCL's
     /// double binary tree (`InterStage::Tree`) — what NCCL runs on several NVSwitch
-    /// servers without in-network reduction (nccl-facts.md §1.5, §1.7).
+    /// servers without in-network reduction (NCCL's `ncclTopoTuneModel`, src/graph/tuning.cc:
+    /// NVLS across nodes needs CollNet; docs/sources.md#nccl-tuner).
     NvlsTree,
 }
 
@@ -126,6 +127,12 @@ impl Algorithm {
                 | Algorithm::Nvls
                 | Algorithm::NvlsTree
         )
+    }
+
+    /// Whether the algorithm crosses servers by the inter-server stage asked
+    /// (`GenOptions::inter_stage`): the hierarchical all-reduce and NVLS.
+    pub fn uses_inter_stage(self) -> bool {
+        matches!(self, Algorithm::Hierarchical | Algorithm::Nvls)
     }
 
     /// Whether switches reduce (in-network steps: SHARP, NVLS): hosts cannot run it, and a

@@ -16,6 +16,7 @@
 //! for rank (h, j) goes to the local rank j, which then sends all its server's blocks
 //! for server h to (h, j) — so cross-server traffic is aggregated per rail.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -57,7 +58,7 @@ pub enum InterStage {
     Rhd,
     /// One in-network reduction: each rank sends its shard once and receives the result once.
     InNetwork,
-    /// NCCL's double binary tree over the S ranks holding a shard (nccl-facts.md §1.5:
+    /// NCCL's double binary tree over the S ranks holding a shard (docs/sources.md#nccl-tuner:
     /// NVLSTree and Tree cross nodes this way), half of the shard on each tree: a reduce
     /// up both trees then a broadcast down them, a round per tree level (2·D rounds, D
     /// the trees' depth), each level of a chunk in its own pipeline slot, so chunks
@@ -110,11 +111,12 @@ pub fn check_groups(groups: &[Vec<Rank>], ranks: usize) -> Result<(), ScheduleEr
 }
 
 /// Hierarchical all-reduce over `groups` (one group per server, equal sizes), the
-/// message cut into `chunks` pipelined chunks. With one chunk the three stages run one
-/// after another. With more, chunk c's intra-server reduce-scatter runs beside chunk
-/// c − 1's inter-server stage and chunk c − 2's intra-server all-gather, round for
-/// round (pipeline slot c), as NCCL's tree and NVLS-tree pipelines overlap their
-/// intra- and inter-node stages: the time approaches the slower stage's, not the sum.
+/// message cut into `chunks` pipelined chunks. With one chunk the stages run one after
+/// another. With more, stage i of chunk c runs in pipeline slot c + i beside the other
+/// chunks' stages, round for round (the intra-server reduce-scatter, the inter-server
+/// stage — or each tree level, a stage of its own — and the intra-server all-gather), as
+/// NCCL's tree and NVLS-tree pipelines overlap their intra- and inter-node stages: the
+/// time approaches the slowest stage's, not the sum.
 pub fn hierarchical_all_reduce(
     spec: &CollectiveSpec,
     groups: &[Vec<Rank>],
@@ -139,20 +141,18 @@ pub fn hierarchical_all_reduce(
     }
     let stages: Vec<Vec<Stage>> = partition(spec.count, chunks.max(1))
         .into_iter()
-        .map(|range| chunk_stages(groups, range, intra, inter))
+        .map(|range| chunk_stages(groups, range, intra, inter, chunks > 1))
         .collect();
     if stages.len() == 1 {
         for stage in stages.into_iter().flatten() {
             if let Some(rounds) = stage.rounds {
-                b.rounds(stage.name, rounds);
+                b.rounds(stage.name.into_owned(), rounds);
             }
         }
         return Ok(b.build_compact());
     }
-    // Slot t: intra-server reduce-scatter of chunk t, inter-server stage of chunk t − 1,
-    // intra-server all-gather of chunk t − 2 (a tree's levels are stages of their own,
-    // so the all-gather comes 2·D + 1 slots after the reduce-scatter). The two intra-server stages share the
-    // server's links, so the all-gather is put at the end of the slot and the
+    // Slot t: stage i of chunk t − i (the all-gather of a chunk comes `last` slots after
+    // its reduce-scatter). The two intra-server stages share the server's links, so the all-gather is put at the end of the slot and the
     // reduce-scatter at its start: they meet only where the inter-server stage is
     // shorter than the two together.
     let n = stages.len();
@@ -190,12 +190,12 @@ pub fn hierarchical_all_reduce(
     Ok(schedule)
 }
 
-/// A stage in a pipeline slot: which of the three, its rounds, its words.
+/// A stage in a pipeline slot: its index in the chunk's stages, its rounds, its words.
 type SlotPart = (usize, Box<dyn RoundSource>, String);
 
 /// One stage of one chunk: its name and its rounds (none when it has nothing to do).
 struct Stage {
-    name: &'static str,
+    name: Cow<'static, str>,
     rounds: Option<Box<dyn RoundSource>>,
 }
 
@@ -206,7 +206,13 @@ fn boxed(source: impl RoundSource + 'static) -> Option<Box<dyn RoundSource>> {
 /// The stages of the hierarchical all-reduce of elements `range`: the intra-server
 /// reduce-scatter, the inter-server stage (one per tree level for `InterStage::Tree`),
 /// the intra-server all-gather.
-fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inter: InterStage) -> Vec<Stage> {
+fn chunk_stages(
+    groups: &[Vec<Rank>],
+    range: Range<u64>,
+    intra: IntraStage,
+    inter: InterStage,
+    pipelined: bool,
+) -> Vec<Stage> {
     let local = groups[0].len();
     let shards = partition_range(range, local);
     let shard_blocks = single_blocks(shards.clone());
@@ -215,7 +221,15 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inte
     let mut inter_stages: Vec<Stage> = Vec::new();
     let (name, rounds): (&'static str, Option<Box<dyn RoundSource>>) = match inter {
         InterStage::Tree => {
-            inter_stages = tree_stages(&holders, &shards);
+            // Pipelined, each level is cut into as many rounds as the intra-server stage
+            // beside it in its slot takes, so the network's work spreads over the slot
+            // (NVLS: one round). Alone (one chunk), a level is one round: cutting it
+            // would only add rounds' latency.
+            let pieces = match (intra, pipelined) {
+                (IntraStage::Ring, true) => local.saturating_sub(1).max(1),
+                _ => 1,
+            };
+            inter_stages = tree_stages(&holders, &shards, pieces);
             // The levels follow as stages of their own (below); none when one server.
             ("inter-server tree", None)
         }
@@ -275,13 +289,13 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inte
             )
         }
     };
-    let mut stages = vec![Stage { name: "intra-server reduce-scatter", rounds: intra_rs }];
+    let mut stages = vec![Stage { name: "intra-server reduce-scatter".into(), rounds: intra_rs }];
     if inter_stages.is_empty() {
-        stages.push(Stage { name, rounds });
+        stages.push(Stage { name: name.into(), rounds });
     } else {
         stages.extend(inter_stages);
     }
-    stages.push(Stage { name: "intra-server all-gather", rounds: intra_ag });
+    stages.push(Stage { name: "intra-server all-gather".into(), rounds: intra_ag });
     stages
 }
 
@@ -289,8 +303,9 @@ fn chunk_stages(groups: &[Vec<Rank>], range: Range<u64>, intra: IntraStage, inte
 /// shard j, `holders[j]` (one rank per server) all-reduce it over a binary tree and its
 /// complement, half of the shard on each, a stage per level: the reduce climbs from the
 /// deepest level to the root, then the broadcast descends. Both trees' edges of a level
-/// share its round. Empty when there is one server.
-fn tree_stages(holders: &[Vec<Rank>], shards: &[Range<u64>]) -> Vec<Stage> {
+/// share its rounds: `pieces` of them, round i with slice i of every half. Empty when
+/// there is one server.
+fn tree_stages(holders: &[Vec<Rank>], shards: &[Range<u64>], pieces: usize) -> Vec<Stage> {
     let servers = holders.first().map_or(0, Vec::len);
     if servers < 2 {
         return Vec::new();
@@ -298,15 +313,17 @@ fn tree_stages(holders: &[Vec<Rank>], shards: &[Range<u64>]) -> Vec<Stage> {
     let trees = [binary_tree(servers), complementary_tree(servers)];
     let depths: Vec<Vec<usize>> = trees.iter().map(|t| (0..servers).map(|v| t.depth(v)).collect()).collect();
     let levels = depths.iter().flatten().copied().max().unwrap_or(0);
-    // Edges (child, parent, half) whose child is at `depth`, over every shard.
-    let level = |depth: usize, up: bool| -> Step {
+    // Slice `piece` of the edges (child, parent, half) whose child is at `depth`, over
+    // every shard.
+    let level = |depth: usize, up: bool, piece: usize| -> Step {
         let mut transfers = Vec::new();
         for (j, (ranks, shard)) in holders.iter().zip(shards).enumerate() {
             let halves = partition_range(shard.clone(), 2);
             for (t, (tree, half)) in trees.iter().zip(&halves).enumerate() {
+                let Some(slice) = partition_range(half.clone(), pieces).into_iter().nth(piece) else { continue };
                 for v in (0..servers).filter(|&v| depths[t][v] == depth) {
                     let Some(p) = tree.parent[v] else { continue };
-                    let region = Region::new(Buffer::Output, half.clone());
+                    let region = Region::new(Buffer::Output, slice.clone());
                     let (from, to, op) =
                         if up { (ranks[v], ranks[p], Op::Reduce) } else { (ranks[p], ranks[v], Op::Copy) };
                     transfers.push(Transfer {
@@ -323,12 +340,14 @@ fn tree_stages(holders: &[Vec<Rank>], shards: &[Range<u64>]) -> Vec<Stage> {
         }
         Step { transfers, ..Step::default() }
     };
-    let reduce = (1..=levels)
-        .rev()
-        .map(|d| Stage { name: "inter-server tree reduce", rounds: boxed(ListedRounds::of(vec![level(d, true)])) });
-    let broadcast = (1..=levels)
-        .map(|d| Stage { name: "inter-server tree broadcast", rounds: boxed(ListedRounds::of(vec![level(d, false)])) });
-    reduce.chain(broadcast).collect()
+    let stage = |d: usize, up: bool| {
+        let name = match up {
+            true => format!("inter-server tree reduce from level {d} of {levels}"),
+            false => format!("inter-server tree broadcast to level {d} of {levels}"),
+        };
+        Stage { name: name.into(), rounds: boxed(ListedRounds::of((0..pieces).map(|i| level(d, up, i)).collect())) }
+    };
+    (1..=levels).rev().map(|d| stage(d, true)).chain((1..=levels).map(|d| stage(d, false))).collect()
 }
 
 /// `pieces` rounds of NVLS steps, round i with slice i of every shard: in every server

@@ -23,6 +23,7 @@ pub mod in_place;
 pub mod ir;
 pub mod limits;
 pub mod msccl;
+pub mod msccl_races;
 pub mod partition;
 pub mod rail_ring;
 pub mod recursive_doubling;

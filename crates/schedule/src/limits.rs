@@ -176,9 +176,12 @@ mod tests {
                 }
                 for p in (1..=17).chain([24, 32, 33]) {
                     for count in [1u64, p as u64, 7 * p as u64 + 3] {
-                        for (channels, chunks, inter_stage) in
-                            [(1, 1, InterStage::Ring), (3, 4, InterStage::Ring), (1, 3, InterStage::Rhd)]
-                        {
+                        for (channels, chunks, inter_stage) in [
+                            (1, 1, InterStage::Ring),
+                            (3, 4, InterStage::Ring),
+                            (1, 3, InterStage::Rhd),
+                            (1, 3, InterStage::Tree),
+                        ] {
                             let spec = CollectiveSpec::new(collective, p, count).with_root(p / 2);
                             let groups: Vec<Vec<usize>> =
                                 (0..p).collect::<Vec<_>>().chunks(4).map(<[usize]>::to_vec).collect();

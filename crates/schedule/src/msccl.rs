@@ -5,12 +5,19 @@
 //! `re` (local copy and reduce), `nop` — on chunks of the buffers `i`, `o`, `s`, with
 //! dependencies on steps of other thread blocks (`depid`, `deps`).
 //!
-//! Made into a railyard schedule: the k-th send from GPU a to GPU b on a channel meets the
-//! k-th receive at b from a on that channel; every transfer is placed in the first round
-//! after what it waits for (its thread block's previous step, its dependencies, the
-//! receive it forwards), so the rounds are the program's critical path. A chunk is
-//! 1/nchunksperloop of the large buffer. In-place all-reduces work on the output buffer
-//! (the input copied in first), as railyard's own all-reduces do.
+//! Made into a railyard schedule with MSCCL's executor semantics: the k-th send from GPU a
+//! to GPU b on a channel meets the k-th receive at b from a on that channel, and the data
+//! travels through the connection: a send reads its chunks when it runs and lands them in
+//! a staging slot of the receiver's scratch (the connection's buffer); the receive, when
+//! it runs, takes them from there — `r` and `rcs` copy them into `dst`; `rrc` and `rrcs`
+//! store `src` ⊕ them into `dst`; `rrs` reduces `src` into the slot and sends the slot on,
+//! storing nothing of its own (msccl-executor's `recvReduceSend`). Local `cpy` (dst = src)
+//! and `re` (dst ⊕= src) run in the order of what they wait for, not the file's. Every step
+//! is placed in the first round after what it waits for (its thread block's previous step,
+//! its dependency, the send it takes), so the rounds are the program's critical path. A
+//! chunk is 1/nchunksperloop of the large buffer, and each buffer holds the chunks its
+//! `<gpu>` declares (`i_chunks`, `o_chunks`, `s_chunks`). In-place all-reduces work on the
+//! output buffer (the input copied in first), as railyard's own all-reduces do.
 
 use std::collections::HashMap;
 
@@ -21,6 +28,7 @@ use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
 use crate::ir::{Buffer, LocalOp, Op, Region, Step, Transfer};
+use crate::msccl_races::{self, Checked, Finding, StepAccess};
 
 /// Limits on what is read (an 8-GPU ring is a few hundred steps).
 pub const MAX_GPUS: usize = 1024;
@@ -67,9 +75,6 @@ impl Kind {
     fn sends(self) -> bool {
         matches!(self, Kind::Send | Kind::RecvReduceSend | Kind::RecvReduceCopySend | Kind::RecvCopySend)
     }
-    fn reduces(self) -> bool {
-        matches!(self, Kind::RecvReduceSend | Kind::RecvReduceCopy | Kind::RecvReduceCopySend)
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +86,14 @@ struct XmlStep {
     dst: (char, u64),
     cnt: u64,
     dep: Option<(usize, usize)>,
+}
+
+/// The chunks of a GPU's buffers as its `<gpu>` declares them (`None`: not declared).
+#[derive(Debug, Clone, Copy, Default)]
+struct BufferChunks {
+    input: Option<u64>,
+    output: Option<u64>,
+    scratch: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -102,6 +115,9 @@ pub struct MscclInfo {
     pub protocol: String,
     pub channels: usize,
     pub steps: usize,
+    /// Whether the program was checked for data races (`msccl_races`; a program too
+    /// large for the check's limits is not).
+    pub race_checked: bool,
 }
 
 /// The 1-based line of byte `pos` of `text` (for errors only: it scans the text).
@@ -136,7 +152,10 @@ fn number<T: std::str::FromStr>(n: Node, name: &str) -> Result<T, ScheduleError>
 }
 
 /// Read an MSCCL XML algorithm: what it declares, and its thread blocks per GPU.
-fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
+/// A program as read: what it declares, per GPU its thread blocks and buffer sizes.
+type Read = (MscclInfo, Vec<Vec<Tb>>, Vec<BufferChunks>);
+
+fn read(text: &str) -> Result<Read, ScheduleError> {
     if text.len() > MAX_XML_BYTES {
         return Err(err(0, format!("more than {MAX_XML_BYTES} bytes")));
     }
@@ -172,7 +191,8 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
         return Err(err(line_of(algo), format!("nchunksperloop=\"{chunks}\": 1 to {MAX_CHUNKS}")));
     }
     let coll = attr(algo, "coll")?;
-    let collective = match coll.to_ascii_lowercase().as_str() {
+    // msccl-tools writes `reduce_scatter`; older files `reducescatter`.
+    let collective = match coll.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
         "allreduce" => Collective::AllReduce,
         "allgather" => Collective::AllGather,
         "reducescatter" => Collective::ReduceScatter,
@@ -188,6 +208,7 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
     };
     let in_place = algo.attribute("inplace").is_some_and(|v| v.trim() == "1");
     let mut per_gpu: Vec<Option<Vec<Tb>>> = vec![None; gpus];
+    let mut sizes = vec![BufferChunks::default(); gpus];
     let mut steps_total = 0usize;
     let mut channels = 0u32;
     for g in algo.children().filter(|c| c.has_tag_name("gpu")) {
@@ -196,6 +217,23 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
         if id >= gpus || per_gpu[id].is_some() {
             return Err(err(line, format!("gpu id {id}: out of 0..{gpus} or given twice")));
         }
+        let declared = |name: &str| -> Result<Option<u64>, ScheduleError> {
+            match g.attribute(name) {
+                None => Ok(None),
+                Some(_) => {
+                    let n: u64 = number(g, name)?;
+                    if n > MAX_CHUNKS {
+                        return Err(err(line, format!("{name}=\"{n}\": at most {MAX_CHUNKS}")));
+                    }
+                    Ok(Some(n))
+                }
+            }
+        };
+        sizes[id] = BufferChunks {
+            input: declared("i_chunks")?,
+            output: declared("o_chunks")?,
+            scratch: declared("s_chunks")?,
+        };
         let mut tbs = Vec::new();
         for (k, tb) in g.children().filter(|c| c.has_tag_name("tb")).enumerate() {
             let tline = || line_of(tb);
@@ -233,6 +271,15 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
                 }
                 let t = attr(st, "type")?;
                 let kind = Kind::parse(t).ok_or_else(|| err(sline(), format!("unknown step type \"{t}\"")))?;
+                let depid: i64 = number(st, "depid")?;
+                let deps: i64 = number(st, "deps")?;
+                let dep = if depid >= 0 && deps >= 0 { Some((depid as usize, deps as usize)) } else { None };
+                // A nop only orders (msccl-tools writes srcoff="-1" dstoff="-1" cnt="0"):
+                // its buffers and offsets are not read.
+                if kind == Kind::Nop {
+                    steps.push(XmlStep { pos: st.range().start, kind, src: ('i', 0), dst: ('i', 0), cnt: 0, dep });
+                    continue;
+                }
                 let buf = |name: &str| -> Result<char, ScheduleError> {
                     let b = attr(st, name)?;
                     match b {
@@ -242,11 +289,8 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
                 };
                 let cnt: u64 = number(st, "cnt")?;
                 let (src_off, dst_off): (u64, u64) = (number(st, "srcoff")?, number(st, "dstoff")?);
-                let depid: i64 = number(st, "depid")?;
-                let deps: i64 = number(st, "deps")?;
-                let dep = if depid >= 0 && deps >= 0 { Some((depid as usize, deps as usize)) } else { None };
-                if cnt == 0 || cnt > chunks {
-                    return Err(err(sline(), format!("cnt=\"{cnt}\": 1 to nchunksperloop ({chunks})")));
+                if cnt == 0 || cnt > MAX_CHUNKS {
+                    return Err(err(sline(), format!("cnt=\"{cnt}\": 1 to {MAX_CHUNKS}")));
                 }
                 if kind.sends() && send.is_none() || kind.receives() && recv.is_none() {
                     return Err(err(sline(), format!("a \"{t}\" step in a thread block without that peer")));
@@ -278,12 +322,13 @@ fn read(text: &str) -> Result<(MscclInfo, Vec<Vec<Tb>>), ScheduleError> {
         protocol: algo.attribute("proto").unwrap_or("Simple").to_string(),
         channels: channels as usize,
         steps: steps_total,
+        race_checked: false,
     };
-    Ok((info, per_gpu))
+    Ok((info, per_gpu, sizes))
 }
 
 /// A step by (gpu, tb, step).
-type At = (usize, usize, usize);
+type At = msccl_races::At;
 
 /// The MSCCL algorithm in `text` as a railyard schedule of `count` elements (a multiple of
 /// the algorithm's chunks), with what the XML declares.
@@ -299,20 +344,46 @@ pub struct Program<'a> {
     text: &'a str,
     pub info: MscclInfo,
     gpus: Vec<Vec<Tb>>,
+    sizes: Vec<BufferChunks>,
     meets: HashMap<At, At>,
     done: HashMap<At, usize>,
-    /// Every step, GPU by GPU, block by block, in order.
+    /// Every step, in the order they run: by round, and inside a round local steps after
+    /// what they wait for.
     all: Vec<At>,
 }
 
 impl<'a> Program<'a> {
     pub fn parse(text: &'a str) -> Result<Self, ScheduleError> {
-        let (info, gpus) = read(text)?;
-        if info.in_place && info.collective != Collective::AllReduce {
-            return Err(err(1, "in-place algorithms other than all-reduce are not read yet (their buffers alias)"));
+        let (info, gpus, sizes) = read(text)?;
+        let aliases =
+            matches!(info.collective, Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter);
+        if info.in_place && !aliases {
+            return Err(err(
+                1,
+                format!(
+                    "in-place {} is not read (in place, all-reduce, all-gather and reduce-scatter are)",
+                    info.collective.as_str()
+                ),
+            ));
+        }
+        if matches!(info.collective, Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll)
+            && !info.chunks.is_multiple_of(info.gpus as u64)
+        {
+            return Err(err(
+                1,
+                format!(
+                    "nchunksperloop=\"{}\" does not split into the {} GPUs' shares of a {}",
+                    info.chunks,
+                    info.gpus,
+                    info.collective.as_str()
+                ),
+            ));
         }
         let (meets, done, all) = rounds(text, &gpus)?;
-        Ok(Program { text, info, gpus, meets, done, all })
+        let fed_by: HashMap<At, At> = meets.iter().map(|(&s, &r)| (r, s)).collect();
+        let mut info = info;
+        info.race_checked = races(text, &info, &gpus, &sizes, &fed_by)? == Checked::Yes;
+        Ok(Program { text, info, gpus, sizes, meets, done, all })
     }
 
     /// The program on `count` elements (a multiple of its chunks).
@@ -386,116 +457,244 @@ fn rounds(text: &str, gpus: &[Vec<Tb>]) -> Result<Rounds, ScheduleError> {
             tbs.iter().enumerate().flat_map(move |(t, tb)| (0..tb.steps.len()).map(move |s| (g, t, s)))
         })
         .collect();
-    let done = finish_all(text, &all, gpus, &fed_by)?;
+    let (done, depth) = finish_all(text, &all, gpus, &fed_by)?;
+    let mut all = all;
+    all.sort_by_key(|at| (done[at], depth[at]));
     Ok((meets, done, all))
+}
+
+/// `msccl_races::check` on the program as read, its findings as errors at their lines.
+fn races(
+    text: &str,
+    info: &MscclInfo,
+    gpus: &[Vec<Tb>],
+    sizes: &[BufferChunks],
+    fed_by: &HashMap<At, At>,
+) -> Result<Checked, ScheduleError> {
+    let access = |st: &XmlStep| {
+        let (reads, dst) = match st.kind {
+            Kind::Send | Kind::RecvReduceSend => (true, None),
+            Kind::Recv | Kind::RecvCopySend => (false, Some(true)),
+            Kind::RecvReduceCopy | Kind::RecvReduceCopySend | Kind::Copy | Kind::Reduce => (true, Some(true)),
+            Kind::Nop => (false, None),
+        };
+        StepAccess {
+            reads: reads.then_some(st.src),
+            dst: dst.map(|w| (st.dst, w)),
+            cnt: st.cnt,
+            dep: st.dep,
+            receives: st.kind.receives(),
+        }
+    };
+    let steps: Vec<Vec<Vec<StepAccess>>> =
+        gpus.iter().map(|tbs| tbs.iter().map(|tb| tb.steps.iter().map(access).collect()).collect()).collect();
+    let place = |g: usize, b: char, off: u64| {
+        let (buffer, at, _, _) = place(info, sizes, g, b, off);
+        (buffer, at)
+    };
+    let line = |(g, t, s): At| line_at(text, gpus[g][t].steps[s].pos);
+    msccl_races::check(&steps, fed_by, &place).map_err(|finding| match finding {
+        Finding::Cycle(at) => err(line(at), "steps wait on each other in a cycle (the program would deadlock)"),
+        Finding::Race { first, second, gpu, buffer, chunk, both_write } => err(
+            line(first),
+            format!(
+                "this step and the one at line {} both touch chunk {chunk} of GPU {gpu}'s {} buffer, {} writing \
+                 it, and nothing orders them (thread block order, a dependency or a message): the result depends \
+                 on which runs first",
+                line(second),
+                buffer.as_str(),
+                if both_write { "both" } else { "one" }
+            ),
+        ),
+    })
+}
+
+/// Chunks at the start of the scratch that stand for an in-place reduce-scatter's one
+/// buffer (see `place`).
+fn alias_chunks(info: &MscclInfo) -> u64 {
+    match info.in_place && info.collective == Collective::ReduceScatter {
+        true => info.chunks,
+        false => 0,
+    }
+}
+
+/// Where chunk `off` of GPU g's buffer `b` (`i`, `o`, `s`) is in the schedule's buffers:
+/// the buffer, the chunk there, and how many chunks `b` holds (its bound).
+///
+/// Out of place each buffer holds the chunks its `<gpu>` declares, else the
+/// collective's layout (an all-gather's input and a reduce-scatter's output one GPU's
+/// share). In place the two buffers are one (msccl-executor finds in-place by the
+/// pointers: an all-gather's input is its output's share `rank`, a reduce-scatter's
+/// output its input's share `rank`): an all-reduce or all-gather works in
+/// `Buffer::Output`, the input copied into it first; a reduce-scatter in a scratch copy
+/// of its input at the start of the scratch, its share copied out at the end.
+fn place(info: &MscclInfo, sizes: &[BufferChunks], g: usize, b: char, off: u64) -> (Buffer, u64, u64, &'static str) {
+    let share = info.chunks / info.gpus as u64;
+    let mine = g as u64 * share;
+    let default_input = if info.collective == Collective::AllGather { share } else { info.chunks };
+    let default_output = if info.collective == Collective::ReduceScatter { share } else { info.chunks };
+    match (b, info.in_place, info.collective) {
+        ('s', _, _) => (Buffer::Scratch, alias_chunks(info) + off, sizes[g].scratch.unwrap_or(MAX_CHUNKS), "s_chunks"),
+        ('o', false, _) => (Buffer::Output, off, sizes[g].output.unwrap_or(default_output), "o_chunks"),
+        (_, false, _) => (Buffer::Input, off, sizes[g].input.unwrap_or(default_input), "i_chunks"),
+        ('i', true, Collective::AllGather) => (Buffer::Output, mine + off, share, "i_chunks"),
+        ('o', true, Collective::ReduceScatter) => (Buffer::Scratch, mine + off, share, "o_chunks"),
+        (_, true, Collective::ReduceScatter) => (Buffer::Scratch, off, info.chunks, "i_chunks"),
+        (_, true, _) => (Buffer::Output, off, info.chunks, "o_chunks"),
+    }
 }
 
 /// The schedule of a read program on `count` elements.
 fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedule, ScheduleError> {
-    let Program { text, info, gpus, meets, done, all } = program;
+    let Program { text, info, gpus, sizes, meets, done, all } = program;
     let spec = CollectiveSpec::new(info.collective, info.gpus, count);
     let chunk = count / info.chunks;
-    // Region of a chunk range in a buffer; `i` and `o` are one buffer in place.
-    let region = |(b, off): (char, u64), cnt: u64, pos: usize| -> Result<Region, ScheduleError> {
-        let buffer = match (b, info.in_place) {
-            ('s', _) => Buffer::Scratch,
-            (_, true) | ('o', false) => Buffer::Output,
-            _ => Buffer::Input,
-        };
-        if off.checked_add(cnt).is_none_or(|end| end > info.chunks) {
+    let share = info.chunks / info.gpus as u64;
+    // Region of a chunk range in GPU g's buffer; `i` and `o` are one buffer in place.
+    let alias_chunks = alias_chunks(info);
+    let place = |g: usize, b: char, off: u64| place(info, sizes, g, b, off);
+    let region = |g: usize, (b, off): (char, u64), cnt: u64, pos: usize| -> Result<Region, ScheduleError> {
+        let (buffer, at, chunks, name) = place(g, b, off);
+        if off.checked_add(cnt).is_none_or(|end| end > chunks) {
             return Err(err(
                 line_at(text, pos),
-                format!("chunks {off}..{} beyond the {} chunks", off + cnt, info.chunks),
+                format!("chunks {off}..{} of GPU {g}'s {b} buffer, which holds {chunks} ({name})", off + cnt),
             ));
         }
-        Ok(Region::new(buffer, off * chunk..(off + cnt) * chunk))
+        Ok(Region::new(buffer, at * chunk..(at + cnt) * chunk))
     };
-    let rounds = done.values().copied().max().unwrap_or(0);
-    let mut steps: Vec<Step> = (0..rounds).map(|_| Step::default()).collect();
     let mut builder = ScheduleBuilder::new(spec.clone(), info.name.clone(), elem_bytes);
-    for (g, tbs) in gpus.iter().enumerate() {
-        // s_chunks: the scratch each GPU declares.
-        let scratch: u64 = tbs
-            .iter()
-            .flat_map(|tb| tb.steps.iter())
-            .flat_map(|st| [st.src, st.dst].into_iter().map(move |b| (b, st.cnt)))
-            .filter(|((b, _), _)| *b == 's')
-            .map(|((_, off), cnt)| (off + cnt) * chunk)
-            .max()
-            .unwrap_or(0);
-        if scratch > 0 {
-            builder.scratch(g, scratch);
+    // The program's own scratch on each GPU, then a staging slot per message received
+    // (the connection's buffer the message waits in until its receive runs).
+    let mut scratch: Vec<u64> = gpus
+        .iter()
+        .map(|tbs| {
+            tbs.iter()
+                .flat_map(|tb| tb.steps.iter())
+                .filter(|st| st.kind != Kind::Nop)
+                .flat_map(|st| [st.src, st.dst].into_iter().map(move |b| (b, st.cnt)))
+                .filter(|((b, _), _)| *b == 's')
+                .map(|((_, off), cnt)| (alias_chunks + off + cnt) * chunk)
+                .max()
+                .unwrap_or(alias_chunks * chunk)
+        })
+        .collect();
+    let mut staging: HashMap<At, Region> = HashMap::new();
+    for &(g, t, s) in all {
+        let st = &gpus[g][t].steps[s];
+        if st.kind.receives() {
+            let len = st.cnt * chunk;
+            staging.insert((g, t, s), Region::new(Buffer::Scratch, scratch[g]..scratch[g] + len));
+            scratch[g] += len;
+        }
+    }
+    for (g, &n) in scratch.iter().enumerate() {
+        if n > 0 {
+            builder.scratch(g, n);
         }
     }
     if info.in_place {
+        let share_elements = share * chunk;
         for r in 0..info.gpus {
-            let all = 0..count;
-            builder.prologue(LocalOp {
-                rank: r,
-                read: Region::new(Buffer::Input, all.clone()),
-                write: Region::new(Buffer::Output, all),
-                op: Op::Copy,
-            });
+            let mine = r as u64 * share_elements..(r as u64 + 1) * share_elements;
+            let copy = |read, write| LocalOp { rank: r, read, write, op: Op::Copy };
+            match info.collective {
+                Collective::AllGather => {
+                    builder.prologue(copy(
+                        Region::new(Buffer::Input, 0..share_elements),
+                        Region::new(Buffer::Output, mine),
+                    ));
+                }
+                Collective::ReduceScatter => {
+                    builder
+                        .prologue(copy(Region::new(Buffer::Input, 0..count), Region::new(Buffer::Scratch, 0..count)));
+                    builder.epilogue(copy(
+                        Region::new(Buffer::Scratch, mine),
+                        Region::new(Buffer::Output, 0..share_elements),
+                    ));
+                }
+                _ => {
+                    builder.prologue(copy(Region::new(Buffer::Input, 0..count), Region::new(Buffer::Output, 0..count)));
+                }
+            }
         }
     }
+    let rounds = done.values().copied().max().unwrap_or(0);
+    let mut steps: Vec<Step> = (0..rounds).map(|_| Step::default()).collect();
+    // A local step after round `round` (before any round: the prologue).
+    let mut local = |builder: &mut ScheduleBuilder, round: usize, op: LocalOp| match round.checked_sub(1) {
+        Some(k) => steps[k].local.push(op),
+        None => {
+            builder.prologue(op);
+        }
+    };
+    let mut transfers: Vec<(usize, Transfer)> = Vec::new();
     for &(g, t, s) in all {
         let st = &gpus[g][t].steps[s];
         let round = done[&(g, t, s)];
+        let op = |read: Region, write: Region, op: Op| LocalOp { rank: g, read, write, op };
+        let slot =
+            || staging.get(&(g, t, s)).copied().ok_or_else(|| err(line_at(text, st.pos), "a receive no send feeds"));
+        // What the step does on its own GPU once its message is in.
         match st.kind {
-            Kind::Copy | Kind::Reduce => {
-                let op = if st.kind == Kind::Copy { Op::Copy } else { Op::Reduce };
-                let local = LocalOp {
-                    rank: g,
-                    read: region(st.src, st.cnt, st.pos)?,
-                    write: region(st.dst, st.cnt, st.pos)?,
-                    op,
-                };
-                match round.checked_sub(1) {
-                    Some(k) => steps[k].local.push(local),
-                    None => {
-                        builder.prologue(local);
-                    }
-                }
+            Kind::Copy => local(
+                &mut builder,
+                round,
+                op(region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy),
+            ),
+            Kind::Reduce => local(
+                &mut builder,
+                round,
+                op(region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?, Op::Reduce),
+            ),
+            Kind::Recv | Kind::RecvCopySend => {
+                local(&mut builder, round, op(slot()?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy))
             }
-            Kind::Nop => {}
-            _ => {}
+            Kind::RecvReduceCopy | Kind::RecvReduceCopySend => {
+                let (src, dst) = (region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?);
+                if src != dst {
+                    local(&mut builder, round, op(src, dst, Op::Copy));
+                }
+                local(&mut builder, round, op(slot()?, dst, Op::Reduce));
+            }
+            // The sum is sent on from the slot; nothing of this GPU's changes.
+            Kind::RecvReduceSend => {
+                local(&mut builder, round, op(region(g, st.src, st.cnt, st.pos)?, slot()?, Op::Reduce))
+            }
+            Kind::Send | Kind::Nop => {}
         }
         if let Some(&(rg, rt, rs)) = meets.get(&(g, t, s)) {
             let rst = &gpus[rg][rt].steps[rs];
-            // What the sender reads: its source, or where its own receive landed.
-            let read = match st.kind {
-                Kind::Send | Kind::RecvReduceSend => region(st.src, st.cnt, st.pos)?,
-                _ => region(st.dst, st.cnt, st.pos)?,
-            };
-            // Where the receiver puts it: reductions land on its own chunk.
-            let (write, op) = if rst.kind.reduces() {
-                if rst.kind != Kind::RecvReduceSend && (rst.src != rst.dst) {
-                    return Err(err(
-                        line_at(text, rst.pos),
-                        "a receive-reduce whose source and destination chunks differ is not read yet",
-                    ));
-                }
-                (region(rst.src, rst.cnt, rst.pos)?, Op::Reduce)
-            } else {
-                (region(rst.dst, rst.cnt, rst.pos)?, Op::Copy)
-            };
-            if read.len != write.len {
+            if rst.cnt != st.cnt {
                 return Err(err(
-                    line_at(text, rst.pos),
-                    format!("receives {} chunks where {} are sent (line {})", rst.cnt, st.cnt, line_at(text, st.pos)),
+                    line_at(text, st.pos),
+                    format!(
+                        "sends {} chunks to GPU {rg}, whose receive (line {}) takes {}",
+                        st.cnt,
+                        line_at(text, rst.pos),
+                        rst.cnt
+                    ),
                 ));
             }
-            let landing = done[&(rg, rt, rs)];
-            steps[landing - 1].transfers.push(Transfer {
-                from: g,
-                to: rg,
-                read,
-                write,
-                op,
-                shard: None,
-                channel: gpus[g][t].chan,
-            });
+            // A send reads its source when it runs; a forwarding step what its receive
+            // left, in the round after.
+            let (read, at) = match st.kind {
+                Kind::Send => (region(g, st.src, st.cnt, st.pos)?, round),
+                Kind::RecvReduceSend => (slot()?, round + 1),
+                _ => (region(g, st.dst, st.cnt, st.pos)?, round + 1),
+            };
+            let write = staging[&(rg, rt, rs)];
+            let channel = gpus[g][t].chan;
+            transfers.push((at, Transfer { from: g, to: rg, read, write, op: Op::Copy, shard: None, channel }));
         }
+    }
+    for (at, transfer) in transfers {
+        // A transfer's round is at most its receive's (`finish_all`), so within the rounds.
+        let round = at.checked_sub(1).and_then(|k| steps.get_mut(k));
+        let Some(round) = round else {
+            return Err(err(0, format!("a transfer placed in round {at} of {rounds}")));
+        };
+        round.transfers.push(transfer);
     }
     builder.phase("msccl", steps.into_iter().filter(|s| !s.transfers.is_empty() || !s.local.is_empty()).collect());
     Ok(builder.build_compact())
@@ -537,18 +736,25 @@ fn waits(text: &str, at: At, gpus: &[Vec<Tb>], fed_by: &HashMap<At, At>) -> Resu
     Ok((own(at)?, sender))
 }
 
-/// The round (1-based) at which every step is done: a receive when its transfer lands (the
-/// round after both its own waits and its sender's), a send the round after its data was
-/// ready (it is posted to the connection's buffer), a local step once its waits are done.
+/// The round (1-based) at which every step is done: a receive in the round its message
+/// lands (the round after its sender's waits), or once its own waits are done if later; a
+/// send the round after its data was ready (it is posted to the connection's buffer); a
+/// local step once its waits are done.
 /// Evaluated with an explicit stack (a long chain of steps must not exhaust the call
 /// stack); a cycle of waits is a program that would deadlock.
+/// A number per step: its round, or its depth among same-round steps.
+type StepRounds = HashMap<At, usize>;
+
+/// Beside the round, each step's depth among the steps it waits for that end in the same
+/// round (local steps chained inside one round run in that order).
 fn finish_all(
     text: &str,
     steps: &[At],
     gpus: &[Vec<Tb>],
     fed_by: &HashMap<At, At>,
-) -> Result<HashMap<At, usize>, ScheduleError> {
+) -> Result<(StepRounds, StepRounds), ScheduleError> {
     let mut done: HashMap<At, usize> = HashMap::with_capacity(steps.len());
+    let mut depth: HashMap<At, usize> = HashMap::with_capacity(steps.len());
     let mut on_stack: std::collections::HashSet<At> = std::collections::HashSet::new();
     for &start in steps {
         if done.contains_key(&start) {
@@ -574,18 +780,22 @@ fn finish_all(
             let sent = sender.iter().map(|w| done[w]).max().unwrap_or(0);
             let (g, t, s) = at;
             let end = match gpus[g][t].steps[s].kind {
-                k if k.receives() => ready.max(sent) + 1,
+                // Its message lands in the round after what the sender waited for (a
+                // send posts it then); the receive takes it in that round's local work.
+                k if k.receives() => ready.max(sent + 1),
                 Kind::Send => ready + 1,
                 // A local step runs once what it waits for is done: before any round (0,
                 // the prologue) when nothing is.
                 _ => ready,
             };
+            let d = own.iter().chain(&sender).filter(|w| done[*w] == end).map(|w| depth[w] + 1).max().unwrap_or(0);
             done.insert(at, end);
+            depth.insert(at, d);
             on_stack.remove(&at);
             stack.pop();
         }
     }
-    Ok(done)
+    Ok((done, depth))
 }
 
 /// Largest schedule written as MSCCL XML: one chunk per element, so elements per rank
@@ -758,7 +968,9 @@ pub fn export(schedule: &crate::ir::Schedule) -> Result<String, ScheduleError> {
     }
     let channels = gpus.iter().flat_map(|g| g.tbs.iter().map(|t| t.chan + 1)).max().unwrap_or(1);
     let mut out = format!(
-        "<algo name=\"{}\" proto=\"Simple\" nchannels=\"{channels}\" nchunksperloop=\"{}\" ngpus=\"{}\" coll=\"{coll}\" inplace=\"0\">\n",
+        // `outofplace`, `minBytes` and `maxBytes` (0: no limit) are what msccl-executor-nccl's
+        // parser requires (src/misc/msccl/msccl_parser.cc); older executors ignore them.
+        "<algo name=\"{}\" proto=\"Simple\" nchannels=\"{channels}\" nchunksperloop=\"{}\" ngpus=\"{}\" coll=\"{coll}\" inplace=\"0\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\">\n",
         schedule.algorithm.replace(['"', '<', '>', '&'], "_"),
         spec.count,
         spec.ranks
@@ -902,5 +1114,101 @@ mod tests {
         assert!(import("<notalgo/>", 8, 4).is_err());
         let deep = format!("{}{}", "<x>".repeat(20_000), "</x>".repeat(20_000));
         assert!(import(&deep, 8, 4).unwrap_err().to_string().contains("nested 20000 deep"));
+    }
+
+    /// A 2-GPU in-place all-reduce of one chunk, each GPU's thread block given.
+    fn two_gpus(gpu0: &str, gpu1: &str) -> String {
+        format!(
+            r#"<algo name="t" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="2" coll="allreduce" inplace="1">
+<gpu id="0" i_chunks="1" o_chunks="0" s_chunks="2">{gpu0}</gpu><gpu id="1" i_chunks="1" o_chunks="0" s_chunks="2">{gpu1}</gpu></algo>"#
+        )
+    }
+
+    fn step(s: usize, kind: &str, src: &str, dst: &str, dep: (i64, i64)) -> String {
+        let (sb, so) = src.split_at(1);
+        let (db, d) = dst.split_at(1);
+        format!(
+            r#"<step s="{s}" type="{kind}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{d}" cnt="1" depid="{}" deps="{}" hasdep="0"/>"#,
+            dep.0, dep.1
+        )
+    }
+
+    fn verdict(text: &str) -> Result<(), String> {
+        let (schedule, _) = import(text, 4, 4).map_err(|e| e.to_string())?;
+        check(&schedule.expand()).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// MSCCL's `rrs` sends the sum on and stores nothing: GPU 1 ending with its own input
+    /// alone is a wrong all-reduce, which the checker must not certify; `rrcs` (stores
+    /// and sends) is the correct program.
+    #[test]
+    fn receive_reduce_send_stores_nothing() {
+        let none = (-1, -1);
+        let gpu0 = format!(
+            r#"<tb id="0" send="1" recv="1" chan="0">{}{}</tb>"#,
+            step(0, "s", "o0", "o0", none),
+            step(1, "r", "o0", "o0", none)
+        );
+        let wrong = two_gpus(
+            &gpu0,
+            &format!(r#"<tb id="0" send="0" recv="0" chan="0">{}</tb>"#, step(0, "rrs", "o0", "o0", none)),
+        );
+        let e = verdict(&wrong).unwrap_err();
+        assert!(e.contains("rank 1"), "{e}");
+        let right = two_gpus(
+            &gpu0,
+            &format!(r#"<tb id="0" send="0" recv="0" chan="0">{}</tb>"#, step(0, "rrcs", "o0", "o0", none)),
+        );
+        verdict(&right).unwrap();
+    }
+
+    /// Both GPUs send their chunk, then receive-reduce the other's into it: a send reads
+    /// when it runs, so the exchange is no race (it was refused as one).
+    #[test]
+    fn an_exchange_of_one_chunk_is_correct() {
+        let none = (-1, -1);
+        let tb = |peer: usize| {
+            format!(
+                r#"<tb id="0" send="{peer}" recv="{peer}" chan="0">{}{}</tb>"#,
+                step(0, "s", "o0", "o0", none),
+                step(1, "rrc", "o0", "o0", none)
+            )
+        };
+        verdict(&two_gpus(&tb(1), &tb(0))).unwrap();
+    }
+
+    /// Local steps run in the order of what they wait for: the reduction (block 0, first
+    /// in the file) waits on the copy (block 2), which waits on the receive.
+    #[test]
+    fn local_steps_run_in_dependency_order() {
+        let none = (-1, -1);
+        let gpu = |peer: usize| {
+            format!(
+                r#"<tb id="0" send="-1" recv="-1" chan="-1">{}</tb><tb id="1" send="{peer}" recv="{peer}" chan="0">{}{}</tb><tb id="2" send="-1" recv="-1" chan="-1">{}</tb>"#,
+                step(0, "re", "s1", "o0", (2, 0)),
+                step(0, "s", "o0", "o0", none),
+                step(1, "r", "s0", "s0", none),
+                step(0, "cpy", "s0", "s1", (1, 1)),
+            )
+        };
+        verdict(&two_gpus(&gpu(1), &gpu(0))).unwrap();
+    }
+
+    /// What msccl-tools writes as a matter of course: nop steps with offsets -1 and no
+    /// chunks, and `coll="reduce_scatter"`.
+    #[test]
+    fn nops_and_msccl_tools_collective_names_read() {
+        let none = (-1, -1);
+        let nop = r#"<step s="2" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" depid="-1" deps="-1" hasdep="0"/>"#;
+        let tb = |peer: usize| {
+            format!(
+                r#"<tb id="0" send="{peer}" recv="{peer}" chan="0">{}{}{nop}</tb>"#,
+                step(0, "s", "o0", "o0", none),
+                step(1, "rrc", "o0", "o0", none)
+            )
+        };
+        verdict(&two_gpus(&tb(1), &tb(0))).unwrap();
+        let (_, info) = import(&RING.replace(r#"coll="allreduce""#, r#"coll="all_reduce""#), 8, 4).unwrap();
+        assert_eq!(info.collective, Collective::AllReduce);
     }
 }

@@ -18,7 +18,7 @@
 //! channels = 1              # optional: parallel rings
 //! pipeline_chunks = 1       # optional: chain, trees and hierarchical all-reduce (default: chain
 //!                           # and trees as fast as the per-round model finds, hierarchical uncut)
-//! inter_stage = "ring"      # optional: hierarchical all-reduce across servers, ring or rhd
+//! inter_stage = "ring"      # optional: hierarchical all-reduce across servers, ring, rhd or tree
 //! root = 0                  # optional: rooted collectives
 //! compute = "5ms"           # optional: the ranks compute this long before communicating
 //! after = ["fwd"]           # optional: start (plus `start`) when these jobs have finished

@@ -26,11 +26,14 @@ use serde::Serialize;
 With --nccl-tests, no ranks run: the achievable rates of --topo's link classes (the\n\
 share of line rate NCCL-class software reaches on NVLink, PCIe, NICs, NVLS, SHARP) and\n\
 the per-call start-up are fitted to your nccl-tests outputs, and the topology is written\n\
-with them in its [achievable] table. Each file runs on --topo with as many nodes as its\n\
-rank count needs (a machine preset's nodes=N); --check files are predicted with the\n\
-fitted numbers, not fitted. Sizes of at least 64 MiB fit the rates (each by the link\n\
-class that limits it), sizes up to 64 KiB the start-up; the residual of every size is\n\
-printed before and after.")]
+with them in its [achievable] table: --topo as given, so dgx-h100:nodes=16 writes the\n\
+16-node machine. Each file runs on --topo with as many nodes as its rank count needs (a\n\
+machine preset's nodes=N); --check files are predicted with the fitted numbers, not\n\
+fitted. Sizes of at least 64 MiB fit the rates (each by the link class that limits it),\n\
+sizes from 4 KiB to 64 KiB the start-up; every size's error is printed before and after.\n\
+Runs of all_reduce, all_gather, reduce_scatter, broadcast and reduce, up to 1,024 ranks\n\
+and 64 files; a rate that fits at line rate (the topology undercounts the hardware) or\n\
+near zero (a broken run) is refused.")]
 pub struct CalibrateArgs {
     /// nccl-tests outputs to fit the topology's achievable rates to (no ranks run)
     #[arg(long, num_args = 1.., value_name = "FILE")]
@@ -45,7 +48,7 @@ pub struct CalibrateArgs {
     #[arg(long, requires = "nccl_tests")]
     pub nccl_algo: Option<String>,
     /// With --nccl-tests: md (tables) or json
-    #[arg(long, value_enum, default_value = "md")]
+    #[arg(long, value_enum, default_value = "md", requires = "nccl_tests")]
     pub format: crate::args::Format,
     /// Start this many local ranks as processes (else run under a launcher)
     #[arg(long)]

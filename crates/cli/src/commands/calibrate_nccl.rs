@@ -28,8 +28,7 @@ fn topology_for(spec: &str, base: &Topology, ranks: usize) -> Result<(String, To
     let placement = Placement::new(base, &PlacementPolicy::Contiguous, None)?;
     let per_node = placement.ranks_by_server(base).first().map_or(1, Vec::len).max(1);
     let nodes = ranks.div_ceil(per_node);
-    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
-    let mut kept: Vec<&str> = params.split(',').filter(|p| !p.is_empty() && !p.starts_with("nodes=")).collect();
+    let (name, mut kept) = calibration::without_nodes(spec);
     let nodes_param = format!("nodes={nodes}");
     kept.insert(0, &nodes_param);
     let spec = format!("{name}:{}", kept.join(","));
@@ -45,6 +44,7 @@ fn runs(files: &[std::path::PathBuf], spec: &str, base: &Topology, nccl_algo: Op
             let at = || path.display().to_string();
             let text = railyard_topology::file::read_text(path, nccl_tests::MAX_INPUT_BYTES).with_context(at)?;
             let output = nccl_tests::parse(&text, None, None).with_context(at)?;
+            calibration::check_run(&path.display().to_string(), &output)?;
             let (topology_spec, topology) = topology_for(spec, base, output.ranks).with_context(at)?;
             let case = Case {
                 file: path.display().to_string(),
@@ -76,6 +76,28 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
             "--nccl-tests needs --topo: the machines the runs were on (a preset such as dgx-h100, or a topology file)"
         )
     };
+    // Every limit and path before anything is read.
+    let files = args.nccl_tests.len() + args.check.len();
+    if files > calibration::MAX_FILES {
+        bail!("{files} files (--nccl-tests and --check together); at most {}", calibration::MAX_FILES);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for path in args.nccl_tests.iter().chain(&args.check) {
+        let key = std::fs::canonicalize(path).with_context(|| path.display().to_string())?;
+        if !seen.insert(key) {
+            bail!("{} is given twice: its rows would count twice", path.display());
+        }
+    }
+    let format = match args.output.extension().and_then(|e| e.to_str()) {
+        Some("toml") => FileFormat::Toml,
+        Some("json") => FileFormat::Json,
+        _ => bail!("-o {}: the topology is written as .toml or .json", args.output.display()),
+    };
+    if let Ok(out) = std::fs::canonicalize(&args.output) {
+        if seen.contains(&out) {
+            bail!("-o {} is one of the nccl-tests files: it would be overwritten", args.output.display());
+        }
+    }
     let base = railyard_topology::load(spec).context("--topo")?;
     let algo = args.nccl_algo.as_deref();
     let fitted_runs = runs(&args.nccl_tests, spec, &base, algo)?;
@@ -85,10 +107,6 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
     let check_after = calibration::evaluate_with(&check_runs, &calibration.achievable)?;
     let mut topology = base.clone();
     topology.achievable = calibration.achievable.clone();
-    let format = match args.output.extension().and_then(|e| e.to_str()) {
-        Some("json") => FileFormat::Json,
-        _ => FileFormat::Toml,
-    };
     std::fs::write(&args.output, write(&topology, format)?)
         .with_context(|| format!("writing {}", args.output.display()))?;
     let report = Report {
@@ -108,30 +126,21 @@ fn pct(x: f64) -> String {
     format!("{:+.1}%", x * 100.0)
 }
 
-/// Median and worst |error| of the points of `results` within `sizes`.
-fn spread(results: &[CaseResult], sizes: impl Fn(u64) -> bool) -> String {
-    let mut e: Vec<f64> =
-        results.iter().flat_map(|r| &r.points).filter(|p| sizes(p.bytes)).map(|p| p.error().abs()).collect();
-    if e.is_empty() {
-        return "-".into();
-    }
-    e.sort_by(f64::total_cmp);
-    let median = railyard_units::stats::median_of_sorted(&e);
-    format!("{:.1}% / {:.1}% ({} sizes)", median * 100.0, e[e.len() - 1] * 100.0, e.len())
+fn spread(results: &[CaseResult], large: bool) -> String {
+    calibration::errors_of(results, large)
+        .map_or("-".into(), |e| format!("{:.1}% / {:.1}% ({} sizes)", e.median * 100.0, e.worst * 100.0, e.points))
 }
 
 fn summary_rows(t: &mut Table, label: &str, before: &[CaseResult], after: &[CaseResult]) {
-    let large = |b: u64| b >= LARGE_BYTES;
-    let small = |b: u64| b <= SMALL_BYTES;
     t.row([
         format!("{label}, at least {}", format_bytes(LARGE_BYTES as f64)),
-        spread(before, large),
-        spread(after, large),
+        spread(before, true),
+        spread(after, true),
     ]);
     t.row([
         format!("{label}, at most {}", format_bytes(SMALL_BYTES as f64)),
-        spread(before, small),
-        spread(after, small),
+        spread(before, false),
+        spread(after, false),
     ]);
 }
 
@@ -181,6 +190,9 @@ fn markdown(r: &Report) -> String {
         summary_rows(&mut s, "--check files", &r.check_before, &r.check_after);
     }
     out.push_str(&s.render());
+    for note in &c.notes {
+        out.push_str(&format!("\nNote: {note}.\n"));
+    }
     out.push_str(
         "\n## Fitted files\n\nbusbw in GB/s; `limited by` is the achievable rate that sets the calibrated time.\n",
     );

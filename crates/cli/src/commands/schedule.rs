@@ -85,8 +85,19 @@ struct Report<'a> {
     protocol: &'a str,
     channels: usize,
     steps: usize,
-    rounds: usize,
+    /// Whether the checker also looked for data races (a program too large is not).
+    race_checked: bool,
     topology: &'a str,
+    /// The program costed beside railyard's algorithms, or why it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    costed: Option<Costed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_costed: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Costed {
+    rounds: usize,
     bytes: u64,
     secs: f64,
     bottleneck: Option<String>,
@@ -142,13 +153,39 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     if let Some(p) = &problem {
         bail!("{file}: the symbolic checker refuses it, so it is not costed: {p}");
     }
-    let placement = Placement::new(&topology, &PlacementPolicy::Contiguous, Some(info.gpus)).context("placement")?;
-    let bytes = msccl_count(info.chunks, a.size, 1).map_err(model_error)?;
-    let mut request = CollectiveRequest::all(info.collective, bytes, 1);
-    request.algorithms.push(AlgorithmSpec::Msccl { file, text: text.into() });
-    let planned = plan_on(&topology, &placement, &request).map_err(model_error)?;
-    let (programs, ours): (Vec<_>, Vec<_>) = planned.algorithms.iter().partition(|b| b.algorithm.builtin().is_none());
-    let program = programs.first().context("plan returned no cost of the program")?;
+    // What the program is and that it is correct does not depend on the machines; its
+    // cost does, and a topology too small for it is said, not an error.
+    let costed = match Placement::new(&topology, &PlacementPolicy::Contiguous, Some(info.gpus)) {
+        Err(e) => Err(format!(
+            "{e}; give --topo with at least {} GPUs (e.g. rail:servers={})",
+            info.gpus,
+            info.gpus.div_ceil(8)
+        )),
+        Ok(placement) => {
+            let bytes = msccl_count(info.chunks, a.size, 1).map_err(model_error)?;
+            let mut request = CollectiveRequest::all(info.collective, bytes, 1);
+            request.algorithms.push(AlgorithmSpec::Msccl { file, text: text.into() });
+            let planned = plan_on(&topology, &placement, &request).map_err(model_error)?;
+            let (programs, ours): (Vec<_>, Vec<_>) =
+                planned.algorithms.iter().partition(|b| b.algorithm.builtin().is_none());
+            let program = programs.first().context("plan returned no cost of the program")?;
+            Ok(Costed {
+                rounds: program.rounds,
+                bytes,
+                secs: program.total_secs,
+                bottleneck: program.bottleneck.as_ref().map(|x| x.resource.clone()),
+                railyard: ours
+                    .iter()
+                    .map(|x| {
+                        (
+                            railyard_model::algorithm_ref::shaped_name(&x.name, x.pipeline_chunks, x.channels),
+                            x.total_secs,
+                        )
+                    })
+                    .collect(),
+            })
+        }
+    };
     let report = Report {
         name: &info.name,
         collective: info.collective.as_str(),
@@ -158,15 +195,10 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
         protocol: &info.protocol,
         channels: info.channels,
         steps: info.steps,
-        rounds: program.rounds,
+        race_checked: info.race_checked,
         topology: &topology.name,
-        bytes,
-        secs: program.total_secs,
-        bottleneck: program.bottleneck.as_ref().map(|x| x.resource.clone()),
-        railyard: ours
-            .iter()
-            .map(|x| (railyard_model::algorithm_ref::shaped_name(&x.name, x.pipeline_chunks, x.channels), x.total_secs))
-            .collect(),
+        not_costed: costed.as_ref().err().cloned(),
+        costed: costed.ok(),
     };
     match a.format {
         Format::Json => Ok(serde_json::to_string_pretty(&report)? + "\n"),
@@ -179,30 +211,40 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
                 report.gpus
             );
             out.push_str(&format!(
-                "{} chunks, {} channels, {} steps, {}, protocol {}: {} rounds as a railyard schedule.\n\n",
+                "{} chunks, {} channels, {} steps, {}, protocol {}.\n\n",
                 report.chunks,
                 report.channels,
                 report.steps,
                 if report.in_place { "in place" } else { "out of place" },
                 report.protocol,
-                report.rounds
             ));
-            out.push_str(
-                "Symbolic checker: **correct** (every output element holds what the collective promises).\n\n",
-            );
             out.push_str(&format!(
-                "On {} at {} (per-round model):\n\n",
-                report.topology,
-                format_bytes(report.bytes as f64)
+                "Symbolic checker: **correct** (every output element holds what the collective promises{}).\n\n",
+                if report.race_checked {
+                    ", and no two unordered steps touch one chunk"
+                } else {
+                    "; too large to check for races between unordered steps"
+                }
             ));
-            let mut t = Table::new(["schedule", "time", "vs the MSCCL program"]);
-            t.row([format!("msccl:{}", report.name), format_secs(report.secs), "1.00x".into()]);
-            for (name, secs) in &report.railyard {
-                t.row([name.clone(), format_secs(*secs), format!("{:.2}x", secs / report.secs)]);
-            }
-            out.push_str(&t.render());
-            if let Some(bn) = &report.bottleneck {
-                out.push_str(&format!("\nThe MSCCL program's bottleneck: `{bn}`.\n"));
+            match (&report.costed, &report.not_costed) {
+                (None, why) => out.push_str(&format!("Not costed: {}.\n", why.as_deref().unwrap_or("-"))),
+                (Some(c), _) => {
+                    out.push_str(&format!(
+                        "{} rounds as a railyard schedule. On {} at {} (per-round model):\n\n",
+                        c.rounds,
+                        report.topology,
+                        format_bytes(c.bytes as f64)
+                    ));
+                    let mut t = Table::new(["schedule", "time", "vs the MSCCL program"]);
+                    t.row([format!("msccl:{}", report.name), format_secs(c.secs), "1.00x".into()]);
+                    for (name, secs) in &c.railyard {
+                        t.row([name.clone(), format_secs(*secs), format!("{:.2}x", secs / c.secs)]);
+                    }
+                    out.push_str(&t.render());
+                    if let Some(bn) = &c.bottleneck {
+                        out.push_str(&format!("\nThe MSCCL program's bottleneck: `{bn}`.\n"));
+                    }
+                }
             }
             Ok(out)
         }

@@ -172,12 +172,15 @@ fn cross_checks(checks: &[CrossCheck]) -> String {
             c.fitted_on.rsplit('/').next().unwrap_or(&c.fitted_on).to_string(),
             c.predicted.to_string(),
             errors_cell(c.default_large),
-            errors_cell(c.fitted_large),
+            c.refused.as_ref().map_or_else(|| errors_cell(c.fitted_large), |_| "refused".into()),
             errors_cell(c.default_small),
-            errors_cell(c.fitted_small),
+            c.refused.as_ref().map_or_else(|| errors_cell(c.fitted_small), |_| "refused".into()),
         ]);
     }
     out.push_str(&t.render());
+    for c in checks.iter().filter(|c| c.refused.is_some()) {
+        out.push_str(&format!("\nRefused, fitted on {}: {}.\n", c.fitted_on, c.refused.as_deref().unwrap_or("-")));
+    }
     let median_of = |pick: fn(&CrossCheck) -> Option<Errors>| {
         let mut m: Vec<f64> = checks.iter().filter_map(|c| pick(c).map(|e| e.median)).collect();
         m.sort_by(f64::total_cmp);

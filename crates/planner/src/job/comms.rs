@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use railyard_model::nccl_family::{nccl_algorithms, NCCL_INTER_STAGE};
+use railyard_model::nccl_family::{nccl_algorithms, nccl_inter_stage};
 use railyard_model::{plan_with_routes, ChunkPolicy, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective};
 use railyard_topology::{Placement, RouteTable, Topology};
@@ -125,7 +125,7 @@ impl<'a> Comms<'a> {
         let request = CollectiveRequest {
             strict: false,
             chunks: ChunkPolicy::SearchAll,
-            inter_stage: NCCL_INTER_STAGE,
+            inter_stage: nccl_inter_stage(collective, &algorithms),
             ..CollectiveRequest::new(collective, bytes, 2, algorithms)
         };
         let plan = plan_with_routes(&mut self.routes.borrow_mut(), &placement, &request)
