@@ -301,6 +301,24 @@ fn an_msccl_all_reduce_is_checked_costed_and_planned() {
     assert!(out.stderr.contains("the checker refuses it"), "{}", out.stderr);
     let out = railyard(&["plan", "--algo", &ring]);
     assert!(out.stderr.contains("written for 8 GPUs"), "{}", out.stderr);
+    // An MSCCL program runs under the protocol it names: all-pairs says LL, so at 64 MiB
+    // it is costed with LL's half payload where the ring takes Simple.
+    let pairs = msccl("allreduce_allpairs_8gpu.xml");
+    let plan = json(&[
+        "plan",
+        "--topo",
+        "dgx-h100",
+        "--algo",
+        &format!("{pairs},ring"),
+        "--size",
+        "64MiB",
+        "--format",
+        "json",
+    ]);
+    let protocol_of = |name: &str| {
+        plan["algorithms"].as_array().unwrap().iter().find(|a| a["name"] == name).unwrap()["protocol"].clone()
+    };
+    assert_eq!((protocol_of("msccl:allreduce_pairs"), protocol_of("ring")), ("LL".into(), "Simple".into()));
     // Proved on any machine; costed only on one large enough, and the output says so.
     let small = json(&["schedule", "import", "--msccl", &ring, "--topo", "rail:servers=1,gpus=4", "--format", "json"]);
     assert!(small["costed"].is_null(), "{small}");

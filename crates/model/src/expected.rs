@@ -77,6 +77,15 @@ impl ExpectedSums {
         }
     }
 
+    /// These sums with only `protocol` allowed (a schedule that names its protocol).
+    pub fn only(&self, protocol: Protocol) -> Self {
+        let mut sums = self.clone();
+        for p in Protocol::ALL {
+            sums.allowed[p.index()] &= p == protocol;
+        }
+        sums
+    }
+
     /// The fastest allowed protocol's total, with the call's own latency and `extra_secs`
     /// (host costs) added. Of a schedule of `rounds` rounds cut into pipelined chunks, the
     /// rounds' latencies count as far as one chunk goes (`path_rounds` of them; 0: all):

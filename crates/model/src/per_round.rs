@@ -547,6 +547,11 @@ impl<'t> Loads<'t> {
         let link_secs = alpha_secs + transfer_secs;
         let host_secs = host.as_ref().map_or(0.0, |h| h.local_secs + h.message_secs);
         let total_secs = link_secs + host_secs;
+        let named = |p: &str| Protocol::ALL.into_iter().find(|q| q.as_str().eq_ignore_ascii_case(p));
+        let expected = match schedule.protocol.as_deref().and_then(named) {
+            Some(only) => expected.only(only),
+            None => expected.clone(),
+        };
         let expected = expected.finish(&topology.achievable, host_secs, per_round.len(), schedule.path_rounds);
         Breakdown {
             name: schedule.algorithm.clone(),

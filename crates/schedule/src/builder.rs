@@ -26,6 +26,7 @@ impl ScheduleBuilder {
                 forward_first_round: false,
                 pipeline_chunks: 1,
                 path_rounds: 0,
+                protocol: None,
             },
         }
     }

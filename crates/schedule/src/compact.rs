@@ -248,6 +248,9 @@ pub struct CompactSchedule {
     /// The rounds one chunk passes through (a pipeline's depth), where it is cut into
     /// chunks; 0: every round (what NCCL's latency model charges once per step).
     pub path_rounds: usize,
+    /// The one protocol it runs under (`LL`, `LL128`, `Simple`), where it says so (an
+    /// MSCCL program's `proto`); else whichever is fastest.
+    pub protocol: Option<String>,
 }
 
 /// Work a schedule puts on the busiest host, beside its link time.

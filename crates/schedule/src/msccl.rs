@@ -697,7 +697,10 @@ fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedu
         round.transfers.push(transfer);
     }
     builder.phase("msccl", steps.into_iter().filter(|s| !s.transfers.is_empty() || !s.local.is_empty()).collect());
-    Ok(builder.build_compact())
+    let mut schedule = builder.build_compact();
+    // MSCCL runs a program under the protocol it names (`proto`), never another.
+    schedule.protocol = Some(info.protocol.clone());
+    Ok(schedule)
 }
 
 /// What step `at` waits for: its block's previous step and its dependency (`own`), and for
