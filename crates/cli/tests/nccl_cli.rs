@@ -277,7 +277,6 @@ fn an_msccl_all_reduce_is_checked_costed_and_planned() {
     let v = json(&["schedule", "import", "--msccl", &ring, "--format", "json"]);
     let c = &v["costed"];
     assert_eq!((v["gpus"].as_u64(), v["chunks"].as_u64(), c["rounds"].as_u64()), (Some(8), Some(8), Some(14)));
-    assert_eq!(v["race_checked"], true);
     let ours = c["railyard"].as_array().unwrap().iter().find(|x| x[0] == "ring").unwrap()[1].as_f64().unwrap();
     assert!((c["secs"].as_f64().unwrap() - ours).abs() < 1e-12, "{v}");
     let plan = json(&["plan", "--ranks", "8", "--algo", &format!("ring,{ring}"), "--format", "json"]);

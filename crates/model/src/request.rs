@@ -491,8 +491,16 @@ pub fn msccl_program(
     };
     let program = msccl::Program::parse(text).map_err(unreadable)?;
     let chunks = program.info.chunks;
-    let proof = program.schedule(chunks, elem_bytes).map_err(unreadable)?;
-    let problem = check(&proof.expand()).err().map(|e| e.to_string());
+    // Proved in every mode MSCCL runs it in (in place, out of place, or both).
+    let mut problem = None;
+    for in_place in program.modes() {
+        let proof = program.schedule_mode(chunks, elem_bytes, in_place).map_err(unreadable)?;
+        if let Err(e) = check(&proof.expand()) {
+            let mode = if in_place { "in place" } else { "out of place" };
+            problem = Some(format!("{mode}: {e}"));
+            break;
+        }
+    }
     let count = msccl_count(chunks, bytes, elem_bytes)?;
     let schedule = program.schedule(count, elem_bytes).map_err(unreadable)?;
     Ok((schedule, program.info, problem))

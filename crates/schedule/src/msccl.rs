@@ -28,13 +28,15 @@ use crate::collective::{Collective, CollectiveSpec, Rank};
 use crate::compact::CompactSchedule;
 use crate::error::ScheduleError;
 use crate::ir::{Buffer, LocalOp, Op, Region, Step, Transfer};
-use crate::msccl_races::{self, Checked, Finding, StepAccess};
+use crate::msccl_races::{self, Finding, StepAccess};
 
 /// Limits on what is read (an 8-GPU ring is a few hundred steps).
 pub const MAX_GPUS: usize = 1024;
 pub const MAX_STEPS: usize = 1 << 18;
 pub const MAX_CHUNKS: u64 = 1 << 20;
 pub const MAX_XML_BYTES: usize = 16 << 20;
+/// Chunks of every GPU's buffers the checker holds for a proof (one element per chunk).
+pub const MAX_PROOF_ELEMENTS: u64 = 1 << 24;
 /// Deepest element nesting (algo > gpu > tb > step is 4).
 pub const MAX_NESTING: usize = 16;
 
@@ -86,6 +88,9 @@ struct XmlStep {
     dst: (char, u64),
     cnt: u64,
     dep: Option<(usize, usize)>,
+    /// `hasdep`: whether the executor sets the flag others' dependencies wait on after
+    /// this step (absent in older files: not known).
+    hasdep: Option<bool>,
 }
 
 /// The chunks of a GPU's buffers as its `<gpu>` declares them (`None`: not declared).
@@ -112,12 +117,12 @@ pub struct MscclInfo {
     pub gpus: usize,
     pub chunks: u64,
     pub in_place: bool,
+    /// Whether MSCCL also runs it for out-of-place calls (`outofplace`; absent: the
+    /// opposite of `inplace`, as older executors read it).
+    pub out_of_place: bool,
     pub protocol: String,
     pub channels: usize,
     pub steps: usize,
-    /// Whether the program was checked for data races (`msccl_races`; a program too
-    /// large for the check's limits is not).
-    pub race_checked: bool,
 }
 
 /// The 1-based line of byte `pos` of `text` (for errors only: it scans the text).
@@ -162,15 +167,30 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
     // roxmltree recurses per level: a file nested thousands deep would overflow the stack.
     let (mut depth, mut deepest) = (0usize, 0usize);
     let bytes = text.as_bytes();
+    // Inside a quoted attribute value `<` and `/>` are text, not tags.
+    let (mut quote, mut in_tag): (Option<u8>, bool) = (None, false);
     for (i, &b) in bytes.iter().enumerate() {
+        if let Some(q) = quote {
+            if b == q {
+                quote = None;
+            }
+            continue;
+        }
         match (b, bytes.get(i + 1)) {
-            (b'<', Some(b'/')) => depth = depth.saturating_sub(1),
-            (b'<', Some(b'?' | b'!')) => {}
+            (b'"' | b'\'', _) if in_tag => quote = Some(b),
+            (b'<', Some(b'/')) => {
+                depth = depth.saturating_sub(1);
+                in_tag = true;
+            }
+            // Comments, declarations: no attributes, so no quotes to honour.
+            (b'<', Some(b'?' | b'!')) => in_tag = false,
             (b'<', _) => {
                 depth += 1;
                 deepest = deepest.max(depth);
+                in_tag = true;
             }
-            (b'/', Some(b'>')) => depth = depth.saturating_sub(1),
+            (b'/', Some(b'>')) if in_tag => depth = depth.saturating_sub(1),
+            (b'>', _) => in_tag = false,
             _ => {}
         }
     }
@@ -207,6 +227,10 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
         }
     };
     let in_place = algo.attribute("inplace").is_some_and(|v| v.trim() == "1");
+    let out_of_place = match algo.attribute("outofplace") {
+        Some(v) => v.trim() == "1",
+        None => !in_place,
+    };
     let mut per_gpu: Vec<Option<Vec<Tb>>> = vec![None; gpus];
     let mut sizes = vec![BufferChunks::default(); gpus];
     let mut steps_total = 0usize;
@@ -274,10 +298,22 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
                 let depid: i64 = number(st, "depid")?;
                 let deps: i64 = number(st, "deps")?;
                 let dep = if depid >= 0 && deps >= 0 { Some((depid as usize, deps as usize)) } else { None };
+                let hasdep = match st.attribute("hasdep") {
+                    None => None,
+                    Some(_) => Some(number::<i64>(st, "hasdep")? == 1),
+                };
                 // A nop only orders (msccl-tools writes srcoff="-1" dstoff="-1" cnt="0"):
                 // its buffers and offsets are not read.
                 if kind == Kind::Nop {
-                    steps.push(XmlStep { pos: st.range().start, kind, src: ('i', 0), dst: ('i', 0), cnt: 0, dep });
+                    steps.push(XmlStep {
+                        pos: st.range().start,
+                        kind,
+                        src: ('i', 0),
+                        dst: ('i', 0),
+                        cnt: 0,
+                        dep,
+                        hasdep,
+                    });
                     continue;
                 }
                 let buf = |name: &str| -> Result<char, ScheduleError> {
@@ -302,10 +338,46 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
                     dst: (buf("dstbuf")?, dst_off),
                     cnt,
                     dep,
+                    hasdep,
                 });
+            }
+            // msccl-executor fuses a run of `re` steps with one destination and source
+            // buffer, the later ones without a dependency, into one, with the last one's
+            // count for all: a run whose counts differ does not run as written.
+            for pair in steps.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                if a.kind == Kind::Reduce
+                    && b.kind == Kind::Reduce
+                    && b.dep.is_none()
+                    && a.dst == b.dst
+                    && a.src.0 == b.src.0
+                    && a.cnt != b.cnt
+                {
+                    return Err(err(
+                        line_at(text, b.pos),
+                        format!(
+                            "this re step and the one before share a destination, so MSCCL's executor fuses them \
+                             and runs both with this one's count ({}, not {})",
+                            b.cnt, a.cnt
+                        ),
+                    ));
+                }
+            }
+            // One connection (peer, channel) per direction is one thread block's: two
+            // would take each other's messages in an order no file states.
+            for other in &tbs {
+                let Tb { send: s2, recv: r2, chan: c2, .. } = other;
+                let shared = (send.is_some() && send == *s2 || recv.is_some() && recv == *r2) && chan == *c2;
+                if shared {
+                    return Err(err(
+                        tline(),
+                        format!("this thread block shares a connection (peer and channel {chan}) with another of GPU {id}'s"),
+                    ));
+                }
             }
             tbs.push(Tb { send, recv, chan, steps });
         }
+        resolve_dependencies(text, id, &mut tbs)?;
         per_gpu[id] = Some(tbs);
     }
     let per_gpu: Vec<Vec<Tb>> = per_gpu
@@ -319,12 +391,88 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
         gpus,
         chunks,
         in_place,
+        out_of_place,
         protocol: algo.attribute("proto").unwrap_or("Simple").to_string(),
         channels: channels as usize,
         steps: steps_total,
-        race_checked: false,
     };
     Ok((info, per_gpu, sizes))
+}
+
+/// What a dependency waits for in MSCCL's executor (msccl-executor-nccl's parser and
+/// kernel): a `nop` never runs — one with a dependency hands it to the next real step
+/// (which must then have one of its own), one without is skipped by the step counter —
+/// and a thread block signals its counter only after steps marked `hasdep="1"`. A wait
+/// on (t, k) is over once t has signalled a count of at least k. So it waits for the
+/// first real step of t that signals with a count at or past k; where none does, it
+/// never ends. Files without `hasdep` attributes are taken as written.
+fn resolve_dependencies(text: &str, gpu: usize, tbs: &mut [Tb]) -> Result<(), ScheduleError> {
+    for tb in tbs.iter() {
+        // A nop's dependency goes to the next real step, which the parser requires to
+        // have a dependency too.
+        let mut pending_nop: Option<&XmlStep> = None;
+        for st in &tb.steps {
+            match (st.kind == Kind::Nop, st.dep.is_some(), pending_nop) {
+                (true, true, _) => pending_nop = Some(st),
+                (false, false, Some(nop)) => {
+                    return Err(err(
+                        line_at(text, st.pos),
+                        format!(
+                            "this step has no dependency but follows a nop that has one (line {}): MSCCL's executor \
+                             refuses the file",
+                            line_at(text, nop.pos)
+                        ),
+                    ))
+                }
+                (false, _, _) => pending_nop = None,
+                _ => {}
+            }
+        }
+    }
+    // Per thread block, per step: the count a real step signals (None: it does not).
+    let signals: Vec<Option<Vec<Option<usize>>>> = tbs
+        .iter()
+        .map(|tb| {
+            if tb.steps.iter().any(|st| st.hasdep.is_none()) {
+                return None;
+            }
+            let mut skipped = 0;
+            Some(
+                tb.steps
+                    .iter()
+                    .enumerate()
+                    .map(|(k, st)| match (st.kind == Kind::Nop, st.dep.is_some()) {
+                        (true, false) => {
+                            skipped += 1;
+                            None
+                        }
+                        (true, true) => None,
+                        (false, _) => (st.hasdep == Some(true)).then_some(k - skipped),
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    for tb in tbs.iter_mut() {
+        for st in &mut tb.steps {
+            let Some((dt, ds)) = st.dep else { continue };
+            let Some(Some(counts)) = signals.get(dt) else { continue };
+            match counts.iter().position(|c| c.is_some_and(|c| c >= ds)) {
+                Some(k) => st.dep = Some((dt, k)),
+                None => {
+                    return Err(err(
+                        line_at(text, st.pos),
+                        format!(
+                            "depends on tb {dt} step {ds} of GPU {gpu}, but no step of that thread block signals a \
+                             count that far (hasdep=\"1\" on a step that runs; nops do not): MSCCL's executor \
+                             never lets this step run"
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A step by (gpu, tb, step).
@@ -379,20 +527,60 @@ impl<'a> Program<'a> {
                 ),
             ));
         }
+        // The proof holds every GPU's buffers at one element per chunk: input, output,
+        // its scratch and a slot per message received.
+        let proof: u64 = gpus
+            .iter()
+            .map(|tbs| {
+                let steps = || tbs.iter().flat_map(|tb| tb.steps.iter()).filter(|st| st.kind != Kind::Nop);
+                let scratch = steps()
+                    .flat_map(|st| [st.src, st.dst].map(|b| (b, st.cnt)))
+                    .filter(|((b, _), _)| *b == 's')
+                    .map(|((_, off), cnt)| off.saturating_add(cnt))
+                    .max()
+                    .unwrap_or(0);
+                let staging: u64 =
+                    steps().filter(|st| st.kind.receives()).map(|st| st.cnt).fold(0, u64::saturating_add);
+                info.chunks.saturating_mul(3).saturating_add(scratch).saturating_add(staging)
+            })
+            .fold(0, u64::saturating_add);
+        if proof > MAX_PROOF_ELEMENTS {
+            return Err(err(
+                1,
+                format!(
+                    "{proof} chunks of buffers over the {} GPUs: more than the {MAX_PROOF_ELEMENTS} the checker holds",
+                    info.gpus
+                ),
+            ));
+        }
         let (meets, done, all) = rounds(text, &gpus)?;
         let fed_by: HashMap<At, At> = meets.iter().map(|(&s, &r)| (r, s)).collect();
-        let mut info = info;
-        info.race_checked = races(text, &info, &gpus, &sizes, &fed_by)? == Checked::Yes;
+        // Aliasing differs between the modes: each declared is checked.
+        for in_place in [(info.in_place, true), (info.out_of_place, false)].into_iter().filter(|m| m.0).map(|m| m.1) {
+            races(text, &MscclInfo { in_place, ..info.clone() }, &gpus, &sizes, &fed_by)?;
+        }
         Ok(Program { text, info, gpus, sizes, meets, done, all })
     }
 
-    /// The program on `count` elements (a multiple of its chunks).
-    pub fn schedule(&self, count: u64, elem_bytes: u64) -> Result<CompactSchedule, ScheduleError> {
+    /// The program as MSCCL runs it for in-place (`true`) and out-of-place calls, where it
+    /// says it runs for them: each must be proved.
+    pub fn modes(&self) -> Vec<bool> {
+        [(self.info.in_place, true), (self.info.out_of_place, false)].into_iter().filter(|m| m.0).map(|m| m.1).collect()
+    }
+
+    /// The program on `count` elements laid out in place or not (see `modes`).
+    pub fn schedule_mode(&self, count: u64, elem_bytes: u64, in_place: bool) -> Result<CompactSchedule, ScheduleError> {
         if count == 0 || !count.is_multiple_of(self.info.chunks) {
             let chunks = self.info.chunks;
             return Err(err(0, format!("{count} elements do not split into the algorithm's {chunks} chunks")));
         }
-        build(self, count, elem_bytes)
+        build(self, count, elem_bytes, in_place)
+    }
+
+    /// The program on `count` elements (a multiple of its chunks), as its first mode runs
+    /// (in place where it says so).
+    pub fn schedule(&self, count: u64, elem_bytes: u64) -> Result<CompactSchedule, ScheduleError> {
+        self.schedule_mode(count, elem_bytes, self.info.in_place)
     }
 }
 
@@ -470,7 +658,7 @@ fn races(
     gpus: &[Vec<Tb>],
     sizes: &[BufferChunks],
     fed_by: &HashMap<At, At>,
-) -> Result<Checked, ScheduleError> {
+) -> Result<(), ScheduleError> {
     let access = |st: &XmlStep| {
         let (reads, dst) = match st.kind {
             Kind::Send | Kind::RecvReduceSend => (true, None),
@@ -495,6 +683,12 @@ fn races(
     let line = |(g, t, s): At| line_at(text, gpus[g][t].steps[s].pos);
     msccl_races::check(&steps, fed_by, &place).map_err(|finding| match finding {
         Finding::Cycle(at) => err(line(at), "steps wait on each other in a cycle (the program would deadlock)"),
+        Finding::TooLarge { what, value, limit } => err(
+            0,
+            format!(
+                "{value} {what}: more than the {limit} the check for unordered steps holds, so it is not certified"
+            ),
+        ),
         Finding::Race { first, second, gpu, buffer, chunk, both_write } => err(
             line(first),
             format!(
@@ -534,19 +728,25 @@ fn place(info: &MscclInfo, sizes: &[BufferChunks], g: usize, b: char, off: u64) 
     let default_input = if info.collective == Collective::AllGather { share } else { info.chunks };
     let default_output = if info.collective == Collective::ReduceScatter { share } else { info.chunks };
     match (b, info.in_place, info.collective) {
-        ('s', _, _) => (Buffer::Scratch, alias_chunks(info) + off, sizes[g].scratch.unwrap_or(MAX_CHUNKS), "s_chunks"),
+        ('s', _, _) => (
+            Buffer::Scratch,
+            alias_chunks(info).saturating_add(off),
+            sizes[g].scratch.unwrap_or(MAX_CHUNKS),
+            "s_chunks",
+        ),
         ('o', false, _) => (Buffer::Output, off, sizes[g].output.unwrap_or(default_output), "o_chunks"),
         (_, false, _) => (Buffer::Input, off, sizes[g].input.unwrap_or(default_input), "i_chunks"),
-        ('i', true, Collective::AllGather) => (Buffer::Output, mine + off, share, "i_chunks"),
-        ('o', true, Collective::ReduceScatter) => (Buffer::Scratch, mine + off, share, "o_chunks"),
+        ('i', true, Collective::AllGather) => (Buffer::Output, mine.saturating_add(off), share, "i_chunks"),
+        ('o', true, Collective::ReduceScatter) => (Buffer::Scratch, mine.saturating_add(off), share, "o_chunks"),
         (_, true, Collective::ReduceScatter) => (Buffer::Scratch, off, info.chunks, "i_chunks"),
         (_, true, _) => (Buffer::Output, off, info.chunks, "o_chunks"),
     }
 }
 
 /// The schedule of a read program on `count` elements.
-fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedule, ScheduleError> {
+fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Result<CompactSchedule, ScheduleError> {
     let Program { text, info, gpus, sizes, meets, done, all } = program;
+    let info = &MscclInfo { in_place, ..info.clone() };
     let spec = CollectiveSpec::new(info.collective, info.gpus, count);
     let chunk = count / info.chunks;
     let share = info.chunks / info.gpus as u64;
@@ -558,7 +758,10 @@ fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedu
         if off.checked_add(cnt).is_none_or(|end| end > chunks) {
             return Err(err(
                 line_at(text, pos),
-                format!("chunks {off}..{} of GPU {g}'s {b} buffer, which holds {chunks} ({name})", off + cnt),
+                format!(
+                    "chunks {off}..{} of GPU {g}'s {b} buffer, which holds {chunks} ({name})",
+                    off.saturating_add(cnt)
+                ),
             ));
         }
         Ok(Region::new(buffer, at * chunk..(at + cnt) * chunk))
@@ -574,7 +777,7 @@ fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedu
                 .filter(|st| st.kind != Kind::Nop)
                 .flat_map(|st| [st.src, st.dst].into_iter().map(move |b| (b, st.cnt)))
                 .filter(|((b, _), _)| *b == 's')
-                .map(|((_, off), cnt)| (alias_chunks + off + cnt) * chunk)
+                .map(|((_, off), cnt)| alias_chunks.saturating_add(off).saturating_add(cnt).saturating_mul(chunk))
                 .max()
                 .unwrap_or(alias_chunks * chunk)
         })
@@ -647,15 +850,15 @@ fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedu
                 round,
                 op(region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?, Op::Reduce),
             ),
+            // The message stays in its slot: a forwarding step sends the slot on, as the
+            // executor forwards what it received (not what `dst` holds a round later).
             Kind::Recv | Kind::RecvCopySend => {
                 local(&mut builder, round, op(slot()?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy))
             }
+            // src ⊕ message, made in the slot, then stored in `dst`.
             Kind::RecvReduceCopy | Kind::RecvReduceCopySend => {
-                let (src, dst) = (region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?);
-                if src != dst {
-                    local(&mut builder, round, op(src, dst, Op::Copy));
-                }
-                local(&mut builder, round, op(slot()?, dst, Op::Reduce));
+                local(&mut builder, round, op(region(g, st.src, st.cnt, st.pos)?, slot()?, Op::Reduce));
+                local(&mut builder, round, op(slot()?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy));
             }
             // The sum is sent on from the slot; nothing of this GPU's changes.
             Kind::RecvReduceSend => {
@@ -676,12 +879,11 @@ fn build(program: &Program, count: u64, elem_bytes: u64) -> Result<CompactSchedu
                     ),
                 ));
             }
-            // A send reads its source when it runs; a forwarding step what its receive
-            // left, in the round after.
+            // A send reads its source when it runs; a forwarding step its slot, in the
+            // round after its receive completed there.
             let (read, at) = match st.kind {
                 Kind::Send => (region(g, st.src, st.cnt, st.pos)?, round),
-                Kind::RecvReduceSend => (slot()?, round + 1),
-                _ => (region(g, st.dst, st.cnt, st.pos)?, round + 1),
+                _ => (slot()?, round + 1),
             };
             let write = staging[&(rg, rt, rs)];
             let channel = gpus[g][t].chan;
@@ -1117,6 +1319,9 @@ mod tests {
         assert!(import("<notalgo/>", 8, 4).is_err());
         let deep = format!("{}{}", "<x>".repeat(20_000), "</x>".repeat(20_000));
         assert!(import(&deep, 8, 4).unwrap_err().to_string().contains("nested 20000 deep"));
+        // `/>` inside a quoted value closes nothing.
+        let quoted = format!("{}{}", r#"<x a="/>">"#.repeat(20_000), "</x>".repeat(20_000));
+        assert!(import(&quoted, 8, 4).unwrap_err().to_string().contains("nested 20000 deep"));
     }
 
     /// A 2-GPU in-place all-reduce of one chunk, each GPU's thread block given.
@@ -1131,7 +1336,7 @@ mod tests {
         let (sb, so) = src.split_at(1);
         let (db, d) = dst.split_at(1);
         format!(
-            r#"<step s="{s}" type="{kind}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{d}" cnt="1" depid="{}" deps="{}" hasdep="0"/>"#,
+            r#"<step s="{s}" type="{kind}" srcbuf="{sb}" srcoff="{so}" dstbuf="{db}" dstoff="{d}" cnt="1" depid="{}" deps="{}" hasdep="1"/>"#,
             dep.0, dep.1
         )
     }

@@ -20,19 +20,11 @@ use crate::ir::Buffer;
 /// A step by (gpu, thread block, step).
 pub type At = (usize, usize, usize);
 
-/// Clock entries held (steps × thread blocks) before the check is given up as too large
-/// to make (64 MiB of clocks); `Checked::Skipped` says so.
+/// Clock entries held (steps × thread blocks: 64 MiB of clocks) and chunk accesses
+/// tracked, at most: a program past either is refused as too large to check, not
+/// certified unchecked.
 pub const MAX_CLOCK_ENTRIES: usize = 1 << 24;
-/// Pairs of accesses compared per chunk, over the program, before giving up.
-pub const MAX_PAIRS: usize = 1 << 26;
-
-/// Whether the program was checked for races.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Checked {
-    Yes,
-    /// Too large to check within the limits above.
-    Skipped,
-}
+pub const MAX_ACCESSES: u64 = 1 << 24;
 
 /// What one step touches and waits for, as the executor runs it.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +49,8 @@ pub enum Finding {
     Race { first: At, second: At, gpu: usize, buffer: Buffer, chunk: u64, both_write: bool },
     /// The steps wait on each other in a cycle (at this step).
     Cycle(At),
+    /// Too large to check: what, how many, and the limit.
+    TooLarge { what: &'static str, value: u64, limit: u64 },
 }
 
 /// Look for a race in `gpus` (per GPU, per thread block, its steps; `fed_by`: each
@@ -66,7 +60,7 @@ pub fn check(
     gpus: &[Vec<Vec<StepAccess>>],
     fed_by: &HashMap<At, At>,
     place: &dyn Fn(usize, char, u64) -> (Buffer, u64),
-) -> Result<Checked, Finding> {
+) -> Result<(), Finding> {
     // A global index per thread block.
     let mut block_base = Vec::with_capacity(gpus.len());
     let mut blocks = 0usize;
@@ -77,7 +71,12 @@ pub fn check(
     let block_of = |(g, t, _): At| block_base[g] + t;
     let steps: usize = gpus.iter().flatten().map(Vec::len).sum();
     if steps.saturating_mul(blocks) > MAX_CLOCK_ENTRIES {
-        return Ok(Checked::Skipped);
+        let value = steps.saturating_mul(blocks) as u64;
+        return Err(Finding::TooLarge { what: "steps x thread blocks", value, limit: MAX_CLOCK_ENTRIES as u64 });
+    }
+    let accesses: u64 = gpus.iter().flatten().flatten().map(|st| st.cnt.saturating_mul(2)).fold(0, u64::saturating_add);
+    if accesses > MAX_ACCESSES {
+        return Err(Finding::TooLarge { what: "chunk accesses", value: accesses, limit: MAX_ACCESSES });
     }
     // What step `at` waits for, as the executor orders it.
     let waits = |at: At| -> Vec<At> {
@@ -99,8 +98,10 @@ pub fn check(
         }
         w
     };
-    // Clocks in a topological order (an explicit stack: chains can be long).
+    // Clocks in a topological order (an explicit stack: chains can be long), and that
+    // order: every step after what it waits for.
     let mut clock: HashMap<At, Vec<u32>> = HashMap::with_capacity(steps);
+    let mut order: Vec<At> = Vec::with_capacity(steps);
     for (g, tbs) in gpus.iter().enumerate() {
         for (t, tb) in tbs.iter().enumerate() {
             for s in 0..tb.len() {
@@ -126,6 +127,7 @@ pub fn check(
                     }
                     c[block_of(at)] = at.2 as u32 + 1;
                     clock.insert(at, c);
+                    order.push(at);
                     on_stack.remove(&at);
                     stack.pop();
                 }
@@ -133,40 +135,55 @@ pub fn check(
         }
     }
     let before = |x: At, y: At| clock[&y][block_of(x)] > x.2 as u32;
-    // Accesses per (gpu, buffer, chunk): the step and whether it writes.
-    let mut touches: HashMap<(usize, Buffer, u64), Vec<(At, bool)>> = HashMap::new();
-    for (g, tbs) in gpus.iter().enumerate() {
-        for (t, tb) in tbs.iter().enumerate() {
-            for (s, st) in tb.iter().enumerate() {
-                let mut touch = |(b, off): (char, u64), write: bool| {
-                    for c in off..off.saturating_add(st.cnt) {
-                        let (buffer, at) = place(g, b, c);
-                        touches.entry((g, buffer, at)).or_default().push(((g, t, s), write));
+    // In that order, per chunk the last step that wrote it and the readers since: a read
+    // must come after the last write, a write after it and after those readers. (Earlier
+    // accesses are ordered before these, or their race was found already.)
+    #[derive(Default)]
+    struct Seen {
+        writer: Option<At>,
+        readers: Vec<At>,
+    }
+    let mut seen: HashMap<(usize, Buffer, u64), Seen> = HashMap::new();
+    for &at in &order {
+        let (g, t, s) = at;
+        let st = &gpus[g][t][s];
+        let mut visit = |(b, off): (char, u64), write: bool| -> Result<(), Finding> {
+            for c in off..off.saturating_add(st.cnt) {
+                let (buffer, chunk) = place(g, b, c);
+                let state = seen.entry((g, buffer, chunk)).or_default();
+                let unordered = |x: At| x != at && !before(x, at);
+                let clash = state.writer.filter(|&w| unordered(w)).map(|w| (w, true)).or_else(|| {
+                    if write {
+                        state.readers.iter().copied().find(|&r| unordered(r)).map(|r| (r, false))
+                    } else {
+                        None
                     }
-                };
-                if let Some(src) = st.reads {
-                    touch(src, false);
+                });
+                if let Some((other, other_writes)) = clash {
+                    return Err(Finding::Race {
+                        first: other,
+                        second: at,
+                        gpu: g,
+                        buffer,
+                        chunk,
+                        both_write: write && other_writes,
+                    });
                 }
-                if let Some((dst, write)) = st.dst {
-                    touch(dst, write);
+                if write {
+                    state.writer = Some(at);
+                    state.readers.clear();
+                } else {
+                    state.readers.push(at);
                 }
             }
+            Ok(())
+        };
+        if let Some(src) = st.reads {
+            visit(src, false)?;
+        }
+        if let Some((dst, write)) = st.dst {
+            visit(dst, write)?;
         }
     }
-    let mut pairs = 0usize;
-    for (&(gpu, buffer, chunk), list) in &touches {
-        for (i, &(x, wx)) in list.iter().enumerate() {
-            for &(y, wy) in &list[i + 1..] {
-                pairs += 1;
-                if pairs > MAX_PAIRS {
-                    return Ok(Checked::Skipped);
-                }
-                if x == y || !(wx || wy) || before(x, y) || before(y, x) {
-                    continue;
-                }
-                return Err(Finding::Race { first: x, second: y, gpu, buffer, chunk, both_write: wx && wy });
-            }
-        }
-    }
-    Ok(Checked::Yes)
+    Ok(())
 }

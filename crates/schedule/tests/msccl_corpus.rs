@@ -25,11 +25,14 @@ fn corpus() -> PathBuf {
 }
 
 /// railyard's verdict: Ok when the program reads and proves correct on one element per
-/// chunk, else what refused it.
+/// chunk in every mode it runs in, else what refused it.
 fn verdict(text: &str) -> Result<(), String> {
     let program = msccl::Program::parse(text).map_err(|e| e.to_string())?;
-    let schedule = program.schedule(program.info.chunks, 4).map_err(|e| e.to_string())?;
-    check(&schedule.expand()).map(|_| ()).map_err(|e| e.to_string())
+    for in_place in program.modes() {
+        let schedule = program.schedule_mode(program.info.chunks, 4, in_place).map_err(|e| e.to_string())?;
+        check(&schedule.expand()).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 #[test]
