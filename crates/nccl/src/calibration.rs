@@ -27,11 +27,11 @@
 use serde::Serialize;
 
 use railyard_topology::{Achievable, Protocol, Topology};
-use railyard_units::stats::median_of_sorted;
+use railyard_units::stats::median;
 
 use crate::error::NcclError;
 use crate::nccl_tests::{TestKind, TestsOutput};
-use crate::validation::{self, Case, CaseResult, Errors, LARGE_BYTES, MIN_SMALL_BYTES, SMALL_BYTES};
+use crate::validation::{self, Case, CaseResult, Errors, LARGE_BYTES, MIN_SMALL_BYTES};
 
 /// Rows up to this size fit the start-up (from `validation::MIN_SMALL_BYTES`: below it
 /// nothing is compared).
@@ -104,22 +104,17 @@ pub fn check_run(file: &str, output: &TestsOutput) -> Result<(), NcclError> {
 }
 
 /// Every run evaluated with `achievable` in place of its topology's.
-pub fn evaluate_with(runs: &[Run], achievable: &Achievable) -> Result<Vec<CaseResult>, NcclError> {
-    runs.iter()
+pub fn evaluate_with<'a>(
+    runs: impl IntoIterator<Item = &'a Run>,
+    achievable: &Achievable,
+) -> Result<Vec<CaseResult>, NcclError> {
+    runs.into_iter()
         .map(|run| {
             let mut topology = run.topology.clone();
             topology.achievable = achievable.clone();
             validation::evaluate(&run.case, &run.output, &topology)
         })
         .collect()
-}
-
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    Some(median_of_sorted(&values))
 }
 
 /// The fraction of `a` named `field` (the names `Point::limited_by` gives).
@@ -299,14 +294,7 @@ pub fn machine_class(topology: &str) -> String {
 /// Median and worst |error| of `results`' large (at least `LARGE_BYTES`) or small (at
 /// most `SMALL_BYTES`) sizes.
 pub fn errors_of(results: &[CaseResult], large: bool) -> Option<Errors> {
-    Errors::of(
-        results
-            .iter()
-            .flat_map(|r| &r.points)
-            .filter(|p| if large { p.bytes >= LARGE_BYTES } else { p.bytes <= SMALL_BYTES })
-            .map(|p| p.error())
-            .collect(),
-    )
+    validation::size_errors(results.iter().flat_map(|r| &r.points), large, |p| Some(p.error()))
 }
 
 /// Leave-one-out across each machine class: for every run of a class of at least two
@@ -346,14 +334,7 @@ pub fn leave_one_out(runs: &[Run]) -> Result<Vec<CrossCheck>, NcclError> {
                 }
                 Err(e) => return Err(e),
             };
-            let predicted: Vec<CaseResult> = others
-                .iter()
-                .map(|&j| {
-                    let mut topology = runs[j].topology.clone();
-                    topology.achievable = fitted.achievable.clone();
-                    validation::evaluate(&runs[j].case, &runs[j].output, &topology)
-                })
-                .collect::<Result<_, _>>()?;
+            let predicted = evaluate_with(others.iter().map(|&j| &runs[j]), &fitted.achievable)?;
             out.push(CrossCheck {
                 class: class.clone(),
                 fitted_on: runs[i].case.file.clone(),

@@ -240,15 +240,25 @@ pub struct Summary {
     pub beats_bound: Vec<(String, u64)>,
 }
 
+/// Median and worst |error| of `points`' large (at least `LARGE_BYTES`) or small (at
+/// most `SMALL_BYTES`) sizes, the error of each as `error` gives it (none: not counted).
+pub fn size_errors<'a>(
+    points: impl Iterator<Item = &'a Point>,
+    large: bool,
+    error: impl Fn(&Point) -> Option<f64>,
+) -> Option<Errors> {
+    Errors::of(
+        points
+            .filter(|p| if large { p.bytes >= LARGE_BYTES } else { p.bytes <= SMALL_BYTES })
+            .filter_map(error)
+            .collect(),
+    )
+}
+
 pub fn summarize(results: &[CaseResult]) -> Summary {
     let independent = || results.iter().filter(|r| r.case.independent).flat_map(|r| &r.points);
     let errors = |large: bool, nccl: bool| {
-        Errors::of(
-            independent()
-                .filter(|p| if large { p.bytes >= LARGE_BYTES } else { p.bytes <= SMALL_BYTES })
-                .filter_map(|p| if nccl { p.nccl_error() } else { Some(p.error()) })
-                .collect(),
-        )
+        size_errors(independent(), large, |p| if nccl { p.nccl_error() } else { Some(p.error()) })
     };
     let beats_bound = results
         .iter()

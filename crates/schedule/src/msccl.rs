@@ -532,16 +532,13 @@ impl<'a> Program<'a> {
         let proof: u64 = gpus
             .iter()
             .map(|tbs| {
-                let steps = || tbs.iter().flat_map(|tb| tb.steps.iter()).filter(|st| st.kind != Kind::Nop);
-                let scratch = steps()
-                    .flat_map(|st| [st.src, st.dst].map(|b| (b, st.cnt)))
-                    .filter(|((b, _), _)| *b == 's')
-                    .map(|((_, off), cnt)| off.saturating_add(cnt))
-                    .max()
-                    .unwrap_or(0);
-                let staging: u64 =
-                    steps().filter(|st| st.kind.receives()).map(|st| st.cnt).fold(0, u64::saturating_add);
-                info.chunks.saturating_mul(3).saturating_add(scratch).saturating_add(staging)
+                let staging: u64 = tbs
+                    .iter()
+                    .flat_map(|tb| tb.steps.iter())
+                    .filter(|st| st.kind.receives())
+                    .map(|st| st.cnt)
+                    .fold(0, u64::saturating_add);
+                info.chunks.saturating_mul(3).saturating_add(own_scratch(tbs)).saturating_add(staging)
             })
             .fold(0, u64::saturating_add);
         if proof > MAX_PROOF_ELEMENTS {
@@ -703,6 +700,18 @@ fn races(
     })
 }
 
+/// The scratch chunks a GPU's steps name (`s` buffer): one past the highest.
+fn own_scratch(tbs: &[Tb]) -> u64 {
+    tbs.iter()
+        .flat_map(|tb| tb.steps.iter())
+        .filter(|st| st.kind != Kind::Nop)
+        .flat_map(|st| [st.src, st.dst].map(|b| (b, st.cnt)))
+        .filter(|((b, _), _)| *b == 's')
+        .map(|((_, off), cnt)| off.saturating_add(cnt))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Chunks at the start of the scratch that stand for an in-place reduce-scatter's one
 /// buffer (see `place`).
 fn alias_chunks(info: &MscclInfo) -> u64 {
@@ -751,10 +760,8 @@ fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Resu
     let chunk = count / info.chunks;
     let share = info.chunks / info.gpus as u64;
     // Region of a chunk range in GPU g's buffer; `i` and `o` are one buffer in place.
-    let alias_chunks = alias_chunks(info);
-    let place = |g: usize, b: char, off: u64| place(info, sizes, g, b, off);
     let region = |g: usize, (b, off): (char, u64), cnt: u64, pos: usize| -> Result<Region, ScheduleError> {
-        let (buffer, at, chunks, name) = place(g, b, off);
+        let (buffer, at, chunks, name) = place(info, sizes, g, b, off);
         if off.checked_add(cnt).is_none_or(|end| end > chunks) {
             return Err(err(
                 line_at(text, pos),
@@ -769,19 +776,9 @@ fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Resu
     let mut builder = ScheduleBuilder::new(spec.clone(), info.name.clone(), elem_bytes);
     // The program's own scratch on each GPU, then a staging slot per message received
     // (the connection's buffer the message waits in until its receive runs).
-    let mut scratch: Vec<u64> = gpus
-        .iter()
-        .map(|tbs| {
-            tbs.iter()
-                .flat_map(|tb| tb.steps.iter())
-                .filter(|st| st.kind != Kind::Nop)
-                .flat_map(|st| [st.src, st.dst].into_iter().map(move |b| (b, st.cnt)))
-                .filter(|((b, _), _)| *b == 's')
-                .map(|((_, off), cnt)| alias_chunks.saturating_add(off).saturating_add(cnt).saturating_mul(chunk))
-                .max()
-                .unwrap_or(alias_chunks * chunk)
-        })
-        .collect();
+    let alias = alias_chunks(info);
+    let mut scratch: Vec<u64> =
+        gpus.iter().map(|tbs| alias.saturating_add(own_scratch(tbs)).saturating_mul(chunk)).collect();
     let mut staging: HashMap<At, Region> = HashMap::new();
     for &(g, t, s) in all {
         let st = &gpus[g][t].steps[s];

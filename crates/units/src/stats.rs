@@ -10,6 +10,15 @@ pub fn median_of_sorted(sorted: &[f64]) -> f64 {
     }
 }
 
+/// The median of `values` in any order; none when there are none.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(median_of_sorted(&values))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -19,5 +28,7 @@ mod tests {
         assert_eq!(median_of_sorted(&[]), 0.0);
         assert_eq!(median_of_sorted(&[1.0, 2.0, 9.0]), 2.0);
         assert_eq!(median_of_sorted(&[1.0, 2.0, 4.0, 9.0]), 3.0);
+        assert_eq!(median(vec![9.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(Vec::new()), None);
     }
 }

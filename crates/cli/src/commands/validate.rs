@@ -182,13 +182,8 @@ fn cross_checks(checks: &[CrossCheck]) -> String {
         out.push_str(&format!("\nRefused, fitted on {}: {}.\n", c.fitted_on, c.refused.as_deref().unwrap_or("-")));
     }
     let median_of = |pick: fn(&CrossCheck) -> Option<Errors>| {
-        let mut m: Vec<f64> = checks.iter().filter_map(|c| pick(c).map(|e| e.median)).collect();
-        m.sort_by(f64::total_cmp);
-        if m.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.1}%", railyard_units::stats::median_of_sorted(&m) * 100.0)
-        }
+        let medians = checks.iter().filter_map(|c| pick(c).map(|e| e.median)).collect();
+        railyard_units::stats::median(medians).map_or("-".to_string(), |m| format!("{:.1}%", m * 100.0))
     };
     out.push_str(&format!(
         "\nMedian of the per-calibration medians: at least 64 MiB {} at the defaults, {} fitted; at most 1 MiB {} at \
