@@ -13,8 +13,10 @@ VENV=target/python-venv
 # The build backend runs `maturin` by name: the environment's own, not one the machine may lack.
 export PATH="$PWD/$VENV/bin:$PATH"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
-# The tests launch ranks with the CLI; build it if `cargo test` has not.
-[ -x target/debug/railyard ] || [ -x target/release/railyard ] || cargo build -q -p railyard
+# The tests launch ranks with the CLI and compare with it: this checkout's (a release
+# binary left by an earlier build may be older); build it if `cargo test` has not.
+[ -x target/debug/railyard ] || cargo build -q -p railyard
+export RAILYARD_BIN="${RAILYARD_BIN:-$PWD/target/debug/railyard}"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation ./python
 # From the repository root: `import railyard` must find the installed package, not python/railyard.
 "$VENV/bin/python" -m pytest -q python/tests

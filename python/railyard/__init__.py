@@ -86,6 +86,7 @@ class Plan(TypedDict, total=False):
     skipped: List[Dict[str, str]]  # name, reason
     fastest: Optional[str]
     choice: Optional[Dict[str, Any]]  # the chosen algorithm, its runner-up and NCCL's rule
+    hardware: Dict[str, int]  # gpus, servers, nics, switches, nvswitches, pcie_switches
 
 
 class ModelResult(TypedDict):

@@ -149,12 +149,31 @@ fn too_many_points_and_failing_points_are_said() {
     let out = railyard(&["sweep", grid.to_str().unwrap()]);
     assert!(out.code == 2 && out.stderr.contains("--nosuch"), "{}", out.stderr);
     assert!(!d.join("g.jsonl").exists(), "no work was done");
-    // A point the command refuses records its error; the others run.
-    std::fs::write(&grid, "command = \"plan\"\n[axes]\ntopo = [\"rail:servers=2\", \"nosuch-preset\"]\n").unwrap();
+    // A topology that does not exist, or is past a preset's limits, at any point of an
+    // axis: refused before any work, naming the point.
+    std::fs::write(
+        &grid,
+        "command = \"plan\"\n[axes]\ntopo = [\"rail:servers=2\", \"nosuch-preset\"]\nsize = [\"1MiB\", \"2MiB\"]\n",
+    )
+    .unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("point 1: topo nosuch-preset"), "{}", out.stderr);
+    std::fs::write(&grid, "command = \"plan\"\n[axes]\ntopo = [\"rail:servers=2\", \"rail:servers=1000000\"]\n")
+        .unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("more than the 262144"), "{}", out.stderr);
+    // A size the command cannot parse at the last value of an axis, the same.
+    std::fs::write(&grid, "command = \"plan\"\n[axes]\nsize = [\"1MiB\", \"2MiB\", \"3 parsecs\"]\n").unwrap();
+    let out = railyard(&["sweep", grid.to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("point 2 (size=\"3 parsecs\") cannot be run"), "{}", out.stderr);
+    assert!(!d.join("g.jsonl").exists(), "no work was done");
+    // A point the command refuses when it runs records its error; the others run.
+    std::fs::write(&grid, "command = \"plan\"\n[base]\ntopo = \"clos:k=4\"\n[axes]\nalgo = [\"ring\", \"nvls\"]\n")
+        .unwrap();
     let out = railyard(&["sweep", grid.to_str().unwrap()]);
     assert!(out.code == 0 && out.stdout.contains("2 points run (1 failed)"), "{} {}", out.stdout, out.stderr);
     let r = records(&d.join("g.jsonl"));
-    assert!(r[&1]["error"].as_str().unwrap().contains("nosuch-preset"), "{:?}", r[&1]);
+    assert!(r[&1]["error"].as_str().unwrap().contains("NVSwitch"), "{:?}", r[&1]);
     assert!(r[&0]["error"].is_null());
     std::fs::remove_dir_all(&d).ok();
 }
@@ -174,5 +193,91 @@ fn plan_training_points_set_job_fields() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let r = records(&d.join("g.jsonl"));
     assert_eq!(r[&1]["output"]["job"]["global_batch"], 32);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// Filters and zipped axes pick the points; the table formats hold every output field;
+/// the report draws a heatmap and the Pareto front of the fabrics.
+#[test]
+fn filters_zips_tables_heatmaps_and_the_pareto_front() {
+    let d = dir("where");
+    let grid = d.join("g.toml");
+    // Two fabrics zipped with a channel count each; all-reduce at every size, all-gather
+    // only to 64 KiB.
+    std::fs::write(
+        &grid,
+        "command = \"plan\"\nwhere = \"collective == allreduce or size <= 64KiB\"\nzip = [[\"topo\", \"channels\"]]\n\
+         [base]\nalgo = \"all\"\n[axes]\ntopo = [\"rail:servers=2,gpus=4\", \"rail:servers=4,gpus=4,over=2:1\"]\n\
+         channels = [1, 2]\ncollective = [\"allreduce\", \"allgather\"]\nsize = { from = \"4KiB\", to = \"1MiB\", factor = 16 }\n",
+    )
+    .unwrap();
+    let g = grid.to_str().unwrap();
+    let listed = railyard(&["sweep", g, "--print-points"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    // 2 zipped x 2 collectives x 3 sizes = 12, less the all-gather at 1 MiB on both = 10.
+    assert_eq!(listed.stdout.lines().count(), 10, "{}", listed.stdout);
+    assert!(!listed.stdout.contains("collective=\"allgather\" size=1048576"), "{}", listed.stdout);
+    assert!(listed
+        .stdout
+        .contains("channels=2 collective=\"allreduce\" size=4096 topo=\"rail:servers=4,gpus=4,over=2:1\""));
+    let out = railyard(&["sweep", g, "--format", "parquet"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("10 points run (0 failed)") && out.stdout.contains("10 points as parquet"),
+        "{}",
+        out.stdout
+    );
+    assert!(std::fs::read(d.join("g.jsonl.parquet")).unwrap().starts_with(b"PAR1"));
+    let results = d.join("g.jsonl");
+    let csv = railyard(&["sweep", "export", results.to_str().unwrap(), "--format", "csv"]);
+    assert_eq!(csv.code, 0, "{}", csv.stderr);
+    let table = std::fs::read_to_string(d.join("g.jsonl.csv")).unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+    assert_eq!(&header[..8], ["point", "channels", "collective", "size", "topo", "metric", "wall_secs", "error"]);
+    for column in ["output.fastest", "output.hardware.switches", "output.algorithms.0.expected_secs"] {
+        assert!(header.contains(&column), "{column} not in {header:?}");
+    }
+    assert_eq!(table.lines().count(), 11);
+    let svg = d.join("r.svg");
+    let report = railyard(&["sweep", "report", results.to_str().unwrap(), "--svg", svg.to_str().unwrap()]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    // channels, size and topo have more than one value; the heatmap takes the two with
+    // the most (size 3, then by name channels), and the fabric axes are the zipped pair.
+    assert!(report.stdout.contains("## Best time by channels (rows) and size (columns)"), "{}", report.stdout);
+    assert!(report.stdout.contains("Fabrics are the values of channels, topo"), "{}", report.stdout);
+    assert!(report.stdout.contains("slowdown"), "{}", report.stdout);
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains("class=\"cell\"") && drawn.contains("Pareto front"), "{drawn}");
+    let priced = railyard(&[
+        "sweep",
+        "report",
+        results.to_str().unwrap(),
+        "--heatmap",
+        "size,topo",
+        "--price",
+        "nics=1500,switches=30000",
+    ]);
+    assert_eq!(priced.code, 0, "{}", priced.stderr);
+    assert!(
+        priced.stdout.contains("(rows) and size (columns)") && priced.stdout.contains("1500 x nics + 30000 x switches")
+    );
+    for (args, says) in [
+        (vec!["--heatmap", "size,nosuch"], "nosuch is not an axis"),
+        (vec!["--price", "cables=3"], "not a part"),
+        (vec!["--price", "nics=-1"], "at least 0"),
+    ] {
+        let mut all = vec!["sweep", "report", results.to_str().unwrap()];
+        all.extend(args);
+        let out = railyard(&all);
+        assert!(out.code == 2 && out.stderr.contains(says), "{all:?}: {}", out.stderr);
+    }
+    // A filter naming no axis, or comparing text as a number, fails before any work.
+    for (filter, says) in [("nosuch == 1", "nosuch is not an axis"), ("topo > 3", "are not both numbers")] {
+        std::fs::write(&grid, format!("command = \"plan\"\nwhere = \"{filter}\"\n[axes]\ntopo = [\"clos:k=4\"]\n"))
+            .unwrap();
+        let out = railyard(&["sweep", g, "--out", d.join("x.jsonl").to_str().unwrap()]);
+        assert!(out.code == 2 && out.stderr.contains(says), "{filter}: {}", out.stderr);
+        assert!(!d.join("x.jsonl").exists());
+    }
     std::fs::remove_dir_all(&d).ok();
 }

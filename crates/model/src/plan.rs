@@ -31,6 +31,8 @@ pub struct Plan {
     pub fastest_expected: Option<String>,
     /// The rates the expected times assume.
     pub achievable: Achievable,
+    /// What the topology is built of (GPUs, NICs, switches): what a sweep weighs time against.
+    pub hardware: railyard_topology::Hardware,
 }
 
 impl Plan {
@@ -90,6 +92,7 @@ pub fn plan_with_routes(
         skipped,
         choice: None,
         achievable: topology.achievable.clone(),
+        hardware: railyard_topology::Hardware::of(topology),
     };
     plan.choice = choose(&plan.algorithms, plan.bytes, request.in_network_available(topology));
     Ok(plan)

@@ -136,6 +136,15 @@ fn plan_training_json(py: Python<'_>, scenario: &str, engine: &str) -> PyResult<
     serde_json::to_string(&report).map_err(|e| value_error("scenario", e))
 }
 
+/// Point `point` of the sweep grid `grid_text` (a grid file's text; a plan-training
+/// scenario's relative paths start at `grid_dir`): its record, one JSON line, as
+/// `railyard sweep` writes it. What the Ray executor's tasks run.
+#[pyfunction]
+fn sweep_point(py: Python<'_>, grid_text: &str, grid_dir: &str, point: u64) -> PyResult<String> {
+    py.allow_threads(|| railyard_cli::sweep_point(grid_text, std::path::Path::new(grid_dir), point))
+        .map_err(|e| value_error("grid", format!("{e:#}")))
+}
+
 #[pyfunction]
 fn topology_json(spec: &str) -> PyResult<String> {
     let topology = railyard_topology::load(spec).map_err(|e| value_error("topo", e))?;
@@ -387,6 +396,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_secs, m)?)?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_point, m)?)?;
     m.add_class::<Comm>()?;
     m.add("CommError", m.py().get_type::<CommError>())?;
     Ok(())

@@ -11,6 +11,7 @@ pub mod error;
 pub mod failure;
 pub mod file;
 pub mod graph;
+pub mod hardware;
 pub mod import;
 pub mod kinds;
 pub mod placement;
@@ -23,6 +24,7 @@ pub use graph::{
     Device, DeviceId, DeviceKind, HostCosts, Interface, InterfaceId, InterfaceUse, Link, LinkClass, LinkId, Resource,
     Routing, Topology, TopologyBuilder,
 };
+pub use hardware::Hardware;
 pub use placement::{Placement, PlacementPolicy};
 pub use route::{Route, RouteTable, RouteView};
 

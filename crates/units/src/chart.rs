@@ -1,5 +1,5 @@
-//! A small SVG writer for the models' charts: line charts (optionally log-x) and
-//! stacked bar charts, with axis titles that carry units, a legend, and marked points.
+//! A small SVG writer for the models' charts: line charts (optionally log-x), stacked
+//! bar charts and heatmaps, with axis titles that carry units, a legend, and marked points.
 //! Every series is a `<g class="series" data-name="...">` so tests (and people with a
 //! text editor) can find it.
 
@@ -337,6 +337,87 @@ impl Gantt {
             );
         }
         legend(&mut out, &self.classes);
+        out.push_str("</svg>\n");
+        out
+    }
+}
+
+/// A grid of cells coloured by value (low light, high dark), each with its value written
+/// in it: one quantity over two categorical axes (the best time over two sweep axes).
+pub struct Heatmap {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<String>,
+    /// `values[row][column]`; None draws an empty cell.
+    pub values: Vec<Vec<Option<f64>>>,
+    /// How a value is written in its cell.
+    pub format: fn(f64) -> String,
+}
+
+/// The most rows or columns a heatmap draws (the rest would not be legible).
+pub const MAX_HEATMAP_SIDE: usize = 64;
+
+impl Heatmap {
+    pub fn svg(&self) -> String {
+        let (nc, nr) = (self.columns.len().clamp(1, MAX_HEATMAP_SIDE), self.rows.len().clamp(1, MAX_HEATMAP_SIDE));
+        let known = self.values.iter().flatten().flatten().copied().filter(|v| v.is_finite());
+        let (lo, hi) = known.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+        // Log colour scale when the values span decades (times across sizes do).
+        let log = lo > 0.0 && hi / lo > 100.0;
+        let t = |v: f64| {
+            let (v, lo, hi) = if log { (v.log10(), lo.log10(), hi.log10()) } else { (v, lo, hi) };
+            if hi > lo {
+                (v - lo) / (hi - lo)
+            } else {
+                0.5
+            }
+        };
+        // From a light yellow to a dark blue.
+        let colour = |t: f64| {
+            let mix = |a: f64, b: f64| (a + (b - a) * t.clamp(0.0, 1.0)).round() as u8;
+            format!("#{:02x}{:02x}{:02x}", mix(255.0, 8.0), mix(247.0, 48.0), mix(188.0, 107.0))
+        };
+        let (cw, ch) = ((W - LEFT - RIGHT) / nc as f64, (H - TOP - BOTTOM) / nr as f64);
+        let mut out = String::new();
+        frame(&mut out, &self.title, &self.x_label, &self.y_label);
+        for (c, name) in self.columns.iter().take(nc).enumerate() {
+            let _ = writeln!(
+                out,
+                r#"<text class="tick x" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                LEFT + (c as f64 + 0.5) * cw,
+                H - BOTTOM + 16.0,
+                escape(name)
+            );
+        }
+        for (r, name) in self.rows.iter().take(nr).enumerate() {
+            let y = TOP + (r as f64 + 0.5) * ch;
+            // Row names right of the grid, where line charts have their legend: long
+            // names (topology specs) have room there.
+            let _ = writeln!(
+                out,
+                r#"<text class="tick y" x="{}" y="{:.1}" text-anchor="start">{}</text>"#,
+                W - RIGHT + 8.0,
+                y + 4.0,
+                escape(name)
+            );
+            for c in 0..nc {
+                let Some(v) = self.values.get(r).and_then(|row| row.get(c)).copied().flatten() else { continue };
+                let x = LEFT + c as f64 * cw;
+                let dark = t(v) > 0.55;
+                let _ = writeln!(
+                    out,
+                    r#"<g class="cell"><rect x="{x:.1}" y="{:.1}" width="{cw:.1}" height="{ch:.1}" fill="{}" stroke="white"/><text x="{:.1}" y="{:.1}" text-anchor="middle" fill="{}" font-size="10">{}</text></g>"#,
+                    TOP + r as f64 * ch,
+                    colour(t(v)),
+                    x + cw / 2.0,
+                    y + 4.0,
+                    if dark { "white" } else { "black" },
+                    escape(&(self.format)(v))
+                );
+            }
+        }
         out.push_str("</svg>\n");
         out
     }

@@ -1,6 +1,8 @@
 //! A sweep's grid: a base request of one command (`plan`, `sim` or `plan-training`) and
-//! axes, each a list or a geometric range. Points are numbered in mixed radix (the last
-//! axis fastest) and built one at a time from their number, so a grid is never held in
+//! axes, each a list or a geometric range; axes may be zipped (they advance together,
+//! one value of each per point) and points filtered (`where`, see `filter.rs`). Points
+//! are numbered in mixed radix over the dimensions (an axis, or a zipped group; the
+//! last fastest) and built one at a time from their number, so a grid is never held in
 //! memory and its size is known, and checked, before any work.
 
 use std::collections::BTreeMap;
@@ -74,14 +76,36 @@ struct GridFile {
     #[serde(default)]
     base: toml::Table,
     axes: BTreeMap<String, AxisInput>,
+    /// Conditions every point run must meet (one text or a list, all must hold).
+    #[serde(default, rename = "where")]
+    filters: Filters,
+    /// Groups of axes that advance together: one value of each per point (equal lengths).
+    #[serde(default)]
+    zip: Vec<Vec<String>>,
 }
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(untagged)]
+enum Filters {
+    #[default]
+    None,
+    One(String),
+    All(Vec<String>),
+}
+
+/// The most `where` conditions.
+pub const MAX_FILTERS: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct Grid {
     pub command: SweptCommand,
     pub base: toml::Table,
-    /// Axis names and their values, sorted by name (points are numbered in this order).
+    /// Axis names and their values, sorted by name.
     pub axes: Vec<(String, Vec<toml::Value>)>,
+    /// The dimensions points are numbered over: indices into `axes`, one axis or a
+    /// zipped group, ordered by their first axis.
+    dims: Vec<Vec<usize>>,
+    filters: Vec<super::filter::Expr>,
 }
 
 fn number(v: &toml::Value, what: &str) -> Result<u64> {
@@ -115,6 +139,50 @@ fn range(name: &str, from: &toml::Value, to: &toml::Value, factor: u64) -> Resul
         }
     }
     Ok(out)
+}
+
+/// The dimensions of `axes` (sorted by name) under `zip`: each zipped group one
+/// dimension at its first axis's place, every other axis its own.
+fn dimensions(axes: &[(String, Vec<toml::Value>)], zip: &[Vec<String>]) -> Result<Vec<Vec<usize>>> {
+    let index = |name: &str| axes.iter().position(|(n, _)| n == name);
+    let mut group_of: Vec<Option<usize>> = vec![None; axes.len()];
+    for (g, names) in zip.iter().enumerate() {
+        if names.len() < 2 {
+            bail!("zip[{g}]: give two or more axes that advance together");
+        }
+        for name in names {
+            let Some(a) = index(name) else {
+                let all: Vec<&str> = axes.iter().map(|(n, _)| n.as_str()).collect();
+                bail!("zip[{g}]: {name} is not an axis (axes: {})", all.join(", "))
+            };
+            if group_of[a].is_some() {
+                bail!("zip[{g}]: {name} is zipped twice");
+            }
+            group_of[a] = Some(g);
+            let (first, len) = (&names[0], axes[a].1.len());
+            let first_len = index(first).map_or(len, |f| axes[f].1.len());
+            if len != first_len {
+                bail!(
+                    "zip[{g}]: {name} has {len} values and {first} {first_len}; zipped axes need as many values each"
+                );
+            }
+        }
+    }
+    let mut dims: Vec<Vec<usize>> = Vec::new();
+    let mut placed: Vec<Option<usize>> = vec![None; zip.len()];
+    for (a, group) in group_of.iter().enumerate() {
+        match *group {
+            None => dims.push(vec![a]),
+            Some(g) => match placed[g] {
+                Some(d) => dims[d].push(a),
+                None => {
+                    placed[g] = Some(dims.len());
+                    dims.push(vec![a]);
+                }
+            },
+        }
+    }
+    Ok(dims)
 }
 
 impl Grid {
@@ -152,46 +220,127 @@ impl Grid {
         if file.command != SweptCommand::PlanTraining && file.base.contains_key("format") {
             bail!("base.format: a sweep records each point's JSON; leave format out");
         }
-        let grid = Grid { command: file.command, base: file.base, axes };
+        let dims = dimensions(&axes, &file.zip)?;
+        let names: Vec<&str> = axes.iter().map(|(n, _)| n.as_str()).collect();
+        let texts = match file.filters {
+            Filters::None => vec![],
+            Filters::One(t) => vec![t],
+            Filters::All(ts) => ts,
+        };
+        if texts.len() > MAX_FILTERS {
+            bail!("where: more than {MAX_FILTERS} conditions");
+        }
+        let filters = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| super::filter::parse(t, &names).with_context(|| format!("where[{i}] {t:?}")))
+            .collect::<Result<Vec<_>>>()?;
+        let grid = Grid { command: file.command, base: file.base, axes, dims, filters };
         grid.points_checked()?;
         Ok(grid)
     }
 
-    /// How many points, refused past `MAX_POINTS` with the numbers.
+    /// The numbers of the points that pass the `where` filters (all points without
+    /// any), in order; a filter that cannot be evaluated on a point fails the grid.
+    pub fn selected(&self) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for p in 0..self.points() {
+            if self.passes(&self.point(p)).with_context(|| format!("where, at point {p}"))? {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether point `index` passes the `where` filters.
+    pub fn is_selected(&self, index: u64) -> Result<bool> {
+        self.passes(&self.point(index))
+    }
+
+    fn passes(&self, point: &[(String, toml::Value)]) -> Result<bool> {
+        let value = |axis: &str| point.iter().find(|(k, _)| k == axis).map(|(_, v)| super::filter::value_text(v));
+        for f in &self.filters {
+            if !super::filter::eval(f, &value)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn dim_len(&self, dim: &[usize]) -> u64 {
+        self.axes[dim[0]].1.len() as u64
+    }
+
+    fn dim_name(&self, dim: &[usize]) -> String {
+        dim.iter().map(|&a| self.axes[a].0.as_str()).collect::<Vec<_>>().join("+")
+    }
+
+    /// How many points (before filters), refused past `MAX_POINTS` with the numbers.
     pub fn points_checked(&self) -> Result<u64> {
         let mut n: u64 = 1;
-        for (name, values) in &self.axes {
-            n = n.saturating_mul(values.len() as u64);
+        for dim in &self.dims {
+            n = n.saturating_mul(self.dim_len(dim));
             if n > MAX_POINTS {
-                let sizes: Vec<String> = self.axes.iter().map(|(a, v)| format!("{a} {}", v.len())).collect();
+                let sizes: Vec<String> =
+                    self.dims.iter().map(|d| format!("{} {}", self.dim_name(d), self.dim_len(d))).collect();
                 bail!(
-                    "the grid has more than {MAX_POINTS} points (axes: {}; at {name} already {n}); split it or thin an axis",
-                    sizes.join(" x ")
+                    "the grid has more than {MAX_POINTS} points (axes: {}; at {} already {n}); split it, thin an axis or zip axes that go together",
+                    sizes.join(" x "),
+                    self.dim_name(dim)
                 );
             }
         }
         Ok(n)
     }
 
+    /// Points in the full product (before filters).
     pub fn points(&self) -> u64 {
-        self.axes.iter().map(|(_, v)| v.len() as u64).product()
+        self.dims.iter().map(|d| self.dim_len(d)).product()
     }
 
-    /// Point `index`'s value on each axis (the last axis varies fastest).
+    /// Point `index`'s value on each axis, axes by name (the last dimension varies fastest).
     pub fn point(&self, index: u64) -> Vec<(String, toml::Value)> {
         let mut rest = index;
         let mut out = vec![(String::new(), toml::Value::Boolean(false)); self.axes.len()];
-        for (i, (name, values)) in self.axes.iter().enumerate().rev() {
-            let n = values.len() as u64;
-            out[i] = (name.clone(), values[(rest % n) as usize].clone());
+        for dim in self.dims.iter().rev() {
+            let n = self.dim_len(dim);
+            let at = (rest % n) as usize;
+            for &a in dim {
+                out[a] = (self.axes[a].0.clone(), self.axes[a].1[at].clone());
+            }
             rest /= n;
         }
         out
     }
 
-    /// Build point `index`'s request without running it: an unknown flag or a value the
-    /// command cannot parse fails the grid before any work.
-    pub fn check_point(&self, index: u64) -> Result<()> {
+    /// Build, without running it, a request for every value of every axis (the other
+    /// axes at their first value), and build every topology the grid names: an unknown
+    /// flag, a value the command cannot parse or a topology past its limits fails the
+    /// grid before any work, naming the point.
+    pub fn check_values(&self) -> Result<()> {
+        let mut stride = 1u64;
+        let mut seen_topologies = std::collections::BTreeSet::new();
+        for dim in self.dims.iter().rev() {
+            for i in 0..self.dim_len(dim) {
+                self.check_point(i * stride)?;
+                if self.command == SweptCommand::PlanTraining {
+                    continue;
+                }
+                for (name, value) in self.base.iter().chain(self.point(i * stride).iter().map(|(k, v)| (k, v))) {
+                    if let (true, toml::Value::String(spec)) = (name == "topo", value) {
+                        if seen_topologies.insert(spec.clone()) {
+                            railyard_topology::load(spec)
+                                .with_context(|| format!("point {}: topo {spec}", i * stride))?;
+                        }
+                    }
+                }
+            }
+            stride *= self.dim_len(dim);
+        }
+        Ok(())
+    }
+
+    fn check_point(&self, index: u64) -> Result<()> {
         let point = self.point(index);
         match self.command {
             SweptCommand::Plan | SweptCommand::Sim => crate::parse_args(&self.args(&point)?).map(|_| ()),
@@ -199,7 +348,10 @@ impl Grid {
                 railyard_planner::Scenario::parse(&self.scenario(&point)?).map(|_| ()).map_err(Into::into)
             }
         }
-        .context("the grid's first point cannot be run")
+        .with_context(|| {
+            let desc: Vec<String> = point.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("point {index} ({}) cannot be run", desc.join(" "))
+        })
     }
 
     /// The command line of a `plan` or `sim` point (without the program name).
@@ -253,6 +405,32 @@ impl Grid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zipped_axes_advance_together_and_filters_skip_points() {
+        let g = Grid::parse(
+            "command = \"plan\"\nwhere = \"size <= 4KiB or topo contains 'b'\"\nzip = [[\"topo\", \"channels\"]]\n[axes]\n\
+             topo = [\"a\", \"b\", \"c\"]\nchannels = [1, 2, 3]\nsize = { from = \"1KiB\", to = \"16KiB\", factor = 4 }\n",
+        )
+        .unwrap();
+        // channels+topo (3) x size (3): the zipped pair is one dimension at "channels".
+        assert_eq!(g.points(), 9);
+        let p = g.point(4);
+        assert_eq!(p[0], ("channels".into(), toml::Value::Integer(2)));
+        assert_eq!(p[2], ("topo".into(), toml::Value::String("b".into())));
+        assert_eq!(p[1], ("size".into(), toml::Value::Integer(4096)));
+        // Sizes 1 KiB and 4 KiB everywhere, 16 KiB only on b.
+        assert_eq!(g.selected().unwrap(), vec![0, 1, 3, 4, 5, 6, 7]);
+        let bad = |zip: &str| {
+            Grid::parse(&format!("command = \"plan\"\nzip = {zip}\n[axes]\na = [1, 2]\nb = [1]\nc = [1, 2]\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad("[[\"a\", \"b\"]]").contains("b has 1 values and a 2"));
+        assert!(bad("[[\"a\", \"x\"]]").contains("x is not an axis"));
+        assert!(bad("[[\"a\"]]").contains("two or more"));
+        assert!(bad("[[\"a\", \"c\"], [\"c\", \"a\"]]").contains("zipped twice"));
+    }
 
     #[test]
     fn points_count_in_mixed_radix_and_ranges_multiply() {

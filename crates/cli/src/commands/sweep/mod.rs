@@ -3,9 +3,12 @@
 //! record appended as it finishes (`store.rs`) so a killed sweep resumes where it
 //! stopped; `merge` joins shards' files and `report` charts them (`report.rs`).
 
+mod filter;
 mod grid;
+mod ray;
 mod report;
 mod store;
+mod table;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -27,14 +30,31 @@ const MAX_GRID_BYTES: u64 = 1 << 20;
 pub enum Executor {
     /// This machine's cores
     Local,
+    /// A Ray cluster (--address; without it a local one): each point a Ray task calling
+    /// railyard's Python package (pip install ./python, with ray), records streamed back
+    Ray,
     /// Write an sbatch script whose array tasks each run one shard
     Slurm,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ResultFormat {
+    /// Only the JSONL records
     Jsonl,
+    /// Also a CSV table: a row per point, a column per input and per output field
     Csv,
+    /// Also a Parquet table (the same columns, typed)
+    Parquet,
+}
+
+impl ResultFormat {
+    fn extension(self) -> &'static str {
+        match self {
+            ResultFormat::Jsonl => "jsonl",
+            ResultFormat::Csv => "csv",
+            ResultFormat::Parquet => "parquet",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -64,7 +84,16 @@ pub struct SweepArgs {
     /// Shards of a Slurm job array
     #[arg(long, default_value_t = 4)]
     pub shards: u64,
-    /// Also write the results as CSV (--out with .csv appended)
+    /// The Ray cluster's address (ray://host:10001, or host:6379 from inside it); without
+    /// it, --executor ray starts a local Ray with --jobs workers
+    #[arg(long)]
+    pub address: Option<String>,
+    /// The Python that has railyard's package and ray (default: $RAILYARD_PYTHON, else python3)
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Also write the results as a table (--out with .csv or .parquet appended): a row per
+    /// point in point order; columns point, the inputs, metric, wall_secs, error, then every
+    /// scalar of the command's output by its path (output.algorithms.0.expected_secs)
     #[arg(long, value_enum, default_value = "jsonl")]
     pub format: ResultFormat,
 }
@@ -79,6 +108,16 @@ pub enum SweepAction {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The results as a table for analysis tools (CSV or Parquet)
+    Export {
+        /// A results file
+        results: PathBuf,
+        #[arg(long, value_enum)]
+        format: ResultFormat,
+        /// The table file (default: the results file with .csv or .parquet appended)
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// The best points, and each axis charted (--svg)
     Report {
         /// A results file
@@ -89,23 +128,75 @@ pub enum SweepAction {
         /// Rows of the best-points table
         #[arg(long, default_value_t = 10)]
         top: usize,
+        /// The heatmap's two axes, columns then rows (default: the two with the most values)
+        #[arg(long, value_parser = parse_axis_pair)]
+        heatmap: Option<(String, String)>,
+        /// Price per part for the Pareto front, e.g. nics=1500,switches=30000,gpus=25000
+        /// (parts: gpus, servers, nics, switches, nvswitches, pcie_switches; default: one
+        /// per NIC and per switch)
+        #[arg(long, value_parser = parse_prices)]
+        price: Option<Prices>,
     },
 }
 
 const GRID_HELP: &str = "A grid file:\n  \
     command = \"plan\"                      # plan, sim or plan-training\n  \
+    where = \"size <= 64MiB or collective == allreduce\"   # optional; a list: all must hold\n  \
+    zip = [[\"topo\", \"channels\"]]          # optional: axes that advance together\n  \
     [base]                                # options every point shares\n  \
     collective = \"allreduce\"\n  \
     algo = \"all\"\n  \
     [axes]                                # each a list or a geometric range\n  \
     topo = [\"rail:servers=8\", \"clos:k=8\"]\n  \
+    channels = [1, 4]\n  \
     size = { from = \"1MiB\", to = \"1GiB\", factor = 4 }\n\n\
 For plan and sim, [base] and the axes are the command's flags by name. For plan-training,\n\
 [base] is the scenario and an axis is a dotted path into it (\"job.global_batch\").\n\
+A where condition compares an axis with a value (==, !=, <, <=, >, >=; sizes, rates and\n\
+times with units), `contains` text, or `in [a, b]`; join with and, or, not, ( ).\n\
+Before any work, every value of every axis is built into a request and every topology\n\
+is built: a bad value or a topology past its limits fails the grid, naming the point.\n\
 Each point's record (its inputs, the command's JSON output with arrays of more than 64\n\
 items left out, or its error; wall time) is appended to --out as it finishes; --resume\n\
 skips the points already there (points in flight at a kill run again). Points are\n\
-numbered over the axes sorted by name, the last fastest.";
+numbered over the axes sorted by name (a zipped group at its first axis), the last\n\
+fastest; filtered points keep their numbers.\n\n\
+Executors: local (every core), ray (each point a Ray task of the Python package, records\n\
+streamed back: pip install ./python ray), slurm (an sbatch --array script of --shard\n\
+tasks; `railyard sweep merge` joins them). The records are the same whichever ran them.";
+
+fn parse_axis_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once(',') {
+        Some((x, y)) if !x.trim().is_empty() && !y.trim().is_empty() && !y.contains(',') => {
+            Ok((x.trim().to_string(), y.trim().to_string()))
+        }
+        _ => Err(format!("{text:?}: give two axes, X,Y (e.g. size,topo)")),
+    }
+}
+
+/// `--price`'s list, one value to clap.
+#[derive(Debug, Clone)]
+pub struct Prices(Vec<(String, f64)>);
+
+fn parse_prices(text: &str) -> Result<Prices, String> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for item in text.split(',') {
+        let (part, price) = item.split_once('=').ok_or_else(|| format!("{item:?}: give PART=PRICE, e.g. nics=1500"))?;
+        let part = part.trim();
+        if !report::PRICED_PARTS.contains(&part) {
+            return Err(format!("{part:?}: not a part (parts: {})", report::PRICED_PARTS.join(", ")));
+        }
+        let price: f64 = price.trim().parse().map_err(|_| format!("{item:?}: the price is not a number"))?;
+        if !price.is_finite() || price < 0.0 {
+            return Err(format!("{item:?}: a price is a finite number of at least 0"));
+        }
+        if out.iter().any(|(p, _)| p == part) {
+            return Err(format!("{part}: priced twice"));
+        }
+        out.push((part.to_string(), price));
+    }
+    Ok(Prices(out))
+}
 
 fn parse_shard(text: &str) -> Result<(u64, u64), String> {
     let bad = || format!("{text:?}: give I/N with 0 <= I < N, e.g. 0/4");
@@ -131,7 +222,16 @@ pub fn run(args: &SweepArgs) -> Result<String> {
             }
             Ok(format!("{} points from {} files into {}\n", all.len(), files.len(), out.display()))
         }
-        Some(SweepAction::Report { results, svg, top }) => report::report(results, svg.as_deref(), *top),
+        Some(SweepAction::Export { results, format, out }) => export(results, *format, out.as_deref()),
+        Some(SweepAction::Report { results, svg, top, heatmap, price }) => report::report(
+            results,
+            &report::Options {
+                svg: svg.as_deref(),
+                top: *top,
+                heatmap: heatmap.clone(),
+                prices: price.clone().map(|p| p.0).unwrap_or_default(),
+            },
+        ),
         None => sweep(args),
     }
 }
@@ -143,7 +243,10 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     let hash = store::grid_hash(&text);
     let total = grid.points();
     let (shard, shards) = args.shard.unwrap_or((0, 1));
-    let mine: Vec<u64> = (0..total).filter(|p| p % shards == shard).collect();
+    // Shards take every N-th selected point, so filters leave them balanced.
+    let selected = grid.selected()?;
+    let mine: Vec<u64> =
+        selected.iter().enumerate().filter(|(i, _)| *i as u64 % shards == shard).map(|(_, &p)| p).collect();
     if args.print_points {
         let mut out = String::new();
         for &p in &mine {
@@ -161,14 +264,17 @@ fn sweep(args: &SweepArgs) -> Result<String> {
         if args.shard.is_some() || args.format != ResultFormat::Jsonl || args.resume {
             bail!("--executor slurm writes the job array's script: --shard, --resume and --format belong to its tasks");
         }
-        return slurm(path, &out_path, args.shards, total);
+        return slurm(path, &out_path, args.shards, selected.len() as u64);
+    }
+    if args.executor != Executor::Ray && (args.address.is_some() || args.python.is_some()) {
+        bail!("--address and --python are for --executor ray");
     }
     if args.jobs == Some(0) {
         bail!("--jobs 0: at least one point at a time");
     }
-    // A mis-set grid fails at its first point, before any work (an unknown flag, a value
-    // the command refuses to parse).
-    grid.check_point(0)?;
+    // A mis-set grid fails before any work (an unknown flag, a value the command
+    // refuses to parse, a topology past its limits).
+    grid.check_values()?;
     let done = if args.resume {
         store::read(&out_path, true)?
     } else if out_path.exists() {
@@ -177,7 +283,11 @@ fn sweep(args: &SweepArgs) -> Result<String> {
         BTreeMap::new()
     };
     for r in done.values() {
-        if r.grid != hash || r.point >= total || Grid::inputs_json(&grid.point(r.point)) != r.inputs {
+        if r.grid != hash
+            || r.point >= total
+            || selected.binary_search(&r.point).is_err()
+            || Grid::inputs_json(&grid.point(r.point)) != r.inputs
+        {
             bail!(
                 "{}: point {} was recorded from another grid (or another version of it); resume with that grid, or give another --out",
                 out_path.display(),
@@ -195,19 +305,35 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     let (tx, rx) = mpsc::channel::<Record>();
     let show_progress = std::io::stderr().is_terminal();
     let (mut finished, mut failed) = (0u64, 0u64);
+    let mut ray = None;
     std::thread::scope(|s| -> Result<()> {
-        for _ in 0..jobs.min(todo.len().max(1)) {
-            let tx = tx.clone();
-            let (grid, todo, next, dir, hash) = (&grid, &todo, &next, &dir, &hash);
-            s.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                let Some(&p) = todo.get(i) else { break };
-                if tx.send(run_point(grid, p, dir, hash)).is_err() {
-                    break;
-                }
-            });
+        if args.executor == Executor::Ray {
+            ray = Some(ray::start(
+                s,
+                &ray::Options {
+                    grid: path,
+                    address: args.address.as_deref(),
+                    python: args.python.as_deref(),
+                    workers: jobs,
+                },
+                &todo,
+                hash.clone(),
+                tx,
+            )?);
+        } else {
+            for _ in 0..jobs.min(todo.len().max(1)) {
+                let tx = tx.clone();
+                let (grid, todo, next, dir, hash) = (&grid, &todo, &next, &dir, &hash);
+                s.spawn(move || loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(&p) = todo.get(i) else { break };
+                    if tx.send(run_point(grid, p, dir, hash)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(tx);
         }
-        drop(tx);
         let mut last = Instant::now();
         for record in rx {
             failed += u64::from(record.error.is_some());
@@ -225,6 +351,9 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     if show_progress {
         eprintln!();
     }
+    if let Some(ray) = ray {
+        ray.finish(finished, todo.len() as u64)?;
+    }
     let secs = started.elapsed().as_secs_f64();
     let mut summary = format!(
         "{finished} points run ({failed} failed) of {} in this {}, {recorded_here} recorded before; {:.1} s, {:.1} points/s; results in {}\n",
@@ -234,16 +363,48 @@ fn sweep(args: &SweepArgs) -> Result<String> {
         finished as f64 / secs.max(1e-9),
         out_path.display()
     );
-    if args.format == ResultFormat::Csv {
-        let mut csv_path = out_path.clone().into_os_string();
-        csv_path.push(".csv");
-        let csv_path = PathBuf::from(csv_path);
-        let records = store::read(&out_path, false)?;
-        std::fs::write(&csv_path, store::csv(&records, report::metric))
-            .with_context(|| format!("cannot write {}", csv_path.display()))?;
-        summary += &format!("CSV in {}\n", csv_path.display());
+    if args.format != ResultFormat::Jsonl {
+        let mut table = out_path.clone().into_os_string();
+        table.push(format!(".{}", args.format.extension()));
+        summary += &export(&out_path, args.format, Some(Path::new(&table)))?;
     }
     Ok(summary)
+}
+
+/// The records of `results` written as a CSV or Parquet table (`out`, or the results
+/// file with the format's extension appended).
+fn export(results: &Path, format: ResultFormat, out: Option<&Path>) -> Result<String> {
+    let out = match out {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let mut p = results.to_path_buf().into_os_string();
+            p.push(format!(".{}", format.extension()));
+            PathBuf::from(p)
+        }
+    };
+    if out == results {
+        bail!("--out {} is the results file itself; give another", out.display());
+    }
+    let rows = match format {
+        ResultFormat::Csv => table::write_csv(results, &out, &report::metric)?,
+        ResultFormat::Parquet => table::write_parquet(results, &out, &report::metric)?,
+        ResultFormat::Jsonl => bail!("--format jsonl: the results file is already JSONL"),
+    };
+    Ok(format!("{rows} points as {} in {}\n", format.extension(), out.display()))
+}
+
+/// Point `point` of the grid `grid_text` run in this process: its record as one JSON
+/// line (what the Ray executor's tasks return).
+pub fn point_record(grid_text: &str, grid_dir: &Path, point: u64) -> Result<String> {
+    let grid = Grid::parse(grid_text)?;
+    if point >= grid.points() {
+        bail!("point {point}: the grid has {} points", grid.points());
+    }
+    if !grid.is_selected(point)? {
+        bail!("point {point}: left out by the grid's where");
+    }
+    let record = run_point(&grid, point, grid_dir, &store::grid_hash(grid_text));
+    Ok(String::from_utf8(store::line(&record)?)?)
 }
 
 /// Run point `p` in this process; its record (the error recorded, not raised; a panic

@@ -1,13 +1,15 @@
 //! A sweep's results read back: each point's headline number (the fastest algorithm's
 //! time for `plan`, the makespan for `sim`, the best layout's step for
-//! `plan-training`), the best points, and per axis the best value found at each of its
-//! values — as a table, and for numeric axes as line charts.
+//! `plan-training`), the best points, per axis the best value found at each of its
+//! values (a table, and for numeric axes a line chart), the best over two axes (a
+//! table and a heatmap), and where the records count hardware (`plan`: GPUs, NICs,
+//! switches) the Pareto front of time against cost.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use railyard_units::chart::{stack, LineChart, Series};
+use railyard_units::chart::{stack, Heatmap, LineChart, Mark, Series, MAX_HEATMAP_SIDE};
 use railyard_units::units::format_secs;
 use railyard_units::Table;
 
@@ -34,14 +36,43 @@ pub fn metric(r: &Record) -> Option<f64> {
     (tokens_per_sec > 0.0).then(|| 1e6 / tokens_per_sec)
 }
 
-fn value_text(v: &serde_json::Value) -> String {
+/// An input's value as the report shows it (a size axis in binary units).
+fn value_text(axis: &str, v: &serde_json::Value) -> String {
     match v {
+        serde_json::Value::Number(n) if axis == "size" && n.is_u64() => {
+            railyard_units::units::format_bytes(n.as_u64().unwrap_or(0) as f64)
+        }
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     }
 }
 
-pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> {
+/// What `report` is asked for beyond the results.
+pub struct Options<'a> {
+    pub svg: Option<&'a Path>,
+    /// Rows of the best-points table.
+    pub top: usize,
+    /// The heatmap's axes (columns, rows); default the two with the most values.
+    pub heatmap: Option<(String, String)>,
+    /// Price per part (`gpus`, `nics`, `switches`, ...); default one per NIC and switch.
+    pub prices: Vec<(String, f64)>,
+}
+
+/// The parts `--price` may name: the fields of a plan's `hardware`.
+pub const PRICED_PARTS: [&str; 6] = ["gpus", "servers", "nics", "switches", "nvswitches", "pcie_switches"];
+
+/// A record's cost: its hardware counts times their prices (None without counts).
+fn cost(r: &Record, prices: &[(String, f64)]) -> Option<f64> {
+    let h = r.output.get("hardware")?;
+    let mut total = 0.0;
+    for (part, price) in prices {
+        total += h.get(part)?.as_f64()? * price;
+    }
+    Some(total)
+}
+
+pub fn report(results: &Path, options: &Options<'_>) -> Result<String> {
+    let (svg, top) = (options.svg, options.top);
     let records = store::read(results, false)?;
     if records.is_empty() {
         anyhow::bail!("{}: no records", results.display());
@@ -59,7 +90,7 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
     let mut t = Table::new(["point", "inputs", "time"]);
     for (r, m) in scored.iter().take(top.max(1)) {
         let inputs = r.inputs.as_object().map_or(String::new(), |m| {
-            m.iter().map(|(k, v)| format!("{k}={}", value_text(v))).collect::<Vec<_>>().join(" ")
+            m.iter().map(|(k, v)| format!("{k}={}", value_text(k, v))).collect::<Vec<_>>().join(" ")
         });
         t.row([r.point.to_string(), inputs, format_secs(*m)]);
     }
@@ -71,7 +102,7 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
             let x = v
                 .as_f64()
                 .or_else(|| v.as_str().and_then(|s| railyard_units::units::parse_bytes(s).ok()).map(|b| b as f64));
-            let entry = axes.entry(k.clone()).or_default().entry(value_text(v)).or_insert((f64::INFINITY, x));
+            let entry = axes.entry(k.clone()).or_default().entry(value_text(k, v)).or_insert((f64::INFINITY, x));
             entry.0 = entry.0.min(*m);
         }
     }
@@ -103,6 +134,8 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
             );
         }
     }
+    out += &heatmap(&scored, &axes, options, &mut charts)?;
+    out += &pareto(&scored, options, &mut charts);
     if let Some(path) = svg {
         if charts.is_empty() {
             out += "\n(--svg: no numeric axis with two or more values to chart; nothing written)\n";
@@ -111,4 +144,199 @@ pub fn report(results: &Path, svg: Option<&Path>, top: usize) -> Result<String> 
         }
     }
     Ok(out)
+}
+
+/// The best time over two axes: a table, and a heatmap chart.
+fn heatmap(
+    scored: &[(&Record, f64)],
+    axes: &BTreeMap<String, BTreeMap<String, (f64, Option<f64>)>>,
+    options: &Options<'_>,
+    charts: &mut Vec<String>,
+) -> Result<String> {
+    // An axis's values in the order its table shows them (numbers ascending).
+    let ordered = |axis: &str| -> Vec<String> {
+        let mut v: Vec<(&String, Option<f64>)> =
+            axes.get(axis).into_iter().flatten().map(|(k, (_, x))| (k, *x)).collect();
+        v.sort_by(|a, b| match (a.1, b.1) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            _ => a.0.cmp(b.0),
+        });
+        v.into_iter().map(|(k, _)| k.clone()).collect()
+    };
+    let (x, y) = match &options.heatmap {
+        Some((x, y)) => {
+            for a in [x, y] {
+                if !axes.contains_key(a) {
+                    let names: Vec<&str> = axes.keys().map(String::as_str).collect();
+                    anyhow::bail!("--heatmap: {a} is not an axis of these results (axes: {})", names.join(", "));
+                }
+            }
+            if x == y {
+                anyhow::bail!("--heatmap: give two different axes");
+            }
+            (x.clone(), y.clone())
+        }
+        None => {
+            let mut by_size: Vec<(&String, usize)> =
+                axes.iter().map(|(k, v)| (k, v.len())).filter(|(_, n)| *n > 1).collect();
+            by_size.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            match by_size.as_slice() {
+                [a, b, ..] => (a.0.clone(), b.0.clone()),
+                _ => return Ok(String::new()),
+            }
+        }
+    };
+    let (columns, rows) = (ordered(&x), ordered(&y));
+    let mut best: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for (r, m) in scored {
+        let (Some(vx), Some(vy)) = (r.inputs.get(&x), r.inputs.get(&y)) else { continue };
+        let cell = best.entry((value_text(&x, vx), value_text(&y, vy))).or_insert(f64::INFINITY);
+        *cell = cell.min(*m);
+    }
+    let values: Vec<Vec<Option<f64>>> =
+        rows.iter().map(|ry| columns.iter().map(|cx| best.get(&(cx.clone(), ry.clone())).copied()).collect()).collect();
+    let mut out = format!("\n## Best time by {y} (rows) and {x} (columns)\n\n");
+    let shown = columns.len().min(16);
+    let mut header = vec![format!("{y} \\ {x}")];
+    header.extend(columns.iter().take(shown).cloned());
+    let mut t = Table::new(header);
+    for (ry, row) in rows.iter().zip(&values) {
+        let mut cells = vec![ry.clone()];
+        cells.extend(row.iter().take(shown).map(|v| v.map_or("-".into(), format_secs)));
+        t.row(cells);
+    }
+    out += &t.render();
+    if columns.len() > shown {
+        out += &format!("({} more columns in the --svg heatmap)\n", columns.len() - shown);
+    }
+    if columns.len() > MAX_HEATMAP_SIDE || rows.len() > MAX_HEATMAP_SIDE {
+        out += &format!("(the heatmap draws the first {MAX_HEATMAP_SIDE} values of each axis)\n");
+    }
+    charts.push(
+        Heatmap {
+            title: format!("Best time by {y} and {x}"),
+            x_label: x.clone(),
+            y_label: y.clone(),
+            columns,
+            rows,
+            values,
+            format: format_secs,
+        }
+        .svg(),
+    );
+    Ok(out)
+}
+
+/// Axis values, `(axis, value)`: a fabric's name or a workload.
+type Key = Vec<(String, String)>;
+
+/// The fabrics no other beats on both cost and time, cheapest first. A fabric is a
+/// topology a point ran on (its output's `topology`), named by the axes it fixes (an
+/// axis with one value per topology: `topo`, and axes zipped with it); its time is its
+/// slowdown against the best fabric on each workload (the other axes' values),
+/// geometric mean over the workloads every fabric ran — so a 4 KiB all-reduce and a
+/// 1 GiB one weigh alike.
+fn pareto(scored: &[(&Record, f64)], options: &Options<'_>, charts: &mut Vec<String>) -> String {
+    let default_prices = [("nics".to_string(), 1.0), ("switches".to_string(), 1.0)];
+    let prices: &[(String, f64)] = if options.prices.is_empty() { &default_prices } else { &options.prices };
+    let costed: Vec<(&Record, f64, f64)> =
+        scored.iter().filter_map(|(r, m)| Some((*r, cost(r, prices)?, *m))).collect();
+    let fabric_of = |r: &Record| -> String {
+        match r.output.get("topology") {
+            Some(serde_json::Value::String(t)) => t.clone(),
+            _ => r.output["hardware"].to_string(),
+        }
+    };
+    let key = |r: &Record, keep: &dyn Fn(&str) -> bool| -> Key {
+        r.inputs
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| keep(k))
+            .map(|(k, v)| (k.clone(), value_text(k, v)))
+            .collect()
+    };
+    // Each axis's values on each fabric: an axis with one value per fabric names it.
+    let mut values: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<String>>> = BTreeMap::new();
+    for (r, _, _) in &costed {
+        for (k, v) in r.inputs.as_object().into_iter().flatten() {
+            values.entry(k.clone()).or_default().entry(fabric_of(r)).or_default().insert(value_text(k, v));
+        }
+    }
+    let fabric_axes: Vec<&String> = values
+        .iter()
+        .filter(|(_, by_fabric)| {
+            let all: std::collections::BTreeSet<&String> = by_fabric.values().flatten().collect();
+            all.len() > 1 && by_fabric.values().all(|v| v.len() == 1)
+        })
+        .map(|(k, _)| k)
+        .collect();
+    if fabric_axes.is_empty() {
+        return String::new();
+    }
+    let is_fabric = |k: &str| fabric_axes.iter().any(|a| a.as_str() == k);
+    // time by fabric and workload; the cost of each fabric.
+    let mut times: BTreeMap<Key, BTreeMap<Key, f64>> = BTreeMap::new();
+    let mut costs: BTreeMap<Key, f64> = BTreeMap::new();
+    for (r, c, m) in &costed {
+        let f = key(r, &is_fabric);
+        costs.insert(f.clone(), *c);
+        times.entry(f).or_default().insert(key(r, &|k| !is_fabric(k)), *m);
+    }
+    let Some(first) = times.values().next() else { return String::new() };
+    let common: Vec<&Key> = first.keys().filter(|w| times.values().all(|t| t.contains_key(*w))).collect();
+    let fabric_names = fabric_axes.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+    let what = if options.prices.is_empty() {
+        "NICs + switches, counted (--price nics=1500,switches=30000,gpus=25000 weighs them)".to_string()
+    } else {
+        prices.iter().map(|(p, x)| format!("{x} x {p}")).collect::<Vec<_>>().join(" + ")
+    };
+    let mut out = format!("\n## Pareto front: time against cost\n\nFabrics are the values of {fabric_names} (the axes with one value per topology); cost = {what}.\n");
+    if common.is_empty() || times.len() < 2 {
+        out += "No workload (value of the other axes) ran on every fabric: nothing to compare.\n";
+        return out;
+    }
+    let best: Vec<f64> = common.iter().map(|w| times.values().map(|t| t[*w]).fold(f64::INFINITY, f64::min)).collect();
+    let mut fabrics: Vec<(Key, f64, f64)> = times
+        .iter()
+        .map(|(f, t)| {
+            let log_mean = common.iter().zip(&best).map(|(w, b)| (t[*w] / b).ln()).sum::<f64>() / common.len() as f64;
+            (f.clone(), costs[f], log_mean.exp())
+        })
+        .collect();
+    fabrics.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.2.total_cmp(&b.2)));
+    let mut front: Vec<&(Key, f64, f64)> = Vec::new();
+    for f in &fabrics {
+        if front.last().is_none_or(|last| f.2 < last.2) {
+            front.push(f);
+        }
+    }
+    out += &format!(
+        "Time is each fabric's slowdown against the best fabric on each of the {} workloads every fabric ran (geometric mean; 1.000 = the best everywhere). {} of {} fabrics are on the front: each faster than every cheaper one.\n\n",
+        common.len(),
+        front.len(),
+        fabrics.len()
+    );
+    let mut t = Table::new(["no.", "cost", "slowdown", "fabric"]);
+    for (i, (f, c, x)) in front.iter().enumerate() {
+        let words: Vec<String> = f.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        t.row([(i + 1).to_string(), railyard_units::units::trim_float(*c, 6), format!("{x:.3}"), words.join(" ")]);
+    }
+    out += &t.render();
+    charts.push(
+        LineChart {
+            title: "Pareto front: slowdown against cost".into(),
+            x_label: "cost".into(),
+            y_label: "slowdown against the best fabric (geometric mean)".into(),
+            log_x: false,
+            series: vec![Series { name: "Pareto front".into(), points: front.iter().map(|f| (f.1, f.2)).collect() }],
+            marks: front
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Mark { x: f.1, y: f.2, label: format!("{}", i + 1) })
+                .collect(),
+        }
+        .svg(),
+    );
+    out
 }

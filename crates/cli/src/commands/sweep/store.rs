@@ -69,10 +69,32 @@ pub fn grid_hash(text: &str) -> String {
 /// mid-write) is cut off the file so appending goes on cleanly; otherwise it is
 /// ignored and the file left alone. A point recorded twice differently is an error.
 pub fn read(path: &Path, cut_torn: bool) -> Result<BTreeMap<u64, Record>> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<u64, Record> = BTreeMap::new();
+    let whole = each(path, |_, record| {
+        if let Some(old) = out.get(&record.point) {
+            if !same(old, &record) {
+                bail!("{}: point {} is recorded twice, differently", path.display(), record.point);
+            }
+        }
+        out.insert(record.point, record);
+        Ok(())
+    })?;
+    if let (true, Some(whole)) = (cut_torn, whole) {
+        let file = OpenOptions::new().write(true).open(path)?;
+        if file.metadata()?.len() > whole {
+            file.set_len(whole)?;
+        }
+    }
+    Ok(out)
+}
+
+/// Each whole record of `path` with the byte offset of its line, in file order; the
+/// bytes the whole lines take (a torn last line after them is skipped), or None when
+/// there is no file.
+pub fn each(path: &Path, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result<Option<u64>> {
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     let mut reader = BufReader::new(file);
@@ -90,23 +112,25 @@ pub fn read(path: &Path, cut_torn: bool) -> Result<BTreeMap<u64, Record>> {
             if n > MAX_RECORD_BYTES {
                 bail!("{} line {number}: longer than {MAX_RECORD_BYTES} bytes", path.display());
             }
-            // A line cut short by a kill: dropped (and cut off when resuming).
-            if cut_torn {
-                OpenOptions::new().write(true).open(path)?.set_len(good_bytes)?;
-            }
+            // A line cut short by a kill: not a record.
             break;
         }
         let record: Record = serde_json::from_slice(&line)
             .with_context(|| format!("{} line {number}: not a sweep record", path.display()))?;
-        if let Some(old) = out.get(&record.point) {
-            if !same(old, &record) {
-                bail!("{} line {number}: point {} is recorded twice, differently", path.display(), record.point);
-            }
-        }
-        out.insert(record.point, record);
+        f(good_bytes, record)?;
         good_bytes += n as u64;
     }
-    Ok(out)
+    Ok(Some(good_bytes))
+}
+
+/// The record on the line `file` is at.
+pub fn read_line(file: &mut File) -> Result<Record> {
+    let mut line = Vec::new();
+    BufReader::new(Read::by_ref(file).take(MAX_RECORD_BYTES as u64 + 1)).read_until(b'\n', &mut line)?;
+    if line.last() != Some(&b'\n') {
+        bail!("a record line cut short, or longer than {MAX_RECORD_BYTES} bytes");
+    }
+    Ok(serde_json::from_slice(&line)?)
 }
 
 /// Appends records, one line each, flushed as written.
@@ -125,19 +149,26 @@ impl Writer {
     }
 
     pub fn write(&mut self, record: &Record) -> Result<()> {
-        let mut line = serde_json::to_vec(record)?;
-        if line.len() >= MAX_RECORD_BYTES {
-            let mut small = record.clone();
-            small.output = serde_json::Value::Null;
-            small.error = Some(format!("its record ({} bytes) is larger than {MAX_RECORD_BYTES} bytes", line.len()));
-            line = serde_json::to_vec(&small)?;
-        }
+        let mut line = line(record)?;
         line.push(b'\n');
         // One write per record: a kill leaves whole lines and at most one torn one.
         self.file.write_all(&line)?;
         self.file.flush()?;
         Ok(())
     }
+}
+
+/// A record as one JSON line (without its newline); one too long keeps its inputs and
+/// says so in its error.
+pub fn line(record: &Record) -> Result<Vec<u8>> {
+    let line = serde_json::to_vec(record)?;
+    if line.len() < MAX_RECORD_BYTES {
+        return Ok(line);
+    }
+    let mut small = record.clone();
+    small.output = serde_json::Value::Null;
+    small.error = Some(format!("its record ({} bytes) is larger than {MAX_RECORD_BYTES} bytes", line.len()));
+    Ok(serde_json::to_vec(&small)?)
 }
 
 /// The records of several files (shards), each point once; two different records of
@@ -161,46 +192,4 @@ pub fn merge(paths: &[&Path]) -> Result<BTreeMap<u64, Record>> {
 /// Two records of one point say the same (their wall times aside).
 fn same(a: &Record, b: &Record) -> bool {
     a.grid == b.grid && a.inputs == b.inputs && a.output == b.output && a.error == b.error
-}
-
-/// Records as CSV: point, each input, the record's headline metric, wall time, error.
-pub fn csv(records: &BTreeMap<u64, Record>, metric: impl Fn(&Record) -> Option<f64>) -> String {
-    let mut names: Vec<String> = Vec::new();
-    for r in records.values() {
-        if let Some(m) = r.inputs.as_object() {
-            for k in m.keys() {
-                if !names.contains(k) {
-                    names.push(k.clone());
-                }
-            }
-        }
-    }
-    let quote = |s: &str| {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    };
-    let mut out =
-        format!("point,{},metric,wall_secs,error\n", names.iter().map(|n| quote(n)).collect::<Vec<_>>().join(","));
-    for r in records.values() {
-        let inputs: Vec<String> = names
-            .iter()
-            .map(|n| match r.inputs.get(n) {
-                Some(serde_json::Value::String(s)) => quote(s),
-                Some(v) => quote(&v.to_string()),
-                None => String::new(),
-            })
-            .collect();
-        out += &format!(
-            "{},{},{},{},{}\n",
-            r.point,
-            inputs.join(","),
-            metric(r).map_or(String::new(), |m| m.to_string()),
-            r.wall_secs,
-            quote(r.error.as_deref().unwrap_or(""))
-        );
-    }
-    out
 }
