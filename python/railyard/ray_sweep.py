@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 # Points handed to Ray at once: enough to keep every worker busy, few enough that a
@@ -27,13 +29,31 @@ def _run_point(grid_text: str, grid_dir: str, point: int) -> str:
     return _native.sweep_point(grid_text, grid_dir, point)
 
 
+def _exit_with_parent() -> None:
+    """End this driver when the railyard that started it is gone (killed, or failed
+    without waiting), rather than run Ray tasks nobody will record."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m railyard.ray_sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--grid", required=True, help="the grid file")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--address", help="a running Ray cluster (ray://host:10001, or host:6379 inside it)")
     where.add_argument("--workers", type=int, default=2, help="workers of a local Ray started for this sweep")
+    parser.add_argument(
+        "--connect-timeout", type=float, default=60.0, help="seconds to wait for Ray to start or to connect"
+    )
     args = parser.parse_args(argv)
+    _exit_with_parent()
     try:
         import ray
     except ImportError:
@@ -55,12 +75,30 @@ def main(argv: list[str] | None = None) -> int:
     grid_dir = str(grid.resolve().parent)
     points = [int(line) for line in sys.stdin if line.strip()]
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if args.address:
-        ray.init(address=args.address, log_to_driver=True)
-    else:
-        if args.workers < 1:
-            parser.error("--workers: at least 1")
-        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=True)
+    if not args.address and args.workers < 1:
+        parser.error("--workers: at least 1")
+    # ray.init retries an unreachable address for minutes: bounded by a watchdog (Ray
+    # must be started from the main thread, so the wait cannot move to another one).
+    connected = threading.Event()
+
+    def watchdog() -> None:
+        if not connected.wait(args.connect_timeout):
+            where = f"the Ray cluster at {args.address}" if args.address else "a local Ray"
+            print(f"railyard sweep --executor ray: {where} did not answer within {args.connect_timeout:g} s", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(2)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        if args.address:
+            ray.init(address=args.address, log_to_driver=True)
+        else:
+            ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=True)
+    except Exception as e:
+        hint = " (a ray:// address needs pip install 'ray[client]')" if (args.address or "").startswith("ray://") else ""
+        print(f"railyard sweep --executor ray: cannot start Ray: {e}{hint}", file=sys.stderr)
+        return 2
+    connected.set()
     task = ray.remote(_run_point)
     text = ray.put(grid_text)
     pending = iter(points)

@@ -207,7 +207,7 @@ fn filters_zips_tables_heatmaps_and_the_pareto_front() {
     std::fs::write(
         &grid,
         "command = \"plan\"\nwhere = \"collective == allreduce or size <= 64KiB\"\nzip = [[\"topo\", \"channels\"]]\n\
-         [base]\nalgo = \"all\"\n[axes]\ntopo = [\"rail:servers=2,gpus=4\", \"rail:servers=4,gpus=4,over=2:1\"]\n\
+         [base]\nalgo = \"all\"\n[axes]\ntopo = [\"rail:servers=4,gpus=4\", \"rail:servers=4,gpus=4,over=2:1\"]\n\
          channels = [1, 2]\ncollective = [\"allreduce\", \"allgather\"]\nsize = { from = \"4KiB\", to = \"1MiB\", factor = 16 }\n",
     )
     .unwrap();
@@ -279,5 +279,82 @@ fn filters_zips_tables_heatmaps_and_the_pareto_front() {
         assert!(out.code == 2 && out.stderr.contains(says), "{filter}: {}", out.stderr);
         assert!(!d.join("x.jsonl").exists());
     }
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// What a hostile review found: a table export cannot overwrite its own results, a
+/// value the filters leave out is not checked, training topologies are checked before
+/// work, a filter that keeps nothing is an error, and fabrics are told apart by the
+/// topology each point asked for and compared only at one GPU count.
+#[test]
+fn review_findings_stay_fixed() {
+    let d = dir("review");
+    let grid = d.join("g.toml");
+    let g = grid.to_str().unwrap();
+    // A value past a preset's limits that the filter leaves out: the grid runs.
+    std::fs::write(
+        &grid,
+        "command = \"plan\"\nwhere = \"topo != 'rail:servers=1000000'\"\n[base]\nalgo = \"ring\"\n\
+         [axes]\ntopo = [\"rail:servers=2,gpus=2\", \"rail:servers=1000000\"]\n",
+    )
+    .unwrap();
+    let out = railyard(&["sweep", g]);
+    assert!(out.code == 0 && out.stdout.contains("1 points run (0 failed) of 1"), "{} {}", out.stdout, out.stderr);
+    // Exporting onto the results file by another name is refused and leaves it whole.
+    let results = d.join("g.jsonl");
+    let before = std::fs::read(&results).unwrap();
+    let other_name = format!("{}/./g.jsonl", d.display());
+    let out = railyard(&["sweep", "export", results.to_str().unwrap(), "--format", "csv", "--out", &other_name]);
+    assert!(out.code == 2 && out.stderr.contains("is the results file itself"), "{}", out.stderr);
+    assert_eq!(std::fs::read(&results).unwrap(), before);
+    // Exporting a file that is not there creates nothing.
+    let missing = d.join("nosuch.jsonl");
+    let out = railyard(&["sweep", "export", missing.to_str().unwrap(), "--format", "csv"]);
+    assert!(out.code == 2 && out.stderr.contains("no such results file"), "{}", out.stderr);
+    assert!(!d.join("nosuch.jsonl.csv").exists());
+    // A where that keeps no point: said, and no results file.
+    std::fs::write(&grid, "command = \"plan\"\nwhere = \"size > 1TiB\"\n[axes]\nsize = [\"1MiB\"]\n").unwrap();
+    let out = railyard(&["sweep", g, "--out", d.join("none.jsonl").to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("keeps none of its 1 points"), "{}", out.stderr);
+    assert!(!d.join("none.jsonl").exists());
+    // A training topology past its limits: refused before any work.
+    std::fs::write(
+        &grid,
+        "command = \"plan-training\"\n[base.job]\nmodel = \"llama3-8b\"\nlayout = \"search\"\nglobal_batch = 16\n\
+         [axes]\n\"job.topo\" = [\"dgx-h100:nodes=2\", \"dgx-h100:nodes=100000\"]\n",
+    )
+    .unwrap();
+    let out = railyard(&["sweep", g, "--out", d.join("t.jsonl").to_str().unwrap()]);
+    assert!(out.code == 2 && out.stderr.contains("job.topo dgx-h100:nodes=100000"), "{}", out.stderr);
+    assert!(!d.join("t.jsonl").exists());
+    // Two topology files with one name inside, differing in NIC speed, and a cluster of
+    // another size: the two files are two fabrics; the other size is compared apart.
+    for (file, nic) in [("a.toml", "25GB/s"), ("b.toml", "50GB/s")] {
+        let spec = format!("rail:servers=2,gpus=2,nic={nic}");
+        let path = d.join(file);
+        let out = railyard(&["topo", "export", &spec, "-o", path.to_str().unwrap()]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let text =
+            std::fs::read_to_string(&path).unwrap().replacen(&format!("name = \"{spec}\""), "name = \"ours\"", 1);
+        std::fs::write(&path, text).unwrap();
+    }
+    std::fs::write(
+        &grid,
+        format!(
+            "command = \"plan\"\n[base]\nalgo = \"ring\"\n[axes]\ntopo = [\"{}\", \"{}\", \"rail:servers=4,gpus=2\"]\nsize = [\"1MiB\", \"64MiB\"]\n",
+            d.join("a.toml").display(),
+            d.join("b.toml").display()
+        ),
+    )
+    .unwrap();
+    let fabrics = d.join("fabrics.jsonl");
+    let out = railyard(&["sweep", g, "--out", fabrics.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = railyard(&["sweep", "report", fabrics.to_str().unwrap()]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let text = &report.stdout;
+    assert!(text.contains("### 4 GPUs") && text.contains("### 8 GPUs"), "{text}");
+    assert!(text.contains("2 of 2 fabrics on the front") || text.contains("1 of 2 fabrics on the front"), "{text}");
+    assert!(text.contains("One fabric with 8 GPUs: nothing to compare."), "{text}");
     std::fs::remove_dir_all(&d).ok();
 }

@@ -264,6 +264,15 @@ fn check_axes(e: &Expr, axes: &[&str]) -> Result<()> {
     }
 }
 
+/// How many comparisons `e` makes at most (what evaluating it over a grid costs).
+pub fn comparisons(e: &Expr) -> u64 {
+    match e {
+        Expr::And(a, b) | Expr::Or(a, b) => comparisons(a) + comparisons(b),
+        Expr::Not(a) => comparisons(a),
+        Expr::Compare { values, .. } => values.len() as u64,
+    }
+}
+
 /// A value as a number, when it reads as one: a plain number, a size, a rate, a time.
 fn number(text: &str) -> Option<f64> {
     use railyard_units::units::{parse_bytes, parse_bytes_per_sec, parse_secs};

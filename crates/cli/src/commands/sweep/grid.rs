@@ -95,6 +95,9 @@ enum Filters {
 
 /// The most `where` conditions.
 pub const MAX_FILTERS: usize = 64;
+/// The most comparisons the filters may evaluate over the whole grid (comparisons in
+/// the conditions times points): seconds of work, before any point runs.
+pub const MAX_FILTER_WORK: u64 = 20_000_000;
 
 #[derive(Debug, Clone)]
 pub struct Grid {
@@ -243,6 +246,14 @@ impl Grid {
     /// The numbers of the points that pass the `where` filters (all points without
     /// any), in order; a filter that cannot be evaluated on a point fails the grid.
     pub fn selected(&self) -> Result<Vec<u64>> {
+        let comparisons: u64 = self.filters.iter().map(super::filter::comparisons).sum();
+        let work = comparisons.saturating_mul(self.points());
+        if work > MAX_FILTER_WORK {
+            bail!(
+                "where: {comparisons} comparisons over {} points is {work} evaluations, more than {MAX_FILTER_WORK}; thin the grid or the conditions (or zip axes)",
+                self.points()
+            );
+        }
         let mut out = Vec::new();
         for p in 0..self.points() {
             if self.passes(&self.point(p)).with_context(|| format!("where, at point {p}"))? {
@@ -313,31 +324,57 @@ impl Grid {
         out
     }
 
-    /// Build, without running it, a request for every value of every axis (the other
-    /// axes at their first value), and build every topology the grid names: an unknown
-    /// flag, a value the command cannot parse or a topology past its limits fails the
-    /// grid before any work, naming the point.
-    pub fn check_values(&self) -> Result<()> {
-        let mut stride = 1u64;
+    /// Build, without running it, a request for every value of every axis that a
+    /// selected point uses (at the first selected point with that value), and build every
+    /// topology those values name: an unknown flag, a value the command cannot parse or
+    /// a topology past its limits fails the grid before any work, naming the point.
+    /// Values the `where` filters leave out are not checked.
+    pub fn check_values(&self, selected: &[u64]) -> Result<()> {
+        // For each dimension, the first selected point at each of its values.
+        let mut first: Vec<Vec<Option<u64>>> = self.dims.iter().map(|d| vec![None; self.dim_len(d) as usize]).collect();
+        for &p in selected {
+            let mut rest = p;
+            for (d, dim) in self.dims.iter().enumerate().rev() {
+                let n = self.dim_len(dim);
+                first[d][(rest % n) as usize].get_or_insert(p);
+                rest /= n;
+            }
+        }
+        let mut checked = std::collections::BTreeSet::new();
         let mut seen_topologies = std::collections::BTreeSet::new();
-        for dim in self.dims.iter().rev() {
-            for i in 0..self.dim_len(dim) {
-                self.check_point(i * stride)?;
-                if self.command == SweptCommand::PlanTraining {
-                    continue;
-                }
-                for (name, value) in self.base.iter().chain(self.point(i * stride).iter().map(|(k, v)| (k, v))) {
-                    if let (true, toml::Value::String(spec)) = (name == "topo", value) {
-                        if seen_topologies.insert(spec.clone()) {
-                            railyard_topology::load(spec)
-                                .with_context(|| format!("point {}: topo {spec}", i * stride))?;
-                        }
+        for p in first.into_iter().flatten().flatten() {
+            if !checked.insert(p) {
+                continue;
+            }
+            self.check_point(p)?;
+            let point = self.point(p);
+            let values = self.base_values().into_iter().chain(point.iter().map(|(k, v)| (k.clone(), v.clone())));
+            for (name, value) in values {
+                let names_topology = name == "topo" || name.ends_with(".topo");
+                if let (true, toml::Value::String(spec)) = (names_topology, value) {
+                    if seen_topologies.insert(spec.clone()) {
+                        railyard_topology::load(&spec).with_context(|| format!("point {p}: {name} {spec}"))?;
                     }
                 }
             }
-            stride *= self.dim_len(dim);
         }
         Ok(())
+    }
+
+    /// [base]'s values by name (dotted paths into a training scenario's tables).
+    fn base_values(&self) -> Vec<(String, toml::Value)> {
+        fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+            for (k, v) in table {
+                let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                match v {
+                    toml::Value::Table(t) => walk(&name, t, out),
+                    other => out.push((name, other.clone())),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk("", &self.base, &mut out);
+        out
     }
 
     fn check_point(&self, index: u64) -> Result<()> {

@@ -70,7 +70,7 @@ pub struct SweepArgs {
     /// Skip the points already in --out (after a kill, a lost node, a failed shard)
     #[arg(long)]
     pub resume: bool,
-    /// Run only shard I of N (points whose number is I mod N), e.g. 0/4
+    /// Run only shard I of N: every N-th point the filters keep, from the I-th (e.g. 0/4)
     #[arg(long, value_parser = parse_shard)]
     pub shard: Option<(u64, u64)>,
     /// Points run at once (default: every core)
@@ -84,8 +84,9 @@ pub struct SweepArgs {
     /// Shards of a Slurm job array
     #[arg(long, default_value_t = 4)]
     pub shards: u64,
-    /// The Ray cluster's address (ray://host:10001, or host:6379 from inside it); without
-    /// it, --executor ray starts a local Ray with --jobs workers
+    /// The Ray cluster's address (ray://host:10001, which needs ray[client], or host:6379
+    /// from inside it); without it, --executor ray starts a local Ray with --jobs workers.
+    /// A cluster that does not answer within 60 s is an error
     #[arg(long)]
     pub address: Option<String>,
     /// The Python that has railyard's package and ray (default: $RAILYARD_PYTHON, else python3)
@@ -213,6 +214,9 @@ pub fn run(args: &SweepArgs) -> Result<String> {
         Some(SweepAction::Merge { files, out }) => {
             let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
             let all = store::merge(&paths)?;
+            if all.is_empty() {
+                bail!("no records in {} files", files.len());
+            }
             if out.exists() {
                 bail!("{} exists; merge writes a new file", out.display());
             }
@@ -245,6 +249,9 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     let (shard, shards) = args.shard.unwrap_or((0, 1));
     // Shards take every N-th selected point, so filters leave them balanced.
     let selected = grid.selected()?;
+    if selected.is_empty() {
+        bail!("{}: the grid's where keeps none of its {total} points", path.display());
+    }
     let mine: Vec<u64> =
         selected.iter().enumerate().filter(|(i, _)| *i as u64 % shards == shard).map(|(_, &p)| p).collect();
     if args.print_points {
@@ -274,7 +281,7 @@ fn sweep(args: &SweepArgs) -> Result<String> {
     }
     // A mis-set grid fails before any work (an unknown flag, a value the command
     // refuses to parse, a topology past its limits).
-    grid.check_values()?;
+    grid.check_values(&selected)?;
     let done = if args.resume {
         store::read(&out_path, true)?
     } else if out_path.exists() {
@@ -382,15 +389,44 @@ fn export(results: &Path, format: ResultFormat, out: Option<&Path>) -> Result<St
             PathBuf::from(p)
         }
     };
-    if out == results {
+    if !results.is_file() {
+        bail!("{}: no such results file", results.display());
+    }
+    // The same file by another name (./x, a link) would be emptied before it is read.
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y || same_inode(&x, &y),
+        _ => false,
+    };
+    if out == results || same(&out, results) {
         bail!("--out {} is the results file itself; give another", out.display());
     }
+    // Written beside, then renamed over `out`: a failure leaves no half table.
+    let mut name = std::ffi::OsString::from(".");
+    name.push(out.file_name().unwrap_or_default());
+    name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = out.with_file_name(name);
     let rows = match format {
-        ResultFormat::Csv => table::write_csv(results, &out, &report::metric)?,
-        ResultFormat::Parquet => table::write_parquet(results, &out, &report::metric)?,
-        ResultFormat::Jsonl => bail!("--format jsonl: the results file is already JSONL"),
+        ResultFormat::Csv => table::write_csv(results, &tmp, &report::metric),
+        ResultFormat::Parquet => table::write_parquet(results, &tmp, &report::metric),
+        ResultFormat::Jsonl => Err(anyhow::anyhow!("--format jsonl: the results file is already JSONL")),
     };
-    Ok(format!("{rows} points as {} in {}\n", format.extension(), out.display()))
+    let rows = rows.and_then(|rows| {
+        std::fs::rename(&tmp, &out).with_context(|| format!("cannot write {}", out.display()))?;
+        Ok(rows)
+    });
+    if rows.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(format!("{} points as {} in {}\n", rows?, format.extension(), out.display()))
+}
+
+/// Two paths naming one file (a hard link).
+fn same_inode(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// Point `point` of the grid `grid_text` run in this process: its record as one JSON

@@ -25,9 +25,10 @@ pub struct Options<'a> {
     pub workers: usize,
 }
 
-/// The running driver: its process and the first thing that went wrong reading it.
+/// The running driver: its process and the first thing that went wrong reading it. A
+/// driver not waited for (the sweep failed while it ran) is killed when dropped.
 pub struct Driver {
-    child: Child,
+    child: Option<Child>,
     problem: Arc<Mutex<Option<String>>>,
     python: String,
 }
@@ -108,14 +109,15 @@ pub fn start<'scope>(
             }
         }
     });
-    Ok(Driver { child, problem, python })
+    Ok(Driver { child: Some(child), problem, python })
 }
 
 impl Driver {
     /// Wait for the driver; an error if it failed or fewer than `asked` points came back
     /// (those recorded stay recorded: `--resume` runs the rest).
     pub fn finish(mut self, got: u64, asked: u64) -> Result<()> {
-        let status = self.child.wait().context("waiting for the Ray driver")?;
+        let Some(mut child) = self.child.take() else { bail!("the Ray driver was already waited for") };
+        let status = child.wait().context("waiting for the Ray driver")?;
         if let Some(p) = self.problem.lock().ok().and_then(|mut p| p.take()) {
             bail!("--executor ray: {p}; {got} of {asked} points recorded (--resume runs the rest)");
         }
@@ -129,5 +131,14 @@ impl Driver {
             bail!("--executor ray: {got} of {asked} points came back (--resume runs the rest)");
         }
         Ok(())
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

@@ -177,12 +177,30 @@ fn heatmap(
             (x.clone(), y.clone())
         }
         None => {
-            let mut by_size: Vec<(&String, usize)> =
-                axes.iter().map(|(k, v)| (k, v.len())).filter(|(_, n)| *n > 1).collect();
-            by_size.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            match by_size.as_slice() {
-                [a, b, ..] => (a.0.clone(), b.0.clone()),
-                _ => return Ok(String::new()),
+            // The two axes whose values combine in the most ways (zipped axes, which
+            // only pair along a diagonal, lose to independent ones); ties by the more
+            // values, then by name.
+            let many: Vec<&String> = axes.iter().filter(|(_, v)| v.len() > 1).map(|(k, _)| k).collect();
+            let mut best: Option<(usize, usize, &String, &String)> = None;
+            for (i, a) in many.iter().enumerate() {
+                for b in &many[i + 1..] {
+                    let pairs: std::collections::BTreeSet<(String, String)> = scored
+                        .iter()
+                        .filter_map(|(r, _)| {
+                            Some((r.inputs.get(a.as_str())?.to_string(), r.inputs.get(b.as_str())?.to_string()))
+                        })
+                        .collect();
+                    let score = (pairs.len(), axes[*a].len() + axes[*b].len());
+                    if best.is_none_or(|(p, n, _, _)| score > (p, n)) {
+                        best = Some((score.0, score.1, a, b));
+                    }
+                }
+            }
+            match best {
+                // Columns: the axis with more values.
+                Some((_, _, a, b)) if axes[a].len() >= axes[b].len() => (a.clone(), b.clone()),
+                Some((_, _, a, b)) => (b.clone(), a.clone()),
+                None => return Ok(String::new()),
             }
         }
     };
@@ -200,7 +218,7 @@ fn heatmap(
     let mut header = vec![format!("{y} \\ {x}")];
     header.extend(columns.iter().take(shown).cloned());
     let mut t = Table::new(header);
-    for (ry, row) in rows.iter().zip(&values) {
+    for (ry, row) in rows.iter().zip(&values).take(MAX_HEATMAP_SIDE) {
         let mut cells = vec![ry.clone()];
         cells.extend(row.iter().take(shown).map(|v| v.map_or("-".into(), format_secs)));
         t.row(cells);
@@ -230,20 +248,26 @@ fn heatmap(
 /// Axis values, `(axis, value)`: a fabric's name or a workload.
 type Key = Vec<(String, String)>;
 
-/// The fabrics no other beats on both cost and time, cheapest first. A fabric is a
-/// topology a point ran on (its output's `topology`), named by the axes it fixes (an
-/// axis with one value per topology: `topo`, and axes zipped with it); its time is its
-/// slowdown against the best fabric on each workload (the other axes' values),
-/// geometric mean over the workloads every fabric ran — so a 4 KiB all-reduce and a
-/// 1 GiB one weigh alike.
+/// A fabric on a Pareto front: its name, cost and slowdown.
+type Fabric = (Key, f64, f64);
+
+/// The fabrics no other beats on both cost and time, cheapest first, among clusters of
+/// one GPU count (a smaller cluster is not a cheaper way to run the same job). A fabric
+/// is the topology a point ran on — its `topo` input (or the output's topology name) —
+/// named by the axes with one value per topology (`topo`, and axes zipped with it); its
+/// time is its slowdown against the best fabric on each workload (the other axes'
+/// values), geometric mean over the workloads every fabric of its GPU count ran, so a
+/// 4 KiB all-reduce and a 1 GiB one weigh alike.
 fn pareto(scored: &[(&Record, f64)], options: &Options<'_>, charts: &mut Vec<String>) -> String {
     let default_prices = [("nics".to_string(), 1.0), ("switches".to_string(), 1.0)];
     let prices: &[(String, f64)] = if options.prices.is_empty() { &default_prices } else { &options.prices };
     let costed: Vec<(&Record, f64, f64)> =
         scored.iter().filter_map(|(r, m)| Some((*r, cost(r, prices)?, *m))).collect();
     let fabric_of = |r: &Record| -> String {
-        match r.output.get("topology") {
-            Some(serde_json::Value::String(t)) => t.clone(),
+        let topo = r.inputs.as_object().into_iter().flatten().find(|(k, _)| *k == "topo" || k.ends_with(".topo"));
+        match (topo, r.output.get("topology")) {
+            (Some((_, v)), _) => value_text("topo", v),
+            (None, Some(serde_json::Value::String(t))) => t.clone(),
             _ => r.output["hardware"].to_string(),
         }
     };
@@ -275,29 +299,81 @@ fn pareto(scored: &[(&Record, f64)], options: &Options<'_>, charts: &mut Vec<Str
         return String::new();
     }
     let is_fabric = |k: &str| fabric_axes.iter().any(|a| a.as_str() == k);
-    // time by fabric and workload; the cost of each fabric.
-    let mut times: BTreeMap<Key, BTreeMap<Key, f64>> = BTreeMap::new();
-    let mut costs: BTreeMap<Key, f64> = BTreeMap::new();
+    // By GPU count: time by fabric and workload, and each fabric's cost.
+    type Times = BTreeMap<Key, BTreeMap<Key, f64>>;
+    let mut groups: BTreeMap<u64, (Times, BTreeMap<Key, f64>)> = BTreeMap::new();
     for (r, c, m) in &costed {
+        let gpus = r.output["hardware"]["gpus"].as_u64().unwrap_or(0);
+        let (times, costs) = groups.entry(gpus).or_default();
         let f = key(r, &is_fabric);
         costs.insert(f.clone(), *c);
         times.entry(f).or_default().insert(key(r, &|k| !is_fabric(k)), *m);
     }
-    let Some(first) = times.values().next() else { return String::new() };
-    let common: Vec<&Key> = first.keys().filter(|w| times.values().all(|t| t.contains_key(*w))).collect();
     let fabric_names = fabric_axes.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
     let what = if options.prices.is_empty() {
         "NICs + switches, counted (--price nics=1500,switches=30000,gpus=25000 weighs them)".to_string()
     } else {
         prices.iter().map(|(p, x)| format!("{x} x {p}")).collect::<Vec<_>>().join(" + ")
     };
-    let mut out = format!("\n## Pareto front: time against cost\n\nFabrics are the values of {fabric_names} (the axes with one value per topology); cost = {what}.\n");
-    if common.is_empty() || times.len() < 2 {
-        out += "No workload (value of the other axes) ran on every fabric: nothing to compare.\n";
-        return out;
+    let mut out = format!(
+        "\n## Pareto front: time against cost\n\nFabrics are the values of {fabric_names} (the axes with one value per topology), compared among clusters of one GPU count; cost = {what}. Time is each fabric's slowdown against the best fabric on each workload (the other axes' values) every fabric of its GPU count ran, geometric mean: 1.000 = the best everywhere. On the front, each fabric is faster than every cheaper one.\n"
+    );
+    let mut series = Vec::new();
+    let mut marks = Vec::new();
+    for (gpus, (times, costs)) in &groups {
+        let gpus_text = format!("{} GPUs", railyard_units::units::trim_float(*gpus as f64, 6));
+        let heading = if groups.len() > 1 { format!("\n### {gpus_text}\n\n") } else { "\n".to_string() };
+        if times.len() < 2 {
+            out += &format!("{heading}One fabric with {gpus_text}: nothing to compare.\n");
+            continue;
+        }
+        let Some((common, fabrics, front)) = front_of(times, costs) else {
+            out += &format!("{heading}No workload ran on every fabric with {gpus_text}: nothing to compare.\n");
+            continue;
+        };
+        out += &format!(
+            "{heading}{} of {} fabrics on the front, over {common} workloads.\n\n",
+            front.len(),
+            fabrics.len()
+        );
+        let mut t = Table::new(["no.", "cost", "slowdown", "fabric"]);
+        for (i, (f, c, x)) in front.iter().enumerate() {
+            let words: Vec<String> = f.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            t.row([(i + 1).to_string(), railyard_units::units::trim_float(*c, 6), format!("{x:.3}"), words.join(" ")]);
+            marks.push(Mark { x: *c, y: *x, label: format!("{}", i + 1) });
+        }
+        out += &t.render();
+        series.push(Series { name: gpus_text, points: front.iter().map(|f| (f.1, f.2)).collect() });
+    }
+    if !series.is_empty() {
+        charts.push(
+            LineChart {
+                title: "Pareto front: slowdown against cost".into(),
+                x_label: "cost".into(),
+                y_label: "slowdown against the best fabric (geometric mean)".into(),
+                log_x: false,
+                series,
+                marks,
+            }
+            .svg(),
+        );
+    }
+    out
+}
+
+/// The workloads every fabric ran, the fabrics scored, and the front (cheapest first);
+/// None when no workload ran on every fabric.
+fn front_of(
+    times: &BTreeMap<Key, BTreeMap<Key, f64>>,
+    costs: &BTreeMap<Key, f64>,
+) -> Option<(usize, Vec<Fabric>, Vec<Fabric>)> {
+    let first = times.values().next()?;
+    let common: Vec<&Key> = first.keys().filter(|w| times.values().all(|t| t.contains_key(*w))).collect();
+    if common.is_empty() {
+        return None;
     }
     let best: Vec<f64> = common.iter().map(|w| times.values().map(|t| t[*w]).fold(f64::INFINITY, f64::min)).collect();
-    let mut fabrics: Vec<(Key, f64, f64)> = times
+    let mut fabrics: Vec<Fabric> = times
         .iter()
         .map(|(f, t)| {
             let log_mean = common.iter().zip(&best).map(|(w, b)| (t[*w] / b).ln()).sum::<f64>() / common.len() as f64;
@@ -305,38 +381,11 @@ fn pareto(scored: &[(&Record, f64)], options: &Options<'_>, charts: &mut Vec<Str
         })
         .collect();
     fabrics.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.2.total_cmp(&b.2)));
-    let mut front: Vec<&(Key, f64, f64)> = Vec::new();
+    let mut front: Vec<Fabric> = Vec::new();
     for f in &fabrics {
         if front.last().is_none_or(|last| f.2 < last.2) {
-            front.push(f);
+            front.push(f.clone());
         }
     }
-    out += &format!(
-        "Time is each fabric's slowdown against the best fabric on each of the {} workloads every fabric ran (geometric mean; 1.000 = the best everywhere). {} of {} fabrics are on the front: each faster than every cheaper one.\n\n",
-        common.len(),
-        front.len(),
-        fabrics.len()
-    );
-    let mut t = Table::new(["no.", "cost", "slowdown", "fabric"]);
-    for (i, (f, c, x)) in front.iter().enumerate() {
-        let words: Vec<String> = f.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        t.row([(i + 1).to_string(), railyard_units::units::trim_float(*c, 6), format!("{x:.3}"), words.join(" ")]);
-    }
-    out += &t.render();
-    charts.push(
-        LineChart {
-            title: "Pareto front: slowdown against cost".into(),
-            x_label: "cost".into(),
-            y_label: "slowdown against the best fabric (geometric mean)".into(),
-            log_x: false,
-            series: vec![Series { name: "Pareto front".into(), points: front.iter().map(|f| (f.1, f.2)).collect() }],
-            marks: front
-                .iter()
-                .enumerate()
-                .map(|(i, f)| Mark { x: f.1, y: f.2, label: format!("{}", i + 1) })
-                .collect(),
-        }
-        .svg(),
-    );
-    out
+    Some((common.len(), fabrics, front))
 }

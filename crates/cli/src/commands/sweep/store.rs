@@ -133,27 +133,34 @@ pub fn read_line(file: &mut File) -> Result<Record> {
     Ok(serde_json::from_slice(&line)?)
 }
 
-/// Appends records, one line each, flushed as written.
+/// Appends records, one line each, flushed as written. The file is opened at the first
+/// record, so a sweep that fails before any point finishes leaves no empty file behind.
 pub struct Writer {
-    file: File,
+    path: std::path::PathBuf,
+    file: Option<File>,
 }
 
 impl Writer {
     pub fn append(path: &Path) -> Result<Writer> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(Writer { file })
+        Ok(Writer { path: path.to_path_buf(), file: None })
     }
 
     pub fn write(&mut self, record: &Record) -> Result<()> {
         let mut line = line(record)?;
         line.push(b'\n');
+        let file = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)
+                    .with_context(|| format!("cannot write {}", self.path.display()))?,
+            ),
+        };
         // One write per record: a kill leaves whole lines and at most one torn one.
-        self.file.write_all(&line)?;
-        self.file.flush()?;
+        file.write_all(&line)?;
+        file.flush()?;
         Ok(())
     }
 }

@@ -3,10 +3,10 @@
 //! metric, wall time and error, then every scalar of the command's output by its path
 //! (`output.algorithms.0.expected_secs`; arrays by position). CSV or Parquet.
 //!
-//! Built in two passes over the results file so memory holds no record beyond the one
-//! read: the first finds the columns and their types and where each point's line is,
-//! the second reads the lines in point order and writes rows (Parquet: a row group per
-//! `ROWS_PER_GROUP` points).
+//! Built in two passes over the results file so memory holds one record and, for
+//! Parquet, one row group: the first pass finds the columns and their types and where
+//! each point's line is, the second reads the lines in point order and writes rows
+//! (Parquet: a row group per `CELLS_PER_GROUP` cells, about 100 MB).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -25,10 +25,11 @@ use serde_json::Value;
 
 use super::store::{self, Record};
 
-/// The most columns a table gets (a point's output flattened); past it, refused.
-pub const MAX_COLUMNS: usize = 8192;
-/// Rows held before a Parquet row group is written.
-const ROWS_PER_GROUP: usize = 4096;
+/// The most columns a table gets (a point's output flattened; `plan --algo all` gives
+/// about 1,200 per point); past it, refused.
+pub const MAX_COLUMNS: usize = 32_768;
+/// Cells held before a Parquet row group is written (a row group is as many rows as fit).
+const CELLS_PER_GROUP: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -113,6 +114,9 @@ fn layout(path: &Path, metric: &dyn Fn(&Record) -> Option<f64>) -> Result<Layout
         }
         Ok(())
     })?;
+    if l.lines.is_empty() {
+        bail!("{}: no records", path.display());
+    }
     Ok(l)
 }
 
@@ -234,7 +238,7 @@ pub fn write_parquet(results: &Path, out: &Path, metric: &dyn Fn(&Record) -> Opt
     };
     rows(results, &l, metric, |cells| {
         held.push(cells);
-        if held.len() == ROWS_PER_GROUP {
+        if held.len() * l.names.len() >= CELLS_PER_GROUP {
             flush(&mut held)?;
         }
         Ok(())
