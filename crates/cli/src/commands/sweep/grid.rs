@@ -109,6 +109,9 @@ pub struct Grid {
     /// zipped group, ordered by their first axis.
     dims: Vec<Vec<usize>>,
     filters: Vec<super::filter::Expr>,
+    /// Axes written into [base]'s strings as `{name}` (a preset's parameters:
+    /// `topo = "dgx-h100:nodes={nodes}"`), not passed as options of their own.
+    templated: Vec<bool>,
 }
 
 fn number(v: &toml::Value, what: &str) -> Result<u64> {
@@ -142,6 +145,45 @@ fn range(name: &str, from: &toml::Value, to: &toml::Value, factor: u64) -> Resul
         }
     }
     Ok(out)
+}
+
+/// The placeholders `{name}` in a text.
+fn placeholders(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else { break };
+        out.push(&rest[open + 1..open + close]);
+        rest = &rest[open + close + 1..];
+    }
+    out
+}
+
+/// Which axes [base]'s strings name as `{axis}`; a placeholder naming no axis is an error.
+fn templated_axes(base: &toml::Table, axes: &[(String, Vec<toml::Value>)]) -> Result<Vec<bool>> {
+    fn strings<'a>(prefix: &str, table: &'a toml::Table, out: &mut Vec<(String, &'a str)>) {
+        for (k, v) in table {
+            let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            match v {
+                toml::Value::Table(t) => strings(&name, t, out),
+                toml::Value::String(s) => out.push((name, s)),
+                _ => {}
+            }
+        }
+    }
+    let mut found = Vec::new();
+    strings("", base, &mut found);
+    let mut templated = vec![false; axes.len()];
+    for (key, text) in found {
+        for name in placeholders(text) {
+            let Some(a) = axes.iter().position(|(n, _)| n == name) else {
+                let all: Vec<&str> = axes.iter().map(|(n, _)| n.as_str()).collect();
+                bail!("base.{key}: {{{name}}} names no axis (axes: {})", all.join(", "));
+            };
+            templated[a] = true;
+        }
+    }
+    Ok(templated)
 }
 
 /// The dimensions of `axes` (sorted by name) under `zip`: each zipped group one
@@ -238,7 +280,8 @@ impl Grid {
             .enumerate()
             .map(|(i, t)| super::filter::parse(t, &names).with_context(|| format!("where[{i}] {t:?}")))
             .collect::<Result<Vec<_>>>()?;
-        let grid = Grid { command: file.command, base: file.base, axes, dims, filters };
+        let templated = templated_axes(&file.base, &axes)?;
+        let grid = Grid { command: file.command, base: file.base, axes, dims, filters, templated };
         grid.points_checked()?;
         Ok(grid)
     }
@@ -348,7 +391,7 @@ impl Grid {
             }
             self.check_point(p)?;
             let point = self.point(p);
-            let values = self.base_values().into_iter().chain(point.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let values = self.base_values(&point).into_iter().chain(self.own_values(&point).cloned());
             for (name, value) in values {
                 let names_topology = name == "topo" || name.ends_with(".topo");
                 if let (true, toml::Value::String(spec)) = (names_topology, value) {
@@ -361,8 +404,8 @@ impl Grid {
         Ok(())
     }
 
-    /// [base]'s values by name (dotted paths into a training scenario's tables).
-    fn base_values(&self) -> Vec<(String, toml::Value)> {
+    /// [base]'s values at a point by name (dotted paths into a training scenario's tables).
+    fn base_values(&self, point: &[(String, toml::Value)]) -> Vec<(String, toml::Value)> {
         fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
             for (k, v) in table {
                 let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
@@ -373,7 +416,7 @@ impl Grid {
             }
         }
         let mut out = Vec::new();
-        walk("", &self.base, &mut out);
+        walk("", &self.base_at(point), &mut out);
         out
     }
 
@@ -391,10 +434,38 @@ impl Grid {
         })
     }
 
+    /// [base] with the point's values written into its `{axis}` placeholders.
+    fn base_at(&self, point: &[(String, toml::Value)]) -> toml::Table {
+        fn fill(table: &mut toml::Table, point: &[(String, toml::Value)]) {
+            for (_, v) in table.iter_mut() {
+                match v {
+                    toml::Value::Table(t) => fill(t, point),
+                    toml::Value::String(s) if s.contains('{') => {
+                        for (name, value) in point {
+                            *s = s.replace(&format!("{{{name}}}"), &super::filter::value_text(value));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut base = self.base.clone();
+        fill(&mut base, point);
+        base
+    }
+
+    /// The point's values that are options (or scenario fields) of their own, not
+    /// written into [base].
+    fn own_values<'a>(&self, point: &'a [(String, toml::Value)]) -> impl Iterator<Item = &'a (String, toml::Value)> {
+        let templated = self.templated.clone();
+        point.iter().enumerate().filter(move |(i, _)| !templated.get(*i).copied().unwrap_or(false)).map(|(_, p)| p)
+    }
+
     /// The command line of a `plan` or `sim` point (without the program name).
     pub fn args(&self, point: &[(String, toml::Value)]) -> Result<Vec<String>> {
         let mut args = vec![self.command.name().to_string()];
-        for (name, value) in self.base.iter().chain(point.iter().map(|(k, v)| (k, v))) {
+        let base = self.base_at(point);
+        for (name, value) in base.iter().chain(self.own_values(point).map(|(k, v)| (k, v))) {
             let flag = format!("--{}", name.replace('_', "-"));
             match value {
                 toml::Value::Boolean(true) => args.push(flag),
@@ -412,8 +483,8 @@ impl Grid {
     /// The scenario of a `plan-training` point: [base] with each axis (a dotted path,
     /// `job.global_batch`) set.
     pub fn scenario(&self, point: &[(String, toml::Value)]) -> Result<String> {
-        let mut table = self.base.clone();
-        for (path, value) in point {
+        let mut table = self.base_at(point);
+        for (path, value) in self.own_values(point) {
             let mut parts: Vec<&str> = path.split('.').collect();
             let last = parts.pop().unwrap_or_default();
             let mut at = &mut table;
@@ -442,6 +513,20 @@ impl Grid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axes_fill_placeholders_in_base() {
+        let g = Grid::parse(
+            "command = \"plan\"\n[base]\ntopo = \"dgx-h100:nodes={nodes},over={over}\"\n[axes]\nnodes = [2, 4]\nover = [\"1:1\", \"2:1\"]\nsize = [\"1MiB\"]\n",
+        )
+        .unwrap();
+        let args = g.args(&g.point(3)).unwrap();
+        assert_eq!(args, ["plan", "--topo=dgx-h100:nodes=4,over=2:1", "--size=1MiB", "--format", "json"]);
+        let e = Grid::parse("command = \"plan\"\n[base]\ntopo = \"rail:servers={n}\"\n[axes]\nsize = [1]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("base.topo: {n} names no axis (axes: size)"), "{e}");
+    }
 
     #[test]
     fn zipped_axes_advance_together_and_filters_skip_points() {
