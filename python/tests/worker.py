@@ -175,10 +175,40 @@ def main():
     except ImportError:
         torch = None
     if torch is not None:
+        total = float(sum(range(1, p + 1)))
         tt = torch.full((16,), float(r + 1), dtype=torch.float32)
         comm.all_reduce(tt)
-        if not torch.equal(tt, torch.full((16,), float(sum(range(1, p + 1))))):
+        if not torch.equal(tt, torch.full((16,), total)):
             raise AssertionError(f"torch all_reduce: {tt}")
+        # The same tensor again (the cached view), then changed in every way torch
+        # allows in place: each call must reduce what the tensor holds now.
+        def again(t, want, what):
+            comm.all_reduce(t)
+            if not torch.equal(t, want):
+                raise AssertionError(f"torch all_reduce after {what}: {t} (want {want})")
+
+        tt.fill_(r + 1)
+        again(tt, torch.full((16,), total), "fill_")
+        tt.resize_(8).fill_(r + 1)
+        again(tt, torch.full((8,), total), "resize_ to fewer elements")
+        tt.resize_(64).fill_(r + 1)
+        again(tt, torch.full((64,), total), "resize_ to more elements")
+        tt.data = torch.full((4,), float(r + 1))
+        again(tt, torch.full((4,), total), "assigning .data")
+        m = torch.arange(6, dtype=torch.float64).reshape(2, 3) + r
+        comm.all_reduce(m)
+        m.t_()  # now a strided view: refused, not reduced through the last call's view
+        try:
+            comm.all_reduce(m)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("all_reduce of a transposed (strided) tensor did not fail")
+        g = torch.full((5,), float(r + 1), requires_grad=True)
+        comm.all_reduce(g)
+        with torch.no_grad():
+            g.mul_(2)
+        again(g.detach(), torch.full((5,), 2 * total * p), "requires_grad")
     comm.barrier()
     # errors from bad arguments are ValueError/TypeError before anything is sent
     for bad, kind in [

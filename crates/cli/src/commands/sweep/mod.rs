@@ -153,6 +153,8 @@ const GRID_HELP: &str = "A grid file:\n  \
     size = { from = \"1MiB\", to = \"1GiB\", factor = 4 }\n\n\
 For plan and sim, [base] and the axes are the command's flags by name. For plan-training,\n\
 [base] is the scenario and an axis is a dotted path into it (\"job.global_batch\").\n\
+An axis may instead fill a {placeholder} in [base]'s strings: with\n\
+topo = \"dgx-h100:nodes={nodes}\" in [base], the axis nodes = [4, 16] sets the preset's nodes.\n\
 A where condition compares an axis with a value (==, !=, <, <=, >, >=; sizes, rates and\n\
 times with units), `contains` text, or `in [a, b]`; join with and, or, not, ( ).\n\
 Before any work, every value of every axis is built into a request and every topology\n\
@@ -164,7 +166,8 @@ numbered over the axes sorted by name (a zipped group at its first axis), the la
 fastest; filtered points keep their numbers.\n\n\
 Executors: local (every core), ray (each point a Ray task of the Python package, records\n\
 streamed back: pip install ./python ray), slurm (an sbatch --array script of --shard\n\
-tasks; `railyard sweep merge` joins them). The records are the same whichever ran them.";
+tasks; `railyard sweep merge` joins them). The records are the same whichever ran them.\n\
+The guide: docs/sweep.md.";
 
 fn parse_axis_pair(text: &str) -> Result<(String, String), String> {
     match text.split_once(',') {
