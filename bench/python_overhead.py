@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Per-call cost of an all-reduce called from Python: railyard's package against mpi4py's
-Allreduce (Open MPI) and torch.distributed gloo, in the same run, at 2 ranks; and at large
-sizes railyard from Python against the Rust runtime (`railyard perf`) it wraps.
+Allreduce (Open MPI) and torch.distributed gloo, in the same run, at 2 ranks; railyard on
+CPU torch tensors against the same calls on numpy arrays, timed in turn in one process;
+and at large sizes railyard from Python against the Rust runtime (`railyard perf`) it
+wraps.
 
 Every peer is timed the same way: warm-up calls, one barrier, ITERS back-to-back calls,
 mean per call, max over ranks (how `railyard perf`, nccl-tests and ../shared/bench/peers
@@ -49,13 +51,28 @@ def role_railyard(sizes, small_iters):
 
     import railyard
 
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
     comm = railyard.init()
     out = []
     for size in sizes:
         x = np.ones(size // 4, dtype=np.float32)
-        t = timed(lambda: comm.all_reduce(x), comm.barrier, iters_for(size, small_iters), 50)
-        worst = comm.all_reduce(np.array([t]), op="max")[0]
-        out.append({"size": size, "secs": float(worst)})
+        iters = iters_for(size, small_iters)
+        t = timed(lambda: comm.all_reduce(x), comm.barrier, iters, 50)
+        row = {"size": size, "secs": float(comm.all_reduce(np.array([t]), op="max")[0])}
+        if torch is not None:
+            # The same call on a CPU torch tensor, then numpy again: the torch/numpy ratio
+            # is of neighbouring timings in one process (the mean of the two numpy runs).
+            tt = torch.ones(size // 4, dtype=torch.float32)
+            t_torch = timed(lambda: comm.all_reduce(tt), comm.barrier, iters, 50)
+            t_again = timed(lambda: comm.all_reduce(x), comm.barrier, iters, 50)
+            row["torch_secs"] = float(comm.all_reduce(np.array([t_torch]), op="max")[0])
+            row["numpy_beside_torch_secs"] = float(comm.all_reduce(np.array([(t + t_again) / 2]), op="max")[0])
+        out.append(row)
     if comm.rank == 0:
         print(json.dumps(out), flush=True)
     comm.close()
@@ -141,7 +158,17 @@ def run_peer(kind, sizes, small_iters, n):
     if out.returncode != 0:
         print(f"{kind} failed:\n{out.stdout}\n{out.stderr}", file=sys.stderr)
         return None
-    return {r["size"]: r["secs"] for r in last_json(out.stdout)}
+    rows = last_json(out.stdout)
+    if kind == "railyard" and all("torch_secs" in r for r in rows):
+        # torch / numpy of neighbouring timings, per size.
+        TORCH_RATIOS.append({r["size"]: r["torch_secs"] / r["numpy_beside_torch_secs"] for r in rows})
+        TORCH_SECS.append({r["size"]: r["torch_secs"] for r in rows})
+    return {r["size"]: r["secs"] for r in rows}
+
+
+# railyard on torch tensors, per round: time per call, and the ratio to numpy beside it.
+TORCH_RATIOS = []
+TORCH_SECS = []
 
 
 def rust_perf(sizes, n):
@@ -199,6 +226,15 @@ def main():
         ratio = lambda a, b: f"{a / b:.2f}" if a and b else "–"
         size = f"{s} B" if s < 1024 else (f"{s >> 10} KiB" if s < 1 << 20 else f"{s >> 20} MiB")
         print(f"| {size} | {cell(ry)} | {cell(mp)} | {cell(gl)} | {ratio(ry, mp)} | {ratio(ry, gl)} |")
+    if TORCH_RATIOS:
+        print(f"\n## railyard on CPU torch tensors against numpy arrays, {n} ranks (median of {len(TORCH_RATIOS)} rounds)\n")
+        print("| size | railyard (torch tensor) | torch / numpy, timed in turn in one process |")
+        print("|---|---|---|")
+        for s in sizes:
+            t = statistics.median(r[s] for r in TORCH_SECS)
+            ratio = statistics.median(r[s] for r in TORCH_RATIOS)
+            size = f"{s} B" if s < 1024 else (f"{s >> 10} KiB" if s < 1 << 20 else f"{s >> 20} MiB")
+            print(f"| {size} | {fmt(t)} | {ratio:.3f} |")
     perf = {s: statistics.median(p[s] for p in perf_runs if s in p) for s in LARGE if any(s in p for p in perf_runs)}
     if perf and "railyard" in med:
         print("\n## Large sizes: the Python package against the Rust runtime it wraps (`railyard perf`)\n")

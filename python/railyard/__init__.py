@@ -322,8 +322,6 @@ class Communicator:
         self._worker: Optional[ThreadPoolExecutor] = None
         self._pending: Optional[Handle] = None
         self._worker_thread: Optional[threading.Thread] = None
-        # (tensor, its _version, its data_ptr(), its numpy view): see all_reduce.
-        self._last_tensor: Optional[Tuple[Any, int, int, np.ndarray]] = None
 
     @property
     def rank(self) -> int:
@@ -334,7 +332,6 @@ class Communicator:
         return self._native.size
 
     def close(self) -> None:
-        self._last_tensor = None
         if self._pending is not None:
             wait([self._pending._future])
             self._pending = None
@@ -369,14 +366,6 @@ class Communicator:
         if error is not None and not pending._observed:
             pending._observed = True
             raise error
-
-    def _remember_tensor(self, tensor: Any, view: np.ndarray) -> None:
-        """Keep a torch tensor's numpy view for its next in-place all-reduce (what a
-        training loop repeats); only a tensor torch can vouch for: its version and data
-        pointer are the cache's key."""
-        version, data_ptr = getattr(tensor, "_version", None), getattr(tensor, "data_ptr", None)
-        if isinstance(version, int) and callable(data_ptr):
-            self._last_tensor = (tensor, version, data_ptr(), view)
 
     def _root(self, root: int) -> int:
         if not isinstance(root, (int, np.integer)) or isinstance(root, bool) or not 0 <= root < self.size:
@@ -414,18 +403,16 @@ class Communicator:
             if type(send) is np.ndarray:
                 self._native.call(0, send, None, send.size, code, 0, 0, None, True)
                 return send
-            # A CPU torch tensor called again: its numpy view from the last call, while
-            # the tensor is unchanged (torch bumps _version on every in-place change,
-            # resize_ and set_ included; data_ptr catches `t.data = other`).
-            c = self._last_tensor
-            if c is not None and send is c[0] and send._version == c[1] and send.data_ptr() == c[2]:
-                self._native.call(0, c[3], None, c[3].size, code, 0, 0, None, True)
-                return c[3]
+            # A CPU torch tensor called again, unchanged: the native side checks it
+            # against the one it cached (see Comm.all_reduce_tensor) and runs it.
+            view = self._native.all_reduce_tensor(send, code)
+            if view is not None:
+                return view
         s = send if type(send) is np.ndarray else _array(send, "send", writable=recv is None)
         if recv is None:
             self._run("allreduce", s, None, s.size, code, in_place=True)
-            if s is not send:
-                self._remember_tensor(send, s)
+            if s is not send and isinstance(getattr(send, "_version", None), int):
+                self._native.remember_tensor(send, s)
             return s
         r = recv if type(recv) is np.ndarray else _array(recv, "recv", writable=True)
         if r.size != s.size:
