@@ -399,20 +399,12 @@ class Communicator:
             code = _op(op)
         # The common call (a numpy array, in place, nothing pending) goes straight to the
         # native call: this is the per-call cost bench/python_overhead.py measures.
-        if recv is None and self._pending is None:
-            if type(send) is np.ndarray:
-                self._native.call(0, send, None, send.size, code, 0, 0, None, True)
-                return send
-            # A CPU torch tensor called again, unchanged: the native side checks it
-            # against the one it cached (see Comm.all_reduce_tensor) and runs it.
-            view = self._native.all_reduce_tensor(send, code)
-            if view is not None:
-                return view
+        if recv is None and type(send) is np.ndarray and self._pending is None:
+            self._native.call(0, send, None, send.size, code, 0, 0, None, True)
+            return send
         s = send if type(send) is np.ndarray else _array(send, "send", writable=recv is None)
         if recv is None:
             self._run("allreduce", s, None, s.size, code, in_place=True)
-            if s is not send and isinstance(getattr(send, "_version", None), int):
-                self._native.remember_tensor(send, s)
             return s
         r = recv if type(recv) is np.ndarray else _array(recv, "recv", writable=True)
         if r.size != s.size:

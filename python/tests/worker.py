@@ -196,6 +196,19 @@ def main():
         again(tt, torch.full((64,), total), "set_ to another storage")
         tt.data = torch.full((4,), float(r + 1))
         again(tt, torch.full((4,), total), "assigning .data")
+        # What a cache keyed on the tensor would get wrong (a review found each): .data
+        # onto part of the same memory, shared memory, a tensor without a version counter.
+        u = torch.full((8,), float(r + 1))
+        comm.all_reduce(u)
+        u.data = u.data[:4]
+        u.fill_(r + 1)
+        again(u, torch.full((4,), total), ".data onto a prefix of its own storage")
+        u.share_memory_()
+        u.fill_(r + 1)
+        again(u, torch.full((4,), total), "share_memory_")
+        with torch.inference_mode():
+            inf = torch.full((3,), float(r + 1))
+        again(inf, torch.full((3,), total), "an inference-mode tensor")
         m = torch.arange(6, dtype=torch.float64).reshape(2, 3) + r
         comm.all_reduce(m)
         m.t_()  # now a strided view: refused, not reduced through the last call's view

@@ -173,23 +173,6 @@ struct Comm {
     inner: Mutex<Option<Communicator>>,
     rank: usize,
     size: usize,
-    /// The CPU torch tensor of the last in-place all-reduce and its checked buffer, so
-    /// that calling it again (what a training loop does) costs what a numpy array does.
-    /// Read and written with the GIL held only (no lock to take, nothing to wait for).
-    tensor: pyo3::sync::GILProtected<std::cell::RefCell<Option<CachedTensor>>>,
-}
-
-/// A torch tensor as it was when its buffer was checked: torch bumps `_version` on every
-/// in-place change of the tensor (resize_, set_, t_, as_strided_ and writes alike), and
-/// `data_ptr()` moves when its data is swapped (`t.data = other`), so while both are
-/// unchanged the buffer is the tensor's data. The cache holds the tensor, so the data is
-/// alive.
-struct CachedTensor {
-    tensor: Py<PyAny>,
-    version: i64,
-    data_ptr: usize,
-    view: Py<PyAny>,
-    buffer: Buffer,
 }
 
 /// The collectives `Comm.call` runs, by index into `Collective::ALL`, and the reduction
@@ -250,30 +233,6 @@ fn buffer(a: &Bound<'_, PyUntypedArray>, field: &str, writable: bool) -> PyResul
     Ok(Buffer { raw: Raw { addr: data, bytes }, dtype })
 }
 
-impl Comm {
-    /// Run `spec` in place on `buffer` with the GIL released.
-    fn run_in_place(&self, py: Python<'_>, spec: &CollectiveSpec, buffer: Buffer, op: RedOp) -> PyResult<()> {
-        let inner = &self.inner;
-        let raw = buffer.raw;
-        let result = py.allow_threads(|| {
-            let mut guard = inner.lock().map_err(|_| "the communicator was poisoned".to_string())?;
-            let comm = guard.as_mut().ok_or_else(|| "the communicator is closed".to_string())?;
-            let buf: &mut [u8] = if raw.bytes == 0 {
-                &mut []
-            } else {
-                // SAFETY: `raw` is a tensor's data checked writable and C-contiguous with
-                // this byte length when it was cached, and unchanged since (the same
-                // tensor object, `_version` and `data_ptr()`; see CachedTensor); the cache
-                // holds the tensor, so the data is alive. The contract of `call` holds:
-                // no other thread touches the tensor until the call returns.
-                unsafe { std::slice::from_raw_parts_mut(raw.addr as *mut u8, raw.bytes) }
-            };
-            comm.run_in_place(spec, None, buf, buffer.dtype, op).map_err(|e| e.to_string())
-        });
-        result.map_err(CommError::new_err)
-    }
-}
-
 /// A buffer's address and byte length.
 #[derive(Clone, Copy)]
 struct Raw {
@@ -306,12 +265,7 @@ impl Comm {
         let comm = py
             .allow_threads(|| Communicator::init(&launch.id, rank, size, config))
             .map_err(|e| CommError::new_err(e.to_string()))?;
-        Ok(Comm {
-            inner: Mutex::new(Some(comm)),
-            rank,
-            size,
-            tensor: pyo3::sync::GILProtected::new(std::cell::RefCell::new(None)),
-        })
+        Ok(Comm { inner: Mutex::new(Some(comm)), rank, size })
     }
 
     #[getter]
@@ -421,70 +375,12 @@ impl Comm {
         result.map_err(CommError::new_err)
     }
 
-    /// The in-place all-reduce of the torch tensor cached by `remember_tensor`, when
-    /// `tensor` is that tensor, unchanged: its numpy view (the result), or None (take
-    /// the general path, which checks the tensor and caches it).
-    fn all_reduce_tensor(&self, py: Python<'_>, tensor: Bound<'_, PyAny>, op: usize) -> PyResult<Option<Py<PyAny>>> {
-        let op = *OPS.get(op).ok_or_else(|| value_error("op", "unknown code"))?;
-        // Nothing that can run Python code runs while the cell is borrowed (another
-        // thread let in by it could find the cell borrowed).
-        let cached = {
-            let cache = self.tensor.get(py).borrow();
-            match cache.as_ref() {
-                Some(c) if c.tensor.bind(py).is(&tensor) => {
-                    Some((c.version, c.data_ptr, c.buffer, c.view.clone_ref(py)))
-                }
-                _ => None,
-            }
-        };
-        let Some((version, data_ptr, buffer, view)) = cached else { return Ok(None) };
-        let now_version: i64 = tensor.getattr(pyo3::intern!(py, "_version"))?.extract()?;
-        let now_data_ptr: usize = tensor.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
-        if now_version != version || now_data_ptr != data_ptr {
-            return Ok(None);
-        }
-        let spec = CollectiveSpec::new(
-            Collective::AllReduce,
-            self.size,
-            (buffer.raw.bytes / buffer.dtype.size_bytes() as usize) as u64,
-        );
-        self.run_in_place(py, &spec, buffer, op)?;
-        Ok(Some(view))
-    }
-
-    /// Cache `tensor` (a CPU torch tensor) with `view`, the numpy view of it the general
-    /// path checked and ran, for `all_reduce_tensor`. Not cached when the view is not of
-    /// the tensor's data.
-    fn remember_tensor(
-        &self,
-        py: Python<'_>,
-        tensor: Bound<'_, PyAny>,
-        view: Bound<'_, PyUntypedArray>,
-    ) -> PyResult<()> {
-        let buffer = buffer(&view, "send", true)?;
-        let version: i64 = tensor.getattr(pyo3::intern!(py, "_version"))?.extract()?;
-        let data_ptr: usize = tensor.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
-        let fresh = (data_ptr == buffer.raw.addr || buffer.raw.bytes == 0).then(|| CachedTensor {
-            tensor: tensor.unbind(),
-            version,
-            data_ptr,
-            view: view.into_any().unbind(),
-            buffer,
-        });
-        let old = self.tensor.get(py).replace(fresh);
-        // Dropped after the cell is released: releasing the old tensor may run Python code.
-        drop(old);
-        Ok(())
-    }
-
     /// Tear the communicator down (also done when it is garbage-collected).
     fn close(&self, py: Python<'_>) {
         // Waits (GIL released) for a collective another thread is running.
         let inner = &self.inner;
         let comm = py.allow_threads(|| inner.lock().ok().and_then(|mut g| g.take()));
         drop(comm);
-        let old = self.tensor.get(py).take();
-        drop(old);
     }
 }
 
