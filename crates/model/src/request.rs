@@ -444,6 +444,14 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
             a.uses_inter_stage()
         }));
     }
+    if matches!(request.chunks, ChunkPolicy::Fixed(n) if n > 1) && !asked.iter().filter(runs).any(|a| takes_chunks(*a))
+    {
+        return Err(unused(
+            "pipeline_chunks",
+            "how many pipelined chunks chain, trees, hierarchical, in-network and nvls cut the data into",
+            |a| takes_chunks(*a),
+        ));
+    }
     if request.groups.is_some() && !asked.iter().filter(runs).any(|a| a.uses_groups()) {
         return Err(unused("groups", "the server groups of hierarchical, in-network and interleaved-ring", |a| {
             a.uses_groups()
@@ -543,6 +551,22 @@ mod tests {
         };
         let base = || CollectiveRequest::all(Collective::Broadcast, 1 << 20, 4);
         assert_eq!(field_of(CollectiveRequest { channels: 0, ..base() }), "channels");
+        // Chunks for algorithms none of which pipelines: said, not dropped.
+        let rings = CollectiveRequest {
+            chunks: ChunkPolicy::Fixed(4),
+            algorithms: vec![AlgorithmSpec::Builtin(Algorithm::Ring), AlgorithmSpec::Builtin(Algorithm::Rhd)],
+            strict: true,
+            ..CollectiveRequest::all(Collective::AllReduce, 1 << 20, 4)
+        };
+        match resolve(&t, &rings) {
+            Err(ModelError::BadInput { field, message }) => {
+                assert_eq!(field, "pipeline_chunks");
+                assert!(message.contains("none of the algorithms asked (ring, rhd)"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let tree = CollectiveRequest { algorithms: vec![AlgorithmSpec::Builtin(Algorithm::Tree)], ..rings };
+        assert!(resolve(&t, &tree).is_ok());
         assert_eq!(field_of(CollectiveRequest { channels: MAX_CHANNELS + 1, ..base() }), "channels");
         assert_eq!(field_of(CollectiveRequest { chunks: ChunkPolicy::Fixed(0), ..base() }), "pipeline_chunks");
         // One error for the request, not one skipped algorithm each.
