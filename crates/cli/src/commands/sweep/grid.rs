@@ -147,6 +147,12 @@ fn range(name: &str, from: &toml::Value, to: &toml::Value, factor: u64) -> Resul
     Ok(out)
 }
 
+/// Whether an option or scenario field names the topology (`topo`, plan-training's
+/// `job.topo`): what the grid builds before any work and the report tells fabrics by.
+pub fn names_topology(name: &str) -> bool {
+    name == "topo" || name.ends_with(".topo")
+}
+
 /// The placeholders `{name}` in a text.
 fn placeholders(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -159,23 +165,28 @@ fn placeholders(text: &str) -> Vec<&str> {
     out
 }
 
-/// Which axes [base]'s strings name as `{axis}`; a placeholder naming no axis is an error.
-fn templated_axes(base: &toml::Table, axes: &[(String, Vec<toml::Value>)]) -> Result<Vec<bool>> {
-    fn strings<'a>(prefix: &str, table: &'a toml::Table, out: &mut Vec<(String, &'a str)>) {
+/// A table's values by dotted name (`job.topo`), tables descended into.
+fn flattened(table: &toml::Table) -> Vec<(String, toml::Value)> {
+    fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
         for (k, v) in table {
             let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
             match v {
-                toml::Value::Table(t) => strings(&name, t, out),
-                toml::Value::String(s) => out.push((name, s)),
-                _ => {}
+                toml::Value::Table(t) => walk(&name, t, out),
+                other => out.push((name, other.clone())),
             }
         }
     }
-    let mut found = Vec::new();
-    strings("", base, &mut found);
+    let mut out = Vec::new();
+    walk("", table, &mut out);
+    out
+}
+
+/// Which axes [base]'s strings name as `{axis}`; a placeholder naming no axis is an error.
+fn templated_axes(base: &toml::Table, axes: &[(String, Vec<toml::Value>)]) -> Result<Vec<bool>> {
     let mut templated = vec![false; axes.len()];
-    for (key, text) in found {
-        for name in placeholders(text) {
+    for (key, value) in flattened(base) {
+        let toml::Value::String(text) = value else { continue };
+        for name in placeholders(&text) {
             let Some(a) = axes.iter().position(|(n, _)| n == name) else {
                 let all: Vec<&str> = axes.iter().map(|(n, _)| n.as_str()).collect();
                 bail!("base.{key}: {{{name}}} names no axis (axes: {})", all.join(", "));
@@ -393,8 +404,7 @@ impl Grid {
             let point = self.point(p);
             let values = self.base_values(&point).into_iter().chain(self.own_values(&point).cloned());
             for (name, value) in values {
-                let names_topology = name == "topo" || name.ends_with(".topo");
-                if let (true, toml::Value::String(spec)) = (names_topology, value) {
+                if let (true, toml::Value::String(spec)) = (names_topology(&name), value) {
                     if seen_topologies.insert(spec.clone()) {
                         railyard_topology::load(&spec).with_context(|| format!("point {p}: {name} {spec}"))?;
                     }
@@ -406,18 +416,7 @@ impl Grid {
 
     /// [base]'s values at a point by name (dotted paths into a training scenario's tables).
     fn base_values(&self, point: &[(String, toml::Value)]) -> Vec<(String, toml::Value)> {
-        fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
-            for (k, v) in table {
-                let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                match v {
-                    toml::Value::Table(t) => walk(&name, t, out),
-                    other => out.push((name, other.clone())),
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk("", &self.base_at(point), &mut out);
-        out
+        flattened(&self.base_at(point))
     }
 
     fn check_point(&self, index: u64) -> Result<()> {

@@ -6,7 +6,7 @@
 //! grid) before the store appends it, so a broken driver cannot write a wrong record.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Sender;
@@ -15,7 +15,7 @@ use std::thread::Scope;
 
 use anyhow::{bail, Context, Result};
 
-use super::store::{Record, MAX_RECORD_BYTES};
+use super::store::{next_line, Line, Record, MAX_RECORD_BYTES};
 
 pub struct Options<'a> {
     pub grid: &'a Path,
@@ -82,14 +82,16 @@ pub fn start<'scope>(
         let mut reader = BufReader::new(stdout);
         let mut line = Vec::new();
         loop {
-            line.clear();
-            match Read::by_ref(&mut reader).take(MAX_RECORD_BYTES as u64 + 1).read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {}
+            match next_line(&mut reader, &mut line) {
+                Ok(Line::End) => break,
+                Ok(Line::Whole(_)) => {}
+                Ok(Line::Torn | Line::TooLong) => {
+                    return note(
+                        &p,
+                        format!("a line from the driver longer than {MAX_RECORD_BYTES} bytes, or cut short"),
+                    )
+                }
                 Err(e) => return note(&p, format!("reading the driver: {e}")),
-            }
-            if line.last() != Some(&b'\n') {
-                return note(&p, format!("a line from the driver longer than {MAX_RECORD_BYTES} bytes, or cut short"));
             }
             let record: Record = match serde_json::from_slice(&line) {
                 Ok(r) => r,

@@ -47,6 +47,17 @@ fn value_text(axis: &str, v: &serde_json::Value) -> String {
     }
 }
 
+/// An axis's values (each with its best time and its number, if it reads as one) in the
+/// order tables and charts show them: numbers ascending, else by name.
+fn in_axis_order(values: &BTreeMap<String, (f64, Option<f64>)>) -> Vec<(&String, &(f64, Option<f64>))> {
+    let mut ordered: Vec<(&String, &(f64, Option<f64>))> = values.iter().collect();
+    ordered.sort_by(|a, b| match (a.1 .1, b.1 .1) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        _ => a.0.cmp(b.0),
+    });
+    ordered
+}
+
 /// What `report` is asked for beyond the results.
 pub struct Options<'a> {
     pub svg: Option<&'a Path>,
@@ -110,11 +121,7 @@ pub fn report(results: &Path, options: &Options<'_>) -> Result<String> {
     for (axis, values) in &axes {
         out += &format!("\n## Best time by {axis}\n\n");
         let mut t = Table::new([axis.as_str(), "best time"]);
-        let mut ordered: Vec<(&String, &(f64, Option<f64>))> = values.iter().collect();
-        ordered.sort_by(|a, b| match (a.1 .1, b.1 .1) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            _ => a.0.cmp(b.0),
-        });
+        let ordered = in_axis_order(values);
         for (v, (best, _)) in &ordered {
             t.row([(*v).clone(), format_secs(*best)]);
         }
@@ -153,15 +160,9 @@ fn heatmap(
     options: &Options<'_>,
     charts: &mut Vec<String>,
 ) -> Result<String> {
-    // An axis's values in the order its table shows them (numbers ascending).
+    // An axis's values in the order its table shows them.
     let ordered = |axis: &str| -> Vec<String> {
-        let mut v: Vec<(&String, Option<f64>)> =
-            axes.get(axis).into_iter().flatten().map(|(k, (_, x))| (k, *x)).collect();
-        v.sort_by(|a, b| match (a.1, b.1) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            _ => a.0.cmp(b.0),
-        });
-        v.into_iter().map(|(k, _)| k.clone()).collect()
+        axes.get(axis).map_or(vec![], |values| in_axis_order(values).into_iter().map(|(k, _)| k.clone()).collect())
     };
     let (x, y) = match &options.heatmap {
         Some((x, y)) => {
@@ -264,7 +265,7 @@ fn pareto(scored: &[(&Record, f64)], options: &Options<'_>, charts: &mut Vec<Str
     let costed: Vec<(&Record, f64, f64)> =
         scored.iter().filter_map(|(r, m)| Some((*r, cost(r, prices)?, *m))).collect();
     let fabric_of = |r: &Record| -> String {
-        let topo = r.inputs.as_object().into_iter().flatten().find(|(k, _)| *k == "topo" || k.ends_with(".topo"));
+        let topo = r.inputs.as_object().into_iter().flatten().find(|(k, _)| super::grid::names_topology(k));
         match (topo, r.output.get("topology")) {
             (Some((_, v)), _) => value_text("topo", v),
             (None, Some(serde_json::Value::String(t))) => t.clone(),

@@ -102,19 +102,13 @@ pub fn each(path: &Path, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result
     let mut line = Vec::new();
     let mut number = 0;
     loop {
-        line.clear();
-        let n = Read::by_ref(&mut reader).take(MAX_RECORD_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
-        }
         number += 1;
-        if line.last() != Some(&b'\n') {
-            if n > MAX_RECORD_BYTES {
-                bail!("{} line {number}: longer than {MAX_RECORD_BYTES} bytes", path.display());
-            }
+        let n = match next_line(&mut reader, &mut line)? {
+            Line::Whole(n) => n,
             // A line cut short by a kill: not a record.
-            break;
-        }
+            Line::End | Line::Torn => break,
+            Line::TooLong => bail!("{} line {number}: longer than {MAX_RECORD_BYTES} bytes", path.display()),
+        };
         let record: Record = serde_json::from_slice(&line)
             .with_context(|| format!("{} line {number}: not a sweep record", path.display()))?;
         f(good_bytes, record)?;
@@ -123,14 +117,39 @@ pub fn each(path: &Path, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result
     Ok(Some(good_bytes))
 }
 
+/// What `next_line` read.
+pub enum Line {
+    /// Nothing: the input ended.
+    End,
+    /// A line and its newline, this many bytes.
+    Whole(usize),
+    /// The input ended inside a line (a write cut short).
+    Torn,
+    /// A line longer than `MAX_RECORD_BYTES`.
+    TooLong,
+}
+
+/// The next line of `reader` into `line` (cleared first), reading no more than
+/// `MAX_RECORD_BYTES` and its newline: the one bounded reader of records, from a
+/// results file or from the Ray driver.
+pub fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Line> {
+    line.clear();
+    let n = Read::by_ref(reader).take(MAX_RECORD_BYTES as u64 + 1).read_until(b'\n', line)?;
+    Ok(match (n, line.last() == Some(&b'\n')) {
+        (0, _) => Line::End,
+        (n, true) => Line::Whole(n),
+        (n, false) if n > MAX_RECORD_BYTES => Line::TooLong,
+        _ => Line::Torn,
+    })
+}
+
 /// The record on the line `file` is at.
 pub fn read_line(file: &mut File) -> Result<Record> {
     let mut line = Vec::new();
-    BufReader::new(Read::by_ref(file).take(MAX_RECORD_BYTES as u64 + 1)).read_until(b'\n', &mut line)?;
-    if line.last() != Some(&b'\n') {
-        bail!("a record line cut short, or longer than {MAX_RECORD_BYTES} bytes");
+    match next_line(&mut BufReader::new(file), &mut line)? {
+        Line::Whole(_) => Ok(serde_json::from_slice(&line)?),
+        _ => bail!("a record line cut short, or longer than {MAX_RECORD_BYTES} bytes"),
     }
-    Ok(serde_json::from_slice(&line)?)
 }
 
 /// Appends records, one line each, flushed as written. The file is opened at the first
