@@ -84,13 +84,35 @@ struct GridFile {
     zip: Vec<Vec<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, Default)]
 enum Filters {
     #[default]
     None,
     One(String),
     All(Vec<String>),
+}
+
+// A text or a list of texts, said so when it is neither (an untagged enum would say only
+// "did not match any variant").
+impl<'de> Deserialize<'de> for Filters {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let want = "a condition in quotes, or a list of them";
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(Filters::One(s)),
+            toml::Value::Array(items) => items
+                .into_iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => Ok(s),
+                    other => {
+                        Err(D::Error::custom(format!("where: expected {want}, got {} in the list", other.type_str())))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Filters::All),
+            other => Err(D::Error::custom(format!("where: expected {want}, got {}", other.type_str()))),
+        }
+    }
 }
 
 /// The most `where` conditions.
@@ -525,6 +547,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("base.topo: {n} names no axis (axes: size)"), "{e}");
+    }
+
+    #[test]
+    fn a_where_that_is_not_text_is_said() {
+        let e = Grid::parse("command = \"plan\"\nwhere = 5\n[axes]\nsize = [1]\n").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("where: expected a condition in quotes, or a list of them, got integer"),
+            "{e:#}"
+        );
+        let e = Grid::parse("command = \"plan\"\nwhere = [\"size > 1\", 2]\n[axes]\nsize = [1]\n").unwrap_err();
+        assert!(format!("{e:#}").contains("got integer in the list"), "{e:#}");
     }
 
     #[test]
