@@ -397,10 +397,13 @@ class Communicator:
         code = _OP.get(op) if type(op) is str else None
         if code is None:
             code = _op(op)
-        # The common call (a numpy array, in place, nothing pending) goes straight to the
-        # native call: this is the per-call cost bench/python_overhead.py measures.
-        if recv is None and type(send) is np.ndarray and self._pending is None:
-            self._native.call(0, send, None, send.size, code, 0, 0, None, True)
+        # The common call (in place, nothing pending) goes straight to the native call,
+        # which reads a numpy array's or a CPU torch tensor's memory and checks it: this
+        # is the per-call cost bench/python_overhead.py measures.
+        if recv is None:
+            if self._pending is not None and threading.current_thread() is not self._worker_thread:
+                self._settle()
+            self._native.all_reduce_in_place(send, code)
             return send
         s = send if type(send) is np.ndarray else _array(send, "send", writable=recv is None)
         if recv is None:

@@ -152,3 +152,49 @@ fn triage_names_the_first_call_where_ranks_disagree() {
     assert!(none.code != 0 && none.stderr.contains("RAILYARD_DUMP_DIR"), "{}", none.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// PyTorch Flight Recorder dumps (JSON, as `_dump_fr_trace_json` writes them; written
+/// here): triage names the rank behind and where NCCL's algorithm waits; a file that
+/// is not one is named; an empty directory names both dump formats.
+#[test]
+fn triage_reads_pytorch_flight_recorder_dumps() {
+    let dir = std::env::temp_dir().join(format!("railyard-fr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let entry = |seq: u64, op: &str, n: u64| {
+        format!(
+            r#"{{"record_id": {seq}, "process_group": ["0", "default_pg"], "collective_seq_id": {seq}, "p2p_seq_id": 0,
+                "profiling_name": "nccl:{op}", "input_sizes": [[{n}]], "input_dtypes": ["BFloat16"],
+                "output_sizes": [[{n}]], "state": "scheduled", "time_created_ns": {seq}}}"#
+        )
+    };
+    let dump = |rank: usize, upto: u64| {
+        let entries: Vec<String> =
+            (1..=upto).map(|s| entry(s, if s == 3 { "all_reduce" } else { "broadcast" }, 1 << 20)).collect();
+        format!(
+            r#"{{"version": "2.10", "pg_config": {{"0": {{"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3, 4, 5, 6, 7]"}}}},
+                "entries": [{}]}}"#,
+            entries.join(",")
+        )
+    };
+    for rank in 0..8 {
+        std::fs::write(dir.join(format!("nccl_trace_rank_{rank}")), dump(rank, if rank == 5 { 2 } else { 3 })).unwrap();
+    }
+    let out = railyard(&["triage", dir.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let text = &out.stdout;
+    assert!(text.contains("behind: rank 5 last issued collective #2; the others reached #3"), "{text}");
+    assert!(text.contains("in NCCL's algorithm: all_reduce of 2097152 B on 8 ranks"), "{text}");
+    assert!(text.contains("rank 5 never joins it"), "{text}");
+    // A torn file (a rank that crashed while writing) is named; the others still tell.
+    std::fs::write(dir.join("nccl_trace_rank_8"), b"\x80\x04not a pickle").unwrap();
+    let out = railyard(&["triage", dir.to_str().unwrap()]);
+    let text = &out.stdout;
+    assert!(out.code == 0 && text.contains("unreadable, its rank counted as missing"), "{text}");
+    assert!(text.contains("nccl_trace_rank_8") && text.contains("behind: rank 5"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = railyard(&["triage", dir.to_str().unwrap()]);
+    let err = &out.stderr;
+    assert!(err.contains("railyard-trace-rank") && err.contains("TORCH_FR_DUMP_TEMP_FILE"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -7,6 +7,7 @@
 
 pub mod calibration;
 pub mod error;
+pub mod flight_recorder;
 pub mod log;
 pub mod log_report;
 pub mod nccl_tests;

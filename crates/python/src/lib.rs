@@ -5,9 +5,12 @@
 //! argument; a failed collective raises `railyard.CommError`; the GIL is released while
 //! a collective runs.
 
+mod buffer;
+
 use std::sync::Mutex;
 
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use buffer::{buffer, Buffer, Raw};
+
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -152,6 +155,21 @@ fn topology_json(spec: &str) -> PyResult<String> {
         .map_err(|e| value_error("topo", e))
 }
 
+/// A fresh rendezvous id for rank 0 to listen at and publish (`HOST:PORT#SECRET`): on the
+/// interface RAILYARD_SOCKET_IFNAME names, else the one that routes towards `towards`
+/// (the host the other ranks reach), else loopback.
+#[pyfunction]
+#[pyo3(signature = (towards=None))]
+fn rendezvous_id(py: Python<'_>, towards: Option<&str>) -> PyResult<String> {
+    let config = Config::from_env().map_err(|e| value_error("environment", e))?;
+    // Resolving `towards` may wait on DNS: without the GIL.
+    let addr = py
+        .allow_threads(|| railyard_runtime::rendezvous_addr(&config, towards))
+        .map_err(|e| value_error("towards", e))?;
+    let id = railyard_runtime::UniqueId::new(addr).map_err(|e| CommError::new_err(e.to_string()))?;
+    Ok(id.to_string())
+}
+
 #[pyfunction]
 fn parse_bytes(text: &str) -> PyResult<u64> {
     railyard_units::units::parse_bytes(text).map_err(|e| value_error("size", e))
@@ -166,6 +184,9 @@ fn parse_bytes_per_sec(text: &str) -> PyResult<f64> {
 fn parse_secs(text: &str) -> PyResult<f64> {
     railyard_units::units::parse_secs(text).map_err(|e| value_error("time", e))
 }
+
+/// The longest wait `Comm.join` sets (about 115 days; longer asks are taken as this).
+const MAX_JOIN_TIMEOUT_SECS: f64 = 1e7;
 
 /// A communicator joined from the launcher's environment.
 #[pyclass(module = "railyard._native")]
@@ -186,69 +207,6 @@ fn codes() -> (Vec<&'static str>, Vec<&'static str>) {
     (COLLECTIVES.iter().map(|c| c.as_str()).collect(), OPS.iter().map(|o| o.as_str()).collect())
 }
 
-/// A numpy array's data, checked for the runtime.
-#[derive(Clone, Copy)]
-struct Buffer {
-    raw: Raw,
-    dtype: Dtype,
-}
-
-const NPY_ARRAY_WRITEABLE: std::os::raw::c_int = 0x0400;
-
-fn buffer(a: &Bound<'_, PyUntypedArray>, field: &str, writable: bool) -> PyResult<Buffer> {
-    let descr = a.dtype();
-    let dtype = match (descr.kind(), descr.itemsize()) {
-        (b'f', 4) => Dtype::F32,
-        (b'f', 8) => Dtype::F64,
-        (b'f', 2) => Dtype::F16,
-        (b'i', 4) => Dtype::I32,
-        (b'i', 8) => Dtype::I64,
-        (b'u', 1) => Dtype::U8,
-        _ => {
-            return Err(PyTypeError::new_err(format!(
-                "{field}: dtype {} is not supported (float32, float64, float16, int32, int64, uint8)",
-                descr
-            )))
-        }
-    };
-    if !matches!(descr.byteorder(), b'=' | b'|' | b'<') || cfg!(target_endian = "big") {
-        return Err(value_error(field, "byte order is not the machine's"));
-    }
-    if !a.is_c_contiguous() {
-        return Err(value_error(field, "the array is not C-contiguous; pass np.ascontiguousarray(...)"));
-    }
-    // SAFETY: `a` is a numpy array (checked by the extraction to PyUntypedArray), so its
-    // object is a PyArrayObject whose fields the numpy crate's FFI struct describes.
-    let (data, flags) = unsafe {
-        let p = a.as_array_ptr();
-        ((*p).data as usize, (*p).flags)
-    };
-    if writable && flags & NPY_ARRAY_WRITEABLE == 0 {
-        return Err(value_error(field, "the array is read-only"));
-    }
-    let bytes = a.len().checked_mul(descr.itemsize()).ok_or_else(|| value_error(field, "too large"))?;
-    if bytes > 0 && data == 0 {
-        return Err(value_error(field, "null data"));
-    }
-    Ok(Buffer { raw: Raw { addr: data, bytes }, dtype })
-}
-
-/// A buffer's address and byte length.
-#[derive(Clone, Copy)]
-struct Raw {
-    addr: usize,
-    bytes: usize,
-}
-
-impl Raw {
-    fn end(self) -> usize {
-        self.addr.saturating_add(self.bytes)
-    }
-    fn overlaps(self, other: Raw) -> bool {
-        self.bytes > 0 && other.bytes > 0 && self.addr < other.end() && other.addr < self.end()
-    }
-}
-
 #[pymethods]
 impl Comm {
     /// Join from torchrun, Open MPI, Slurm or `railyard launch` variables.
@@ -264,6 +222,28 @@ impl Comm {
         let (rank, size) = (launch.rank, launch.size);
         let comm = py
             .allow_threads(|| Communicator::init(&launch.id, rank, size, config))
+            .map_err(|e| CommError::new_err(e.to_string()))?;
+        Ok(Comm { inner: Mutex::new(Some(comm)), rank, size })
+    }
+
+    /// Join the rendezvous `id` (`HOST:PORT#SECRET`, from `rendezvous_id` on rank 0) as
+    /// `rank` of `size`, every wait bounded by `timeout_secs`; the rest of the settings
+    /// from RAILYARD_* variables. What the torch backend calls with the ranks of its group.
+    #[staticmethod]
+    fn join(py: Python<'_>, id: &str, rank: usize, size: usize, timeout_secs: f64) -> PyResult<Comm> {
+        let mut config = Config::from_env().map_err(|e| value_error("environment", e))?;
+        if !(timeout_secs > 0.0) {
+            return Err(value_error("timeout", format!("{timeout_secs} s: must be more than 0")));
+        }
+        // A timeout of a year means "never" (torch users write timedelta(days=365)):
+        // waits are bounded at MAX_JOIN_TIMEOUT_SECS.
+        config.timeout = std::time::Duration::from_secs_f64(timeout_secs.min(MAX_JOIN_TIMEOUT_SECS));
+        let id: railyard_runtime::UniqueId = id.parse().map_err(|e| value_error("id", e))?;
+        if size == 0 || rank >= size {
+            return Err(value_error("rank", format!("{rank} is not a rank of {size}")));
+        }
+        let comm = py
+            .allow_threads(|| Communicator::init(&id, rank, size, config))
             .map_err(|e| CommError::new_err(e.to_string()))?;
         Ok(Comm { inner: Mutex::new(Some(comm)), rank, size })
     }
@@ -289,8 +269,8 @@ impl Comm {
         &self,
         py: Python<'_>,
         collective: usize,
-        send: Option<Bound<'_, PyUntypedArray>>,
-        recv: Option<Bound<'_, PyUntypedArray>>,
+        send: Option<Bound<'_, PyAny>>,
+        recv: Option<Bound<'_, PyAny>>,
         count: u64,
         op: usize,
         root: usize,
@@ -299,9 +279,47 @@ impl Comm {
         in_place: bool,
     ) -> PyResult<()> {
         let collective = *COLLECTIVES.get(collective).ok_or_else(|| value_error("collective", "unknown code"))?;
-        let op = *OPS.get(op).ok_or_else(|| value_error("op", "unknown code"))?;
         let send_buf = send.as_ref().map(|a| buffer(a, "send", in_place)).transpose()?;
         let recv_buf = recv.as_ref().map(|a| buffer(a, "recv", true)).transpose()?;
+        // `send` and `recv` stay borrowed (alive) until `run` returns.
+        self.run(py, collective, send_buf, recv_buf, count, op, root, peer, counts, in_place)
+    }
+
+    /// An in-place all-reduce of `buf`'s every element: `call`'s commonest form, with the
+    /// count taken from the buffer (one Python call less per collective).
+    fn all_reduce_in_place(&self, py: Python<'_>, buf: Bound<'_, PyAny>, op: usize) -> PyResult<()> {
+        let b = buffer(&buf, "send", true)?;
+        let count = (b.raw.bytes as u64) / b.dtype.size_bytes();
+        // `buf` stays borrowed (alive) until `run` returns.
+        self.run(py, Collective::AllReduce, Some(b), None, count, op, 0, 0, None, true)
+    }
+
+    /// Tear the communicator down (also done when it is garbage-collected).
+    fn close(&self, py: Python<'_>) {
+        // Waits (GIL released) for a collective another thread is running.
+        let inner = &self.inner;
+        let comm = py.allow_threads(|| inner.lock().ok().and_then(|mut g| g.take()));
+        drop(comm);
+    }
+}
+
+impl Comm {
+    /// Run one collective on checked buffers, whose Python objects the caller holds.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        py: Python<'_>,
+        collective: Collective,
+        send_buf: Option<Buffer>,
+        recv_buf: Option<Buffer>,
+        count: u64,
+        op: usize,
+        root: usize,
+        peer: usize,
+        counts: Option<Vec<Vec<u64>>>,
+        in_place: bool,
+    ) -> PyResult<()> {
+        let op = *OPS.get(op).ok_or_else(|| value_error("op", "unknown code"))?;
         let dtype = match (send_buf, recv_buf) {
             (Some(s), Some(r)) if s.dtype != r.dtype => {
                 return Err(PyTypeError::new_err(format!(
@@ -314,8 +332,8 @@ impl Comm {
             (None, Some(r)) => r.dtype,
             (None, None) => Dtype::U8,
         };
-        let send = send_buf.map_or(Raw { addr: 0, bytes: 0 }, |b| b.raw);
-        let recv = recv_buf.map_or(Raw { addr: 0, bytes: 0 }, |b| b.raw);
+        let send = send_buf.map_or(Raw::EMPTY, |b| b.raw);
+        let recv = recv_buf.map_or(Raw::EMPTY, |b| b.raw);
         if !in_place && send.overlaps(recv) {
             return Err(value_error("recv", "overlaps the input; call the in-place form for one buffer"));
         }
@@ -338,10 +356,12 @@ impl Comm {
         let result = py.allow_threads(|| {
             let mut guard = inner.lock().map_err(|_| "the communicator was poisoned".to_string())?;
             let comm = guard.as_mut().ok_or_else(|| "the communicator is closed".to_string())?;
-            // SAFETY: `send` and `recv` are the data of numpy arrays this call holds
-            // references to (the GIL is released, the references are not), checked
-            // C-contiguous with the byte length of their elements, `recv` (and `send` in
-            // place) writable; out of place they do not overlap (checked above). The
+            // SAFETY: `send` and `recv` are the data of numpy arrays or plain CPU torch
+            // tensors (`buffer.rs`: read from numpy's C struct, or from torch's own C
+            // methods, never a subclass's) that the caller holds references to (the GIL is
+            // released, the references are not), checked contiguous with the byte length
+            // of their elements, numpy's `recv` (and `send` in place) writable; out of
+            // place they do not overlap (checked above). The
             // contract, as for every extension that releases the GIL around a buffer
             // (and as for NCCL and MPI with theirs): no other thread touches the arrays
             // until the call returns — writing to them, or freeing them with numpy's
@@ -374,14 +394,6 @@ impl Comm {
         });
         result.map_err(CommError::new_err)
     }
-
-    /// Tear the communicator down (also done when it is garbage-collected).
-    fn close(&self, py: Python<'_>) {
-        // Waits (GIL released) for a collective another thread is running.
-        let inner = &self.inner;
-        let comm = py.allow_threads(|| inner.lock().ok().and_then(|mut g| g.take()));
-        drop(comm);
-    }
 }
 
 #[pymodule]
@@ -397,6 +409,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_point, m)?)?;
+    m.add_function(wrap_pyfunction!(rendezvous_id, m)?)?;
     m.add_class::<Comm>()?;
     m.add("CommError", m.py().get_type::<CommError>())?;
     Ok(())

@@ -6,7 +6,7 @@
 //! Every wait has a deadline.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,42 @@ pub struct UniqueId {
 /// port in between (rank 0 failed with "Address already in use"). Ports below the range
 /// are only handed out on request.
 pub fn loopback_rendezvous_addr() -> std::io::Result<SocketAddr> {
+    free_port_on([127, 0, 0, 1].into())
+}
+
+/// Where rank 0 of a job whose ranks may span hosts listens, for a rendezvous published
+/// through a store the ranks share (torch's): on `listen_ip` when given, else on the
+/// address that routes towards `towards` (the host the store lives on, which the other
+/// ranks reach), else on loopback; at a port found free as `loopback_rendezvous_addr`'s.
+/// `listen_ip` comes from `config.socket_ifname`, as the other ranks' listeners' does.
+pub fn rendezvous_addr(config: &crate::config::Config, towards: Option<&str>) -> Result<SocketAddr, CommError> {
+    let listen_ip = match &config.socket_ifname {
+        Some(spec) => Some(crate::interface::select(spec, &crate::interface::interfaces())?),
+        None => None,
+    };
+    let ip = match (listen_ip, towards) {
+        (Some(ip), _) => ip,
+        (None, Some(host)) => {
+            let to = (host, 1u16)
+                .to_socket_addrs()
+                .map_err(|e| boot_err(format!("{host}: {e}")))?
+                .next()
+                .ok_or_else(|| boot_err(format!("{host} resolves to nothing")))?;
+            let ip = local_ip_towards(to);
+            if ip.is_unspecified() {
+                return Err(boot_err(format!(
+                    "no local address routes towards {host}: name the interface the ranks reach each other on (RAILYARD_SOCKET_IFNAME)"
+                )));
+            }
+            ip
+        }
+        (None, None) => [127, 0, 0, 1].into(),
+    };
+    free_port_on(ip).map_err(|e| boot_err(format!("no free port on {ip}: {e}")))
+}
+
+/// A port on `ip` found free, below the kernel's ephemeral range where it can be.
+fn free_port_on(ip: std::net::IpAddr) -> std::io::Result<SocketAddr> {
     const TRIES: u64 = 64;
     let low = ephemeral_ports_from().unwrap_or(32768);
     let from = low.saturating_sub(12_768).max(1024);
@@ -44,12 +80,12 @@ pub fn loopback_rendezvous_addr() -> std::io::Result<SocketAddr> {
         let seed = (u64::from(std::process::id()) << 32) ^ u64::from(nanos);
         for i in 0..TRIES {
             let port = from + seed.wrapping_add(i.wrapping_mul(7919)) % (low - from);
-            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+            if let Ok(l) = std::net::TcpListener::bind((ip, port as u16)) {
                 return l.local_addr();
             }
         }
     }
-    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+    std::net::TcpListener::bind((ip, 0))?.local_addr()
 }
 
 /// The first port of the kernel's ephemeral range (Linux).

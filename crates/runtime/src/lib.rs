@@ -35,7 +35,7 @@ mod slip;
 mod stuck;
 pub mod tuner;
 
-pub use bootstrap::{loopback_rendezvous_addr, UniqueId};
+pub use bootstrap::{loopback_rendezvous_addr, rendezvous_addr, UniqueId};
 pub use comm::{default_algorithm, Communicator};
 pub use config::{Config, MAX_PIPELINE_CHUNKS, MAX_SOCKETS_PER_PEER, MAX_TRACE_CALLS};
 pub use copy::STREAM_MIN_BYTES;

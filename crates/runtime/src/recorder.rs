@@ -72,11 +72,20 @@ impl CallRecord {
         ]
     }
 
+    /// The call in words; what a record does not know (PyTorch's Flight Recorder keeps no
+    /// op, root or algorithm: empty, and root `u32::MAX`) is left out.
     pub fn describe(&self) -> String {
-        format!(
-            "{} of {} elements, {}, {}, root {}, {}",
-            self.collective, self.count, self.dtype, self.op, self.root, self.algorithm
-        )
+        let mut parts = vec![format!("{} of {} elements", self.collective, self.count), self.dtype.clone()];
+        if !self.op.is_empty() {
+            parts.push(self.op.clone());
+        }
+        if self.root != u32::MAX {
+            parts.push(format!("root {}", self.root));
+        }
+        if !self.algorithm.is_empty() {
+            parts.push(self.algorithm.clone());
+        }
+        parts.join(", ")
     }
 }
 

@@ -174,12 +174,26 @@ pub fn divide(dtype: Dtype, buf: &mut [u8], n: usize) {
         Dtype::Bf16 => div_float!(bf16, bf16::from_ne_bytes, bf16::to_ne_bytes, bf16::from_f32(n as f32)),
         Dtype::I32 => div_float!(i32, i32::from_ne_bytes, i32::to_ne_bytes, n as i32),
         Dtype::I64 => div_float!(i64, i64::from_ne_bytes, i64::to_ne_bytes, n as i64),
+        // 256 ranks or more: every u8 is below n, so each quotient is 0 (`n as u8` would
+        // be a division by zero at 256).
+        Dtype::U8 if n > usize::from(u8::MAX) => buf.fill(0),
         Dtype::U8 => div_float!(u8, u8::from_ne_bytes, u8::to_ne_bytes, n as u8),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    /// u8's avg at 256 ranks and more divides by n, not by `n as u8` (0: a panic).
+    #[test]
+    fn u8_avg_over_256_ranks_is_zero_not_a_panic() {
+        let mut buf = [255u8, 7, 0];
+        super::divide(railyard_schedule::Dtype::U8, &mut buf, 256);
+        assert_eq!(buf, [0, 0, 0]);
+        let mut buf = [255u8, 7];
+        super::divide(railyard_schedule::Dtype::U8, &mut buf, 255);
+        assert_eq!(buf, [1, 0]);
+    }
+
     use super::*;
 
     fn f32s(v: &[f32]) -> Vec<u8> {

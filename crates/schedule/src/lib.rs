@@ -31,6 +31,7 @@ pub mod rhd;
 pub mod ring;
 pub mod step_graph;
 pub mod tree;
+pub mod waits;
 
 pub use algorithm::Algorithm;
 pub use builder::{merge_parallel, ScheduleBuilder};

@@ -3,6 +3,10 @@
 //! disagree (a desync: a different collective, size, dtype, op, root or algorithm at the
 //! same sequence number, or calls in a different order), and the schedule step the
 //! unfinished call waits on. The analysis is a pure function of the dumps (`triage`).
+//! PyTorch's Flight Recorder dumps get the same analysis per process group
+//! (`flight_recorder`).
+
+mod flight_recorder;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,8 +20,13 @@ use crate::args::Format;
 
 #[derive(Debug, Args)]
 pub struct TriageArgs {
-    /// The directory the ranks dumped to (RAILYARD_DUMP_DIR)
+    /// The directory the ranks dumped to: railyard's (RAILYARD_DUMP_DIR), or PyTorch's
+    /// Flight Recorder files (TORCH_FR_DUMP_TEMP_FILE's directory: <prefix><rank>, pickle or JSON)
     pub dir: PathBuf,
+    /// For Flight Recorder dumps: the machine NCCL's tuner picks the stalled collective's
+    /// algorithm on (a preset or topology file; default DGX H100 nodes of 8 GPUs)
+    #[arg(long)]
+    pub topo: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
@@ -146,7 +155,7 @@ pub fn triage(dumps: &[Dump]) -> Findings {
     Findings { ranks, missing, last_calls, behind, desync, waiting }
 }
 
-fn load(dir: &Path) -> Result<Vec<Dump>> {
+fn load(dir: &Path) -> Result<Option<Vec<Dump>>> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
     let mut dumps = Vec::new();
     for e in entries.flatten() {
@@ -168,17 +177,13 @@ fn load(dir: &Path) -> Result<Vec<Dump>> {
         dumps.push(dump);
     }
     if dumps.is_empty() {
-        bail!(
-            "no railyard-trace-rank*.json in {}: run the job with RAILYARD_DUMP_DIR={} (dumps are written on the first error, on SIGUSR1 and on request)",
-            dir.display(),
-            dir.display()
-        );
+        return Ok(None);
     }
     dumps.sort_by_key(|d| d.rank);
     if let Some(w) = dumps.windows(2).find(|w| w[0].rank == w[1].rank) {
         bail!("two dumps claim rank {}", w[0].rank);
     }
-    Ok(dumps)
+    Ok(Some(dumps))
 }
 
 fn text(f: &Findings, dumps: &[Dump]) -> String {
@@ -246,7 +251,26 @@ fn text(f: &Findings, dumps: &[Dump]) -> String {
 }
 
 pub fn run(args: &TriageArgs) -> Result<String> {
-    let dumps = load(&args.dir)?;
+    let Some(dumps) = load(&args.dir)? else {
+        let Some((dumps, unreadable)) =
+            flight_recorder::load(&args.dir, railyard_nccl::flight_recorder::MAX_DUMP_BYTES as u64)?
+        else {
+            bail!(
+                "no dumps in {dir}: neither railyard's (railyard-trace-rank*.json: run the job with RAILYARD_DUMP_DIR={dir}; \
+                 they are written on the first error, on SIGUSR1 and on request) nor PyTorch's Flight Recorder's \
+                 (<prefix><rank>: TORCH_FR_BUFFER_SIZE=2000 TORCH_FR_DUMP_TEMP_FILE={dir}/rank)",
+                dir = args.dir.display()
+            );
+        };
+        let report = flight_recorder::FrReport { unreadable, ..flight_recorder::analyse(&dumps, args.topo.as_deref()) };
+        return Ok(match args.format {
+            Format::Json => serde_json::to_string_pretty(&report)?,
+            Format::Md => flight_recorder::text(&report, &args.dir),
+        });
+    };
+    if args.topo.is_some() {
+        bail!("--topo is for PyTorch Flight Recorder dumps; railyard's own name their algorithm");
+    }
     let findings = triage(&dumps);
     Ok(match args.format {
         Format::Json => serde_json::to_string_pretty(&findings)?,
