@@ -167,7 +167,7 @@ fn triage_reads_pytorch_flight_recorder_dumps() {
                 "output_sizes": [[{n}]], "state": "scheduled", "time_created_ns": {seq}}}"#
         )
     };
-    let dump = |rank: usize, upto: u64| {
+    let dump = |upto: u64| {
         let entries: Vec<String> =
             (1..=upto).map(|s| entry(s, if s == 3 { "all_reduce" } else { "broadcast" }, 1 << 20)).collect();
         format!(
@@ -177,7 +177,7 @@ fn triage_reads_pytorch_flight_recorder_dumps() {
         )
     };
     for rank in 0..8 {
-        std::fs::write(dir.join(format!("nccl_trace_rank_{rank}")), dump(rank, if rank == 5 { 2 } else { 3 })).unwrap();
+        std::fs::write(dir.join(format!("nccl_trace_rank_{rank}")), dump(if rank == 5 { 2 } else { 3 })).unwrap();
     }
     let out = railyard(&["triage", dir.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{}", out.stderr);

@@ -475,9 +475,7 @@ fn from_value(v: &Value, file_rank: Option<usize>) -> Result<FrDump, NcclError> 
         let mut parts = op.split_whitespace();
         let op_name = parts.next().unwrap_or("").to_string();
         let p2p = match (op_name.as_str(), parts.next()) {
-            ("send", Some(meta)) => {
-                meta.split_once("->").and_then(|(s, d)| Some((s.parse().ok(), d.parse().ok()?))).map(|(s, d)| (s, d))
-            }
+            ("send", Some(meta)) => meta.split_once("->").and_then(|(s, d)| Some((s.parse().ok(), d.parse().ok()?))),
             ("recv", Some(meta)) => meta.split_once("<-").and_then(|(d, s)| Some((s.parse().ok(), d.parse().ok()?))),
             _ => None,
         };

@@ -232,7 +232,7 @@ impl Comm {
     #[staticmethod]
     fn join(py: Python<'_>, id: &str, rank: usize, size: usize, timeout_secs: f64) -> PyResult<Comm> {
         let mut config = Config::from_env().map_err(|e| value_error("environment", e))?;
-        if !(timeout_secs > 0.0) {
+        if timeout_secs.is_nan() || timeout_secs <= 0.0 {
             return Err(value_error("timeout", format!("{timeout_secs} s: must be more than 0")));
         }
         // A timeout of a year means "never" (torch users write timedelta(days=365)):
