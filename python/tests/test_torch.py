@@ -66,8 +66,8 @@ def test_every_collective_equals_gloo_under_slurm_variables():
     assert_all_ranks_ok(0, "".join(texts), 2)
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("wrapper", ["ddp", "fsdp"])
+# DDP at 2 and 4 ranks; FSDP2 at 2 (each case is two torchrun jobs: the suite's time).
+@pytest.mark.parametrize("ranks,wrapper", [(2, "ddp"), (4, "ddp"), (2, "fsdp")])
 def test_training_has_gloos_losses_at_every_step(tmp_path, ranks, wrapper):
     if wrapper == "fsdp":
         pytest.importorskip("torch.distributed.fsdp")
