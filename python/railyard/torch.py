@@ -35,8 +35,11 @@ How calls run (the contract differs from gloo's in one way, said here):
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -107,13 +110,22 @@ def _no_integer_avg(tensors: Sequence[torch.Tensor]) -> None:
             raise ValueError(f"railyard: AVG of {t.dtype}: integer sums wrap before they divide; reduce with SUM and divide")
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether `host` resolves to this machine's loopback (Debian's /etc/hosts maps a
+    host's own name to 127.0.1.1)."""
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
 def _master_addr(size: int) -> Optional[str]:
     """Where the other ranks reach rank 0's host: MASTER_ADDR (torchrun, railyard launch).
     Refused for a job across hosts without one (loopback would be unreachable)."""
     addr = os.environ.get("MASTER_ADDR") or None
     local = os.environ.get("LOCAL_WORLD_SIZE")
     spans_hosts = local is not None and local.isdigit() and int(local) < int(os.environ.get("WORLD_SIZE", size))
-    if spans_hosts and (addr is None or addr in ("localhost", "127.0.0.1", "::1")):
+    if spans_hosts and (addr is None or _is_loopback(addr)):
         raise ValueError(
             "railyard: the job spans hosts (LOCAL_WORLD_SIZE < WORLD_SIZE) and MASTER_ADDR does not name rank 0's "
             "host: set it, or RAILYARD_SOCKET_IFNAME to the interface the ranks reach each other on"
@@ -219,6 +231,8 @@ class _Queued(dist.Work):
 _GROUPS: "weakref.WeakSet[ProcessGroupRailyard]" = weakref.WeakSet()
 # One flush at a time in a process: queued calls of every group, run in one order.
 _FLUSH = threading.Lock()
+# Queued sends and receives in all groups (a collective in any group runs them first).
+_QUEUED = [0]
 
 
 def _flush_all() -> None:
@@ -227,6 +241,7 @@ def _flush_all() -> None:
     with _FLUSH:
         for group in sorted(list(_GROUPS), key=lambda g: g.group_name):
             group._flush()
+        _QUEUED[0] = 0
 
 
 class ProcessGroupRailyard(dist.ProcessGroup):
@@ -252,7 +267,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
             # find this one's.
             store.delete_key("railyard/id")
         # Store keys of this group's monitored barriers: unique to this rendezvous.
-        self._keys = "railyard/" + rendezvous.rsplit("#", 1)[-1][:16]
+        self._keys = "railyard/" + hashlib.sha256(rendezvous.encode()).hexdigest()[:16]
         self._queue: List[Any] = []  # (kind, tensor, peer, work) of isend/irecv not yet run
         self._scratches: dict = {}
         self._lock = threading.Lock()
@@ -325,7 +340,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
     # -- plumbing ----------------------------------------------------------------------
 
     def _call(self, collective: str, send, recv, count: int, op: int = 0, root: int = 0, peer: int = 0, counts=None, in_place: bool = False) -> None:
-        if self._queue:
+        if _QUEUED[0]:
             _flush_all()
         self._comm.call(_CODE[collective], send, recv, count, op, root, peer, counts, in_place)
 
@@ -390,7 +405,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
 
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> dist.Work:
         op = _op(opts.reduceOp) if opts is not None else 0
-        if self._queue:
+        if _QUEUED[0]:
             _flush_all()
         if op == _OP["avg"]:
             _no_integer_avg(tensors)
@@ -491,13 +506,13 @@ class ProcessGroupRailyard(dist.ProcessGroup):
             # Large parts go straight into the root's list, one message each (the
             # collective would land them in one buffer to be copied out).
             if self._rank != root:
-                self._call("sendrecv", t, None, t.numel(), root=self._rank, peer=root)
+                self._call("sendrecv", t.contiguous(), None, t.numel(), root=self._rank, peer=root)
                 return _Done(outputs)
             for r, part in enumerate(parts):
                 if r == root:
-                    part.copy_(t.view_as(part))
+                    part.copy_(t.reshape(part.shape))
                     continue
-                into = part if part.is_contiguous() else torch.empty_like(part)
+                into = part if part.is_contiguous() else torch.empty(part.shape, dtype=part.dtype)
                 self._call("sendrecv", None, into, into.numel(), root=r, peer=root)
                 if into is not part:
                     part.copy_(into)
@@ -522,11 +537,14 @@ class ProcessGroupRailyard(dist.ProcessGroup):
             # Large parts leave the root's list one message each, with no copy into one
             # buffer first (at 4 ranks on 2 cores that copy put a 64 MiB scatter above gloo).
             if self._rank != root:
-                self._call("sendrecv", None, out, out.numel(), root=root, peer=self._rank)
+                into = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype)
+                self._call("sendrecv", None, into, into.numel(), root=root, peer=self._rank)
+                if into is not out:
+                    out.copy_(into)
                 return _Done(outputs)
             for r, part in enumerate(parts):
                 if r == root:
-                    out.copy_(part.view_as(out))
+                    out.copy_(part.reshape(out.shape))
                 else:
                     self._call("sendrecv", part.contiguous(), None, part.numel(), root=root, peer=r)
             return _Done(outputs)
@@ -611,7 +629,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
     def monitored_barrier(self, timeout: Optional[timedelta] = None, wait_all_ranks: bool = False) -> None:
         """A barrier through the store that names the ranks that did not arrive in
         ``timeout`` (rank 0 waits for each; with ``wait_all_ranks`` all are named)."""
-        if self._queue:
+        if _QUEUED[0]:
             _flush_all()
         secs = (timeout or self._timeout).total_seconds()
         self._barriers += 1
@@ -629,8 +647,9 @@ class ProcessGroupRailyard(dist.ProcessGroup):
                     missing.append(r)
                     if not wait_all_ranks:
                         break
-            # Every rank passed the previous barrier: its keys can go.
-            if self._barriers > 1:
+            # Every rank passed the previous barrier (none is missing from this one): its
+            # keys can go.
+            if self._barriers > 1 and not missing:
                 old = f"{self._keys}/monitored/{self._barriers - 1}"
                 for k in [f"{old}/{r}" for r in range(self._size)] + [f"{old}/done", f"{old}/failed"]:
                     self._store.delete_key(k)
@@ -674,6 +693,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
         work = _Queued(tensors)
         with self._lock:
             self._queue.append((kind, t, peer, work))
+            _QUEUED[0] += 1
         return work
 
     def _flush(self) -> None:

@@ -141,138 +141,180 @@ pub fn parse(bytes: &[u8], file_rank: Option<usize>) -> Result<FrDump, NcclError
 
 /// Nesting a dump has at most (entries hold lists of shapes of lists).
 const MAX_DEPTH: usize = 64;
-/// What a pickle may build, in values plus a value per 32 bytes of text: a dump of
-/// 2,000 entries weighs about 100,000; a few nested memo references can weigh 10^9.
+/// What a pickle may build, counted as it would be built (every value once, a string as
+/// one value per 8 bytes, each memo read a copy): a dump of 2,000 entries weighs about
+/// 100,000.
 const MAX_PICKLE_WEIGHT: u64 = 8 << 20;
+/// Longest string (a group's rank list as text is the longest a dump holds) and number.
+const MAX_PICKLE_STRING_BYTES: u64 = 1 << 20;
+const MAX_PICKLE_NUMBER_BYTES: u64 = 64;
+/// Memo entries at most.
+const MAX_PICKLE_MEMO: usize = 1 << 20;
 
 /// One item on the simulated pickle stack.
 #[derive(Clone, Copy)]
 enum Item {
     Mark,
-    Value { weight: u64, depth: usize },
+    /// A string or number: what a memo read may copy.
+    Scalar {
+        weight: u64,
+    },
+    /// A list, dict, tuple or set, and how deep it nests.
+    Container {
+        depth: usize,
+    },
 }
 
-/// Run `bytes` as a pickle machine that builds nothing but the weight and depth of each
-/// value (memo references count as the copies serde-pickle makes of them), and refuse
-/// one that would build more than MAX_PICKLE_WEIGHT, nest deeper than MAX_DEPTH, or use
-/// an opcode a dump has no use for (persistent ids, extensions, out-of-band buffers).
+/// Check `bytes` against what torch's pickler writes before serde-pickle builds it (which
+/// it does recursively, copying every memo reference): dicts, lists, tuples and sets of
+/// strings and numbers, with memo reads of strings and numbers only (torch memoizes
+/// strings; a memo read of a container is how a few bytes become 10^9 values), nesting
+/// at most MAX_DEPTH deep, at most MAX_PICKLE_WEIGHT built in all. Opcodes a dump has no
+/// use for (DUP, objects, persistent ids, extensions, out-of-band buffers) are refused.
+/// Linear in the file: every opcode is visited once and every item popped once.
 pub fn check_pickle(bytes: &[u8]) -> Result<(), NcclError> {
     let err = |at: usize, m: String| bad("dump", format!("pickle at byte {at}: {m}"));
     let mut stack: Vec<Item> = Vec::new();
-    let mut memo: std::collections::HashMap<u64, Item> = std::collections::HashMap::new();
+    let mut marks = 0usize;
+    let mut memo: std::collections::HashMap<u64, Option<u64>> = std::collections::HashMap::new();
+    let mut built = 0u64;
     let mut i = 0usize;
-    let take = |i: &mut usize, n: usize| -> Result<&[u8], NcclError> {
-        let end = i.checked_add(n).filter(|&e| e <= bytes.len()).ok_or_else(|| err(*i, "truncated".into()))?;
+    let take = |i: &mut usize, n: u64| -> Result<&[u8], NcclError> {
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| i.checked_add(n))
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(|| err(*i, "truncated".into()))?;
         let out = &bytes[*i..end];
         *i = end;
         Ok(out)
     };
     let len_le = |b: &[u8]| b.iter().rev().fold(0u64, |a, &x| (a << 8) | u64::from(x));
-    let line = |i: &mut usize| -> Result<usize, NcclError> {
+    let line = |i: &mut usize, limit: u64| -> Result<&[u8], NcclError> {
         let rest = &bytes[*i..];
         let n = rest.iter().position(|&b| b == b'\n').ok_or_else(|| err(*i, "a line without its end".into()))?;
+        if n as u64 > limit {
+            return Err(err(*i, format!("a line of {n} bytes, more than {limit}")));
+        }
+        let out = &rest[..n];
         *i += n + 1;
-        Ok(n)
+        Ok(out)
     };
-    let scalar = |len: u64| Item::Value { weight: 1 + len / 32, depth: 0 };
-    let check = |at: usize, it: Item| -> Result<Item, NcclError> {
-        if let Item::Value { weight, depth } = it {
-            if weight > MAX_PICKLE_WEIGHT {
-                return Err(err(at, format!("builds more than {MAX_PICKLE_WEIGHT} values")));
-            }
-            if depth > MAX_DEPTH {
-                return Err(err(at, format!("nests deeper than {MAX_DEPTH} levels")));
-            }
-        }
-        Ok(it)
-    };
-    // Combine `parts` into one value holding them (one level deeper).
-    let combine = |at: usize, parts: &[Item]| -> Result<Item, NcclError> {
-        let mut weight = 1u64;
-        let mut depth = 0usize;
-        for p in parts {
-            match p {
-                Item::Value { weight: w, depth: d } => {
-                    weight = weight.saturating_add(*w);
-                    depth = depth.max(d + 1);
-                }
-                Item::Mark => return Err(err(at, "a mark where a value belongs".into())),
-            }
-        }
-        check(at, Item::Value { weight, depth })
-    };
+    let number = |s: &[u8]| std::str::from_utf8(s).ok().and_then(|t| t.trim().parse::<u64>().ok());
     let pop = |stack: &mut Vec<Item>, at: usize| stack.pop().ok_or_else(|| err(at, "the stack is empty".into()));
-    let to_mark = |stack: &mut Vec<Item>, at: usize| -> Result<Vec<Item>, NcclError> {
+    // The depth of a container holding `items` (a mark among them is an error).
+    let holding = |at: usize, base: usize, items: &[Item]| -> Result<Item, NcclError> {
+        let mut depth = base.max(1);
+        for it in items {
+            match it {
+                Item::Mark => return Err(err(at, "a mark where a value belongs".into())),
+                Item::Scalar { .. } => depth = depth.max(1),
+                Item::Container { depth: d } => depth = depth.max(d + 1),
+            }
+        }
+        if depth > MAX_DEPTH {
+            return Err(err(at, format!("nests deeper than {MAX_DEPTH} levels")));
+        }
+        Ok(Item::Container { depth })
+    };
+    // Items from the last mark up, the mark removed.
+    let to_mark = |stack: &mut Vec<Item>, marks: &mut usize, at: usize| -> Result<Vec<Item>, NcclError> {
         let m = stack.iter().rposition(|x| matches!(x, Item::Mark)).ok_or_else(|| err(at, "no mark".into()))?;
         let items = stack.split_off(m + 1);
         stack.pop();
+        *marks -= 1;
         Ok(items)
     };
     while i < bytes.len() {
         let at = i;
         let op = bytes[i];
         i += 1;
+        let mut pushed: Option<Item> = None;
         match op {
-            b'.' => return Ok(()),                       // STOP
-            0x80 => drop(take(&mut i, 1)?),              // PROTO
-            0x95 => drop(take(&mut i, 8)?),              // FRAME
-            b'(' => stack.push(Item::Mark),              // MARK
-            b'N' | 0x88 | 0x89 => stack.push(scalar(0)), // NONE, NEWTRUE, NEWFALSE
-            b'J' => stack.push(scalar(take(&mut i, 4).map(|_| 0)?)),
-            b'K' => stack.push(scalar(take(&mut i, 1).map(|_| 0)?)),
-            b'M' => stack.push(scalar(take(&mut i, 2).map(|_| 0)?)),
-            b'G' => stack.push(scalar(take(&mut i, 8).map(|_| 0)?)),
-            b'F' | b'I' | b'L' | b'S' | b'V' => {
-                let n = line(&mut i)?;
-                stack.push(scalar(n as u64));
+            b'.' => return Ok(()),          // STOP
+            0x80 => drop(take(&mut i, 1)?), // PROTO
+            0x95 => drop(take(&mut i, 8)?), // FRAME
+            b'(' => {
+                marks += 1;
+                if marks > MAX_DEPTH {
+                    return Err(err(at, format!("more than {MAX_DEPTH} open marks")));
+                }
+                stack.push(Item::Mark);
+            }
+            b'N' | 0x88 | 0x89 => pushed = Some(Item::Scalar { weight: 1 }), // NONE, NEWTRUE, NEWFALSE
+            b'J' | b'K' | b'M' | b'G' => {
+                let n = match op {
+                    b'J' => 4,
+                    b'K' => 1,
+                    b'M' => 2,
+                    _ => 8,
+                };
+                take(&mut i, n)?;
+                pushed = Some(Item::Scalar { weight: 1 });
+            }
+            b'F' | b'I' | b'L' => {
+                line(&mut i, MAX_PICKLE_NUMBER_BYTES)?;
+                pushed = Some(Item::Scalar { weight: 1 });
+            }
+            b'S' | b'V' => {
+                let n = line(&mut i, MAX_PICKLE_STRING_BYTES)?.len() as u64;
+                pushed = Some(Item::Scalar { weight: 1 + n / 8 });
             }
             b'c' => {
-                line(&mut i)?;
-                line(&mut i)?;
-                stack.push(scalar(0));
+                line(&mut i, 256)?;
+                line(&mut i, 256)?;
+                pushed = Some(Item::Scalar { weight: 1 });
             }
-            // Length-prefixed data: LONG1, SHORT_BINSTRING, SHORT_BINUNICODE, SHORT_BINBYTES
-            // (1 byte); LONG4, BINSTRING, BINUNICODE, BINBYTES (4); BINUNICODE8,
-            // BINBYTES8, BYTEARRAY8 (8).
-            0x8a | b'U' | 0x8c | b'C' | 0x8b | b'T' | b'X' | b'B' | 0x8d | 0x8e | 0x96 => {
+            // LONG1, LONG4: little-endian integers.
+            0x8a | 0x8b => {
+                let n = len_le(take(&mut i, if op == 0x8a { 1 } else { 4 })?);
+                if n > MAX_PICKLE_NUMBER_BYTES {
+                    return Err(err(at, format!("an integer of {n} bytes")));
+                }
+                take(&mut i, n)?;
+                pushed = Some(Item::Scalar { weight: 1 });
+            }
+            // Strings and bytes: SHORT_BINSTRING, SHORT_BINUNICODE, SHORT_BINBYTES (1-byte
+            // length); BINSTRING, BINUNICODE, BINBYTES (4); BINUNICODE8, BINBYTES8,
+            // BYTEARRAY8 (8).
+            b'U' | 0x8c | b'C' | b'T' | b'X' | b'B' | 0x8d | 0x8e | 0x96 => {
                 let width = match op {
-                    0x8a | b'U' | 0x8c | b'C' => 1,
-                    0x8b | b'T' | b'X' | b'B' => 4,
+                    b'U' | 0x8c | b'C' => 1,
+                    b'T' | b'X' | b'B' => 4,
                     _ => 8,
                 };
                 let n = len_le(take(&mut i, width)?);
-                let n = usize::try_from(n).map_err(|_| err(at, "a length past the file".into()))?;
+                if n > MAX_PICKLE_STRING_BYTES {
+                    return Err(err(at, format!("a string of {n} bytes, more than {MAX_PICKLE_STRING_BYTES}")));
+                }
                 take(&mut i, n)?;
-                stack.push(scalar(n as u64));
+                pushed = Some(Item::Scalar { weight: 1 + n / 8 });
             }
-            b']' | b'}' | b')' | 0x8f => stack.push(Item::Value { weight: 1, depth: 1 }),
+            b']' | b'}' | b')' | 0x8f => pushed = Some(Item::Container { depth: 1 }), // EMPTY_*
             b'a' => {
                 let x = pop(&mut stack, at)?;
-                let list = pop(&mut stack, at)?;
-                stack.push(combine(at, &[list, x])?);
-            }
-            b'e' | b'u' | 0x90 => {
-                let items = to_mark(&mut stack, at)?;
                 let target = pop(&mut stack, at)?;
-                let mut parts = vec![target];
-                parts.extend(items);
-                stack.push(combine(at, &parts)?);
+                let Item::Container { depth } = target else { return Err(err(at, "APPEND to a non-list".into())) };
+                stack.push(holding(at, depth, &[x])?);
             }
-            b's' => {
-                let v = pop(&mut stack, at)?;
-                let k = pop(&mut stack, at)?;
-                let d = pop(&mut stack, at)?;
-                stack.push(combine(at, &[d, k, v])?);
+            b'e' | b'u' | 0x90 | b's' => {
+                let items = if op == b's' {
+                    let v = pop(&mut stack, at)?;
+                    let k = pop(&mut stack, at)?;
+                    vec![k, v]
+                } else {
+                    to_mark(&mut stack, &mut marks, at)?
+                };
+                let target = pop(&mut stack, at)?;
+                let Item::Container { depth } = target else {
+                    return Err(err(at, "items added to a non-container".into()));
+                };
+                stack.push(holding(at, depth, &items)?);
             }
-            b'l' | b't' | b'd' | 0x91 | b'o' => {
-                let items = to_mark(&mut stack, at)?;
-                stack.push(combine(at, &items)?);
-            }
-            b'i' => {
-                line(&mut i)?;
-                line(&mut i)?;
-                let items = to_mark(&mut stack, at)?;
-                stack.push(combine(at, &items)?);
+            b'l' | b't' | b'd' | 0x91 => {
+                let items = to_mark(&mut stack, &mut marks, at)?;
+                built += 1;
+                stack.push(holding(at, 1, &items)?);
             }
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
@@ -280,71 +322,69 @@ pub fn check_pickle(bytes: &[u8]) -> Result<(), NcclError> {
                     return Err(err(at, "the stack is empty".into()));
                 }
                 let items = stack.split_off(stack.len() - n);
-                stack.push(combine(at, &items)?);
+                built += 1;
+                stack.push(holding(at, 1, &items)?);
             }
-            b'0' => drop(pop(&mut stack, at)?),
-            b'1' => drop(to_mark(&mut stack, at)?),
-            b'2' => {
-                let top = *stack.last().ok_or_else(|| err(at, "the stack is empty".into()))?;
-                stack.push(top);
+            b'0' => {
+                if matches!(pop(&mut stack, at)?, Item::Mark) {
+                    marks -= 1;
+                }
             }
+            b'1' => drop(to_mark(&mut stack, &mut marks, at)?),
             b'p' | b'q' | b'r' | 0x94 => {
                 let key = match op {
-                    b'p' => {
-                        let start = i;
-                        let n = line(&mut i)?;
-                        std::str::from_utf8(&bytes[start..start + n])
-                            .ok()
-                            .and_then(|t| t.trim().parse().ok())
-                            .unwrap_or(u64::MAX)
-                    }
+                    b'p' => number(line(&mut i, MAX_PICKLE_NUMBER_BYTES)?).unwrap_or(u64::MAX),
                     b'q' => len_le(take(&mut i, 1)?),
                     b'r' => len_le(take(&mut i, 4)?),
                     _ => memo.len() as u64,
                 };
-                let top = *stack.last().ok_or_else(|| err(at, "the stack is empty".into()))?;
-                memo.insert(key, top);
+                if memo.len() >= MAX_PICKLE_MEMO {
+                    return Err(err(at, format!("more than {MAX_PICKLE_MEMO} memo entries")));
+                }
+                let stored = match stack.last() {
+                    Some(Item::Scalar { weight }) => Some(*weight),
+                    Some(Item::Container { .. }) => None,
+                    _ => return Err(err(at, "nothing to store".into())),
+                };
+                if memo.insert(key, stored).is_some() {
+                    return Err(err(at, format!("memo {key} stored twice")));
+                }
             }
             b'g' | b'h' | b'j' => {
                 let key = match op {
-                    b'g' => {
-                        let start = i;
-                        let n = line(&mut i)?;
-                        std::str::from_utf8(&bytes[start..start + n])
-                            .ok()
-                            .and_then(|t| t.trim().parse().ok())
-                            .unwrap_or(u64::MAX)
-                    }
+                    b'g' => number(line(&mut i, MAX_PICKLE_NUMBER_BYTES)?).unwrap_or(u64::MAX),
                     b'h' => len_le(take(&mut i, 1)?),
                     _ => len_le(take(&mut i, 4)?),
                 };
-                let item = *memo.get(&key).ok_or_else(|| err(at, format!("memo {key} was never stored")))?;
-                stack.push(item);
+                match memo.get(&key) {
+                    None => return Err(err(at, format!("memo {key} was never stored"))),
+                    Some(None) => return Err(err(at, format!("memo {key} is a container: a dump copies none"))),
+                    Some(Some(weight)) => pushed = Some(Item::Scalar { weight: *weight }),
+                }
             }
             0x93 => {
                 pop(&mut stack, at)?;
                 pop(&mut stack, at)?;
-                stack.push(scalar(0));
+                pushed = Some(Item::Scalar { weight: 1 });
             }
-            b'R' | 0x81 | b'b' => {
+            // REDUCE of a global (torch's typed-list builders): what it builds holds its
+            // arguments, moved, not copied.
+            b'R' => {
                 let args = pop(&mut stack, at)?;
-                let callable = pop(&mut stack, at)?;
-                stack.push(combine(at, &[callable, args])?);
-            }
-            0x92 => {
-                let kwargs = pop(&mut stack, at)?;
-                let args = pop(&mut stack, at)?;
-                let cls = pop(&mut stack, at)?;
-                stack.push(combine(at, &[cls, args, kwargs])?);
+                pop(&mut stack, at)?;
+                built += 1;
+                stack.push(holding(at, 1, &[args])?);
             }
             other => return Err(err(at, format!("opcode 0x{other:02x} has no place in a dump"))),
         }
-        // The weight of what is on the stack together is what would be built.
-        let total = stack.iter().fold(0u64, |a, x| match x {
-            Item::Value { weight, .. } => a.saturating_add(*weight),
-            Item::Mark => a,
-        });
-        if total > MAX_PICKLE_WEIGHT {
+        if let Some(item) = pushed {
+            built = built.saturating_add(match item {
+                Item::Scalar { weight } => weight,
+                _ => 1,
+            });
+            stack.push(item);
+        }
+        if built > MAX_PICKLE_WEIGHT {
             return Err(err(at, format!("builds more than {MAX_PICKLE_WEIGHT} values")));
         }
     }
@@ -427,7 +467,21 @@ fn ranks(v: Option<&Value>) -> Result<Vec<usize>, String> {
     if items.len() > MAX_GROUP_RANKS {
         return Err(format!("{} ranks, more than {MAX_GROUP_RANKS}", items.len()));
     }
-    items.iter().map(|x| uint(Some(x)).map(|r| r as usize).ok_or_else(|| format!("{x} is not a rank"))).collect()
+    let ranks: Vec<usize> = items
+        .iter()
+        .map(|x| {
+            uint(Some(x))
+                .filter(|&r| r < MAX_GROUP_RANKS as u64)
+                .map(|r| r as usize)
+                .ok_or_else(|| format!("{x} is not a rank below {MAX_GROUP_RANKS}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut sorted = ranks.clone();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("rank {} is listed twice", w[0]));
+    }
+    Ok(ranks)
 }
 
 fn shapes(v: Option<&Value>) -> Vec<Vec<u64>> {
@@ -614,7 +668,27 @@ mod tests {
         }
         p.push(b'.');
         let e = parse(&p, Some(0)).unwrap_err().to_string();
+        assert!(e.contains("is a container"), "{e}");
+        // A list referenced, then grown: never copied, as memo reads of lists are refused.
+        let mut p = vec![0x80, 2, b']', b'q', 0, b'h', 0, b'.'];
+        let e = parse(&p, Some(0)).unwrap_err().to_string();
+        assert!(e.contains("is a container"), "{e}");
+        // 2,000 reads of a 1 MiB string: 2,000 copies.
+        p = vec![0x80, 2, b'X'];
+        p.extend((1u32 << 20).to_le_bytes());
+        p.extend(std::iter::repeat_n(b'a', 1 << 20));
+        p.extend([b'q', 0, b']', b'(']);
+        for _ in 0..2000 {
+            p.extend([b'h', 0]);
+        }
+        p.extend([b'e', b'.']);
+        let e = parse(&p, Some(0)).unwrap_err().to_string();
         assert!(e.contains("builds more than"), "{e}");
+        // 100,000 marks.
+        let mut p = vec![0x80, 2];
+        p.extend(std::iter::repeat_n(b'(', 100_000));
+        let e = parse(&p, Some(0)).unwrap_err().to_string();
+        assert!(e.contains("open marks"), "{e}");
         // 100,000 nested lists.
         let mut p = vec![0x80, 2];
         p.extend(std::iter::repeat_n(b']', 100_000));

@@ -27,6 +27,8 @@ use super::{triage, Behind, Findings};
 const MAX_FILES: usize = 4096;
 /// Ranks of a group whose schedule is followed (an expanded ring of P ranks has P² transfers).
 const MAX_STEP_RANKS: usize = 1024;
+/// GPUs of the job the group is placed in (the assumed topology is built that large).
+const MAX_JOB_RANKS: usize = 16384;
 
 /// One process group's analysis; ranks are the group's (0..size), `ranks` maps them to
 /// the job's.
@@ -285,7 +287,7 @@ pub fn analyse(dumps: &[FrDump], topo: Option<&str>) -> FrReport {
             p2p_entries += entries.iter().filter(|e| e.is_p2p()).count();
             // NCCL's records say when a call completed; gloo's stay "scheduled" to the end,
             // and there a blocking collective that any member went past has finished.
-            let records_completion = d.entries.iter().any(|e| e.state == FrState::Completed);
+            let records_completion = !entries.iter().any(|e| e.library == "gloo");
             let records: Vec<CallRecord> = calls(entries)
                 .iter()
                 .map(|e| {
@@ -386,7 +388,10 @@ fn nccl_wait(entry: &FrEntry, absent: usize, members: &[usize], topo: Option<&st
     let bytes = count.checked_mul(elem_bytes).context("the collective's size overflows 64 bits")?;
     // The group's members where they are in the job: job rank r on GPU r of the job's
     // machine (a data-parallel group [0, 8, 16, 24] spans four 8-GPU nodes).
-    let job_ranks = members.iter().max().map_or(size, |&m| m + 1);
+    let job_ranks = members.iter().max().map_or(size, |&m| m.saturating_add(1));
+    if job_ranks > MAX_JOB_RANKS {
+        bail!("the group's ranks reach {job_ranks}: the step is placed on jobs of at most {MAX_JOB_RANKS} GPUs");
+    }
     let (spec, assumed) = match topo {
         Some(t) => (t.to_string(), false),
         None => (format!("dgx-h100:nodes={}", job_ranks.div_ceil(8)), true),
@@ -394,7 +399,12 @@ fn nccl_wait(entry: &FrEntry, absent: usize, members: &[usize], topo: Option<&st
     let topology = railyard_topology::load(&spec).with_context(|| format!("topology {spec}"))?;
     let whole = Placement::new(&topology, &PlacementPolicy::Contiguous, Some(job_ranks))
         .map_err(|e| anyhow::anyhow!("{job_ranks} ranks on {spec}: {e}"))?;
-    let placement = Placement { devices: members.iter().map(|&r| whole.devices[r]).collect() };
+    let devices = members
+        .iter()
+        .map(|&r| whole.devices.get(r).copied().with_context(|| format!("rank {r} is not a GPU of {spec}")))
+        .collect::<Result<Vec<_>>>()?;
+    let placement = Placement { devices };
+    placement.validate(&topology).map_err(|e| anyhow::anyhow!("the group on {spec}: {e}"))?;
     let coll = Coll::from_railyard(collective).with_context(|| format!("NCCL's tuner has no {}", entry.op))?;
     let shape = shape::shape(&topology, &placement, &Overrides::default())?;
     let table = tuner::table(&shape.input, coll)?;
@@ -553,7 +563,15 @@ mod tests {
     /// one DGX H100 (assumed, no --topo).
     #[test]
     fn names_the_rank_behind_and_where_nccls_ring_waits() {
-        let full = || vec![entry(1, "all_reduce", 4), entry(2, "broadcast", 4), entry(3, "all_reduce", 16 << 20)];
+        // NCCL records completion: #1 and #2 completed, #3 started.
+        let done = |e: FrEntry| FrEntry { state: FrState::Completed, ..e };
+        let full = || {
+            vec![
+                done(entry(1, "all_reduce", 4)),
+                done(entry(2, "broadcast", 4)),
+                FrEntry { state: FrState::Started, ..entry(3, "all_reduce", 16 << 20) },
+            ]
+        };
         let dumps = vec![dump(0, full()), dump(1, full()), dump(2, full()[..2].to_vec()), dump(3, full())];
         let r = analyse(&dumps, None);
         let g = &r.groups[0];
