@@ -49,17 +49,11 @@ def worker(sizes, collectives, rounds, small_iters):
     import torch
     import torch.distributed as dist
 
-    import railyard
-    from railyard import _native
-
     torch.set_num_threads(1)
     dist.init_process_group(backend="railyard", timeout=timedelta(seconds=300))
     rank, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
-    store = dist.distributed_c10d._get_default_store()
-    if rank == 0:
-        store.set("bench/numpy-id", _native.rendezvous_id())
-    comm = railyard.Communicator(_native.Comm.join(store.get("bench/numpy-id").decode(), rank, n, 300.0))
+    comm = numpy_comm(dist)
 
     def slowest(secs):
         t = torch.tensor([secs], dtype=torch.float64)
@@ -157,8 +151,6 @@ def floor_worker(rounds, iters):
     import torch
     import torch.distributed as dist
 
-    import railyard
-    from railyard import _native
     from railyard.torch import _Done
 
     class Nothing(dist.ProcessGroup):
@@ -177,10 +169,7 @@ def floor_worker(rounds, iters):
     rank, n = dist.get_rank(), dist.get_world_size()
     nothing = dist.new_group(backend="nothing")
     gloo = dist.new_group(backend="gloo")
-    store = dist.distributed_c10d._get_default_store()
-    if rank == 0:
-        store.set("bench/numpy-id", _native.rendezvous_id())
-    comm = railyard.Communicator(_native.Comm.join(store.get("bench/numpy-id").decode(), rank, n, 300.0))
+    comm = numpy_comm(dist)
     x, xn = torch.ones(2), np.ones(2, dtype=np.float32)
 
     def timed(fn):
@@ -217,6 +206,28 @@ def size_name(s):
     return f"{s} B" if s < 1024 else (f"{s >> 10} KiB" if s < 1 << 20 else f"{s >> 20} MiB")
 
 
+def torchrun(n, args):
+    """This script's worker as `n` ranks under torchrun: what rank 0 printed after RESULT."""
+    env = dict(os.environ, GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), str(pathlib.Path(__file__).resolve())] + args
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=7200, env=env)
+    if out.returncode != 0:
+        sys.exit(f"the benchmark job failed ({out.returncode}):\n{out.stdout[-4000:]}")
+    return next(json.loads(l[len("RESULT "):]) for l in out.stdout.splitlines() if l.startswith("RESULT "))
+
+
+def numpy_comm(dist):
+    """railyard's numpy communicator over the default group's ranks, rendezvous through
+    torch's store."""
+    import railyard
+    from railyard import _native
+
+    store = dist.distributed_c10d._get_default_store()
+    if dist.get_rank() == 0:
+        store.set("bench/numpy-id", _native.rendezvous_id())
+    return railyard.Communicator(_native.Comm.join(store.get("bench/numpy-id").decode(), dist.get_rank(), dist.get_world_size(), 300.0))
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker([int(s) for s in sys.argv[2].split(",")], sys.argv[3].split(","), int(sys.argv[4]), int(sys.argv[5]))
@@ -228,13 +239,7 @@ def main():
     rounds = int(os.environ.get("ROUNDS", "3"))
     small_iters = int(os.environ.get("ITERS", "2000"))
     if len(sys.argv) > 1 and sys.argv[1] == "--floor":
-        env = dict(os.environ, GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"), OMP_NUM_THREADS="1")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), str(pathlib.Path(__file__).resolve()),
-               "--floor-worker", str(max(rounds, 5)), str(max(small_iters, 20000))]
-        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=3600, env=env)
-        if out.returncode != 0:
-            sys.exit(f"the floor job failed ({out.returncode}):\n{out.stdout[-4000:]}")
-        r = next(json.loads(l[len("RESULT "):]) for l in out.stdout.splitlines() if l.startswith("RESULT "))
+        r = torchrun(n, ["--floor-worker", str(max(rounds, 5)), str(max(small_iters, 20000))])
         print(f"## dist.all_reduce of 8 B, {n} ranks: torch's own cost and railyard's\n")
         print("| backend that does nothing (torch alone) | railyard backend | railyard numpy path | backend / numpy | backend − torch alone |")
         print("|---|---|---|---|---|")
@@ -242,13 +247,7 @@ def main():
         return
     sizes = [int(s) for s in os.environ["SIZES"].split(",")] if "SIZES" in os.environ else SIZES
     collectives = os.environ["COLLECTIVES"].split(",") if "COLLECTIVES" in os.environ else COLLECTIVES
-    env = dict(os.environ, GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), str(pathlib.Path(__file__).resolve()),
-           "--worker", ",".join(map(str, sizes)), ",".join(collectives), str(rounds), str(small_iters)]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=7200, env=env)
-    if out.returncode != 0:
-        sys.exit(f"the benchmark job failed ({out.returncode}):\n{out.stdout[-4000:]}")
-    rows = next(json.loads(l[len("RESULT "):]) for l in out.stdout.splitlines() if l.startswith("RESULT "))
+    rows = torchrun(n, ["--worker", ",".join(map(str, sizes)), ",".join(collectives), str(rounds), str(small_iters)])
     print(f"## torch.distributed on CPU tensors, {n} ranks on {os.cpu_count()} cores, float32 (median of {rounds} interleaved rounds)\n")
     print("| collective | size per rank | railyard backend | gloo | railyard / gloo | railyard numpy path | backend / numpy |")
     print("|---|---|---|---|---|---|---|")
