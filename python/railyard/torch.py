@@ -63,6 +63,7 @@ _COLLECTIVE_NAMES, _OP_NAMES = _native.codes()
 _CODE = {name: i for i, name in enumerate(_COLLECTIVE_NAMES)}
 _OP = {name: i for i, name in enumerate(_OP_NAMES)}
 assert _OP["sum"] == 0 and _CODE["allreduce"] == 0, "the fast paths pass codes 0"
+_AVG = _OP["avg"]
 
 # torch's reduction operators by railyard's names (AVG is railyard's own: gloo has none).
 _TORCH_OPS = [
@@ -407,7 +408,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
         op = _op(opts.reduceOp) if opts is not None else 0
         if _QUEUED[0]:
             _flush_all()
-        if op == _OP["avg"]:
+        if op == _AVG:
             _no_integer_avg(tensors)
         call = self._comm.all_reduce_in_place
         for t in tensors:
@@ -426,7 +427,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
     def reduce(self, tensors: List[torch.Tensor], opts: Any) -> dist.Work:
         root = self._root(opts.rootRank)
         op = _op(opts.reduceOp)
-        if op == _OP["avg"]:
+        if op == _AVG:
             _no_integer_avg(tensors)
         for t in tensors:  # in place: the root's tensor gets the reduction
             self._call("reduce", t, None, t.numel(), op, root=root, in_place=True)
@@ -468,7 +469,7 @@ class ProcessGroupRailyard(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> dist.Work:
         op = _op(opts.reduceOp) if opts is not None else _OP["sum"]
-        if op == _OP["avg"]:
+        if op == _AVG:
             _no_integer_avg([input])
         if input.numel() != output.numel() * self._size or output.dtype != input.dtype:
             raise ValueError(

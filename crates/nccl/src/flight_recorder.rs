@@ -88,6 +88,12 @@ impl FrEntry {
         self.p2p_flag || self.p2p.is_some() || matches!(self.op.as_str(), "send" | "recv")
     }
 
+    /// A collective of its group's sequence: not a send or receive, and not torch's
+    /// "coalesced" marker that ends a batch under one sequence number.
+    pub fn is_collective(&self) -> bool {
+        !self.is_p2p() && self.op != "coalesced"
+    }
+
     /// Elements of the input tensors together (saturating: the shapes come from a file).
     pub fn input_elements(&self) -> u64 {
         elements(&self.input_sizes)

@@ -111,11 +111,7 @@ pub fn load(dir: &Path, max_bytes: u64) -> Result<Option<Loaded>> {
             bail!("more than {MAX_FILES} files named <prefix><rank> in {}", dir.display());
         }
         let path = e.path();
-        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
-        if len > max_bytes {
-            bail!("{} is {len} bytes, more than a dump can be ({max_bytes})", path.display());
-        }
-        let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = super::read_bounded(&e, max_bytes)?;
         if !fr::looks_like_dump(&bytes) {
             continue;
         }
@@ -138,10 +134,7 @@ pub fn load(dir: &Path, max_bytes: u64) -> Result<Option<Loaded>> {
         }
         return Ok(None);
     };
-    dumps.sort_by_key(|d| d.rank);
-    if let Some(w) = dumps.windows(2).find(|w| w[0].rank == w[1].rank) {
-        bail!("two Flight Recorder dumps claim rank {}", w[0].rank);
-    }
+    super::sort_by_rank(&mut dumps, |d| d.rank, "Flight Recorder dumps")?;
     Ok(Some((dumps, unreadable)))
 }
 
@@ -273,12 +266,9 @@ pub fn analyse(dumps: &[FrDump], topo: Option<&str>) -> FrReport {
     for (name, (desc, per_dump)) in by_group {
         let seen: Vec<usize> = per_dump.keys().map(|&i| dumps[i].rank).collect();
         let (ranks, known) = configs.members(name, desc, &seen);
-        // torch's "coalesced" marker ends a batch of sends and receives (or of
-        // collectives) under one sequence number: not a call of its own.
-        let calls = |entries: &[&FrEntry]| -> Vec<FrEntry> {
-            entries.iter().filter(|e| !e.is_p2p() && e.op != "coalesced").map(|e| (*e).clone()).collect()
-        };
-        let highest = per_dump.values().flat_map(|es| calls(es)).map(|e| e.collective_seq_id).max().unwrap_or(0);
+        let is_call = |e: &&&FrEntry| e.is_collective();
+        let highest =
+            per_dump.values().flat_map(|es| es.iter().filter(is_call)).map(|e| e.collective_seq_id).max().unwrap_or(0);
         let mut group_dumps = Vec::new();
         let mut p2p_entries = 0;
         for (&i, entries) in &per_dump {
@@ -288,8 +278,9 @@ pub fn analyse(dumps: &[FrDump], topo: Option<&str>) -> FrReport {
             // NCCL's records say when a call completed; gloo's stay "scheduled" to the end,
             // and there a blocking collective that any member went past has finished.
             let records_completion = !entries.iter().any(|e| e.library == "gloo");
-            let records: Vec<CallRecord> = calls(entries)
+            let records: Vec<CallRecord> = entries
                 .iter()
+                .filter(is_call)
                 .map(|e| {
                     let done = e.state == FrState::Completed || (!records_completion && e.collective_seq_id < highest);
                     let mut r = record(e, done);
@@ -360,10 +351,7 @@ fn stalled_call<'a>(
     let seq = their_last_call.map_or(*others_reached, |last| last + 1);
     let waiting = group_dumps.iter().find(|d| !behind.contains(&d.rank))?;
     let dump = dumps.iter().find(|d| d.rank == ranks[waiting.rank])?;
-    let entry = dump
-        .entries
-        .iter()
-        .find(|e| e.group == name && !e.is_p2p() && e.op != "coalesced" && e.collective_seq_id == seq)?;
+    let entry = dump.entries.iter().find(|e| e.group == name && e.is_collective() && e.collective_seq_id == seq)?;
     Some((entry, absent))
 }
 

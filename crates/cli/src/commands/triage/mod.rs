@@ -167,11 +167,7 @@ fn load(dir: &Path) -> Result<Option<Vec<Dump>>> {
             bail!("more than {MAX_DUMPS} dumps in {}", dir.display());
         }
         let path = e.path();
-        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
-        if len > MAX_DUMP_BYTES {
-            bail!("{} is {len} bytes, more than a dump can be ({MAX_DUMP_BYTES})", path.display());
-        }
-        let text = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = read_bounded(&e, MAX_DUMP_BYTES)?;
         let dump: Dump =
             serde_json::from_slice(&text).with_context(|| format!("{} is not a railyard dump", path.display()))?;
         dumps.push(dump);
@@ -179,11 +175,27 @@ fn load(dir: &Path) -> Result<Option<Vec<Dump>>> {
     if dumps.is_empty() {
         return Ok(None);
     }
-    dumps.sort_by_key(|d| d.rank);
-    if let Some(w) = dumps.windows(2).find(|w| w[0].rank == w[1].rank) {
-        bail!("two dumps claim rank {}", w[0].rank);
-    }
+    sort_by_rank(&mut dumps, |d| d.rank, "dumps")?;
     Ok(Some(dumps))
+}
+
+/// A dump file's bytes, refused past `max_bytes` (a bound on what triage loads).
+fn read_bounded(e: &std::fs::DirEntry, max_bytes: u64) -> Result<Vec<u8>> {
+    let path = e.path();
+    let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > max_bytes {
+        bail!("{} is {len} bytes, more than a dump can be ({max_bytes})", path.display());
+    }
+    std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Sort dumps by rank; two of one rank are refused (`what` names them).
+fn sort_by_rank<T>(dumps: &mut [T], rank: impl Fn(&T) -> usize, what: &str) -> Result<()> {
+    dumps.sort_by_key(&rank);
+    if let Some(w) = dumps.windows(2).find(|w| rank(&w[0]) == rank(&w[1])) {
+        bail!("two {what} claim rank {}", rank(&w[0]));
+    }
+    Ok(())
 }
 
 fn text(f: &Findings, dumps: &[Dump]) -> String {
