@@ -25,9 +25,10 @@ const SCENARIO_HELP: &str = r#"A scenario is a TOML file with any of these secti
   [job]        your training job: model (a preset: gpt3-175b, llama3-8b, llama3-70b,
                llama3-405b, mixtral-8x7b, deepseek-v3; or a [job.model] table), topo (a
                machine preset such as dgx-h100:nodes=128), global_batch, precision,
-               zero, recompute, layout = "search" or { tp, cp, pp, dp, ep, vpp,
-               micro_batch }; tp_overlap, ep_overlap (share of that communication
-               hidden), compute_efficiency -> memory per GPU, step time, layouts ranked
+               zero, recompute, attention ("fused" or "unfused"), layout = "search" or
+               { tp, cp, pp, dp, ep, vpp, micro_batch }; tp_overlap, ep_overlap (share
+               of that communication hidden), compute_efficiency -> memory per GPU,
+               step time, layouts ranked
   [memory]     training state / inference weights -> cards and servers (seed 001 §7.1.1)
   [scaling]    compute shrinking with more cards against a fixed cut (example 7.1)
   [step]       compute, communication, update: [[step.timeline]] entries, each a ready

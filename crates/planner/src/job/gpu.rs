@@ -16,13 +16,14 @@ pub struct Gpu {
     /// built (80 GB is five 16 GiB stacks).
     pub memory_bytes: f64,
     pub memory_bytes_per_sec: f64,
-    /// The share of peak a transformer layer's kernels sustain (matrix multiplies with
-    /// the attention kernel, norms and element-wise work they carry): one number per
-    /// generation, stated, settable per job (`compute_efficiency`), never fitted per
-    /// run. Set from the largest compute-bound runs of each generation in
-    /// docs/validation.md (Megatron-LM's 530B and 1T runs at 52% of A100 peak with a
-    /// small bubble; Megatron-Core's 16B at 49% of H100 peak); Blackwell has no
-    /// published run here and takes Hopper's.
+    /// The share of peak a transformer layer's matrix multiplies and attention core
+    /// sustain (the element-wise kernels are timed at the memory bandwidth, `step.rs`):
+    /// one number per generation, stated, settable per job (`compute_efficiency`),
+    /// never fitted per run. Set from the largest compute-bound runs of each generation
+    /// in docs/validation.md (Megatron-LM's 530B and 1T runs at 52% of A100 peak with a
+    /// small bubble; Megatron-Core's 16B at 49% of H100 peak) and left as they were
+    /// when the element-wise term came in; Blackwell has no published run here and
+    /// takes Hopper's.
     pub compute_efficiency: f64,
 }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::layout::Layout;
 use super::shape::ModelShape;
-use super::{Job, Recompute};
+use super::{Attention, Job, Recompute};
 
 /// NCCL's buffer per channel, peer and direction (NCCL_BUFFSIZE, 4 MiB: nccl-facts.md).
 const NCCL_BUFFER_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
@@ -72,7 +72,8 @@ fn layer_activation_bytes(shape: &ModelShape, l: &Layout, job: &Job, moe_layer: 
     } else {
         3.0 + per_ffn * shape.ffn as f64 / h
     };
-    let scores = if job.recompute == Recompute::None { 5.0 * shape.heads as f64 * s / h } else { 0.0 };
+    let kept = job.recompute == Recompute::None && job.attention == Attention::Unfused;
+    let scores = if kept { 5.0 * shape.heads as f64 * s / h } else { 0.0 };
     s * b * h * (attention + 4.0 + mlp + scores) / t
 }
 

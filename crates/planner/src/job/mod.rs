@@ -53,6 +53,17 @@ pub enum Recompute {
     Full,
 }
 
+/// How the attention core runs: fused (FlashAttention: the scores never leave the
+/// kernel, and its causal form skips the masked half) or unfused (the score matrix of
+/// every head written to memory, soft-maxed and dropped out by their own kernels, as in
+/// Megatron-LM before FlashAttention, 2022).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Attention {
+    Fused,
+    Unfused,
+}
+
 /// A named model or one written out.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -125,6 +136,10 @@ pub struct JobInput {
     pub zero: u8,
     #[serde(default)]
     pub recompute: Recompute,
+    /// The attention kernel; unfused when nothing is recomputed, fused otherwise, when
+    /// left out.
+    #[serde(default)]
+    pub attention: Option<Attention>,
     pub layout: LayoutSpec,
     /// The share of peak the GPU's kernels sustain (the GPU's own when left out).
     #[serde(default)]
@@ -183,6 +198,7 @@ pub struct Job {
     pub precision: Precision,
     pub zero: u8,
     pub recompute: Recompute,
+    pub attention: Attention,
     pub compute_efficiency: f64,
     pub weight_bytes: f64,
     pub grad_bytes: f64,
@@ -215,6 +231,7 @@ pub struct JobReport {
     pub precision: Precision,
     pub zero: u8,
     pub recompute: Recompute,
+    pub attention: Attention,
     pub compute_efficiency: f64,
     /// Layouts that run the job, and how many were weighed and did not fit.
     pub layouts_weighed: usize,
@@ -286,6 +303,10 @@ impl JobInput {
             precision: self.precision,
             zero: self.zero,
             recompute: self.recompute,
+            attention: self.attention.unwrap_or(match self.recompute {
+                Recompute::None => Attention::Unfused,
+                _ => Attention::Fused,
+            }),
             compute_efficiency,
             weight_bytes: 2.0,
             grad_bytes: self.grad_bytes,
@@ -408,6 +429,7 @@ pub fn evaluate_with(
         precision: job.precision,
         zero: job.zero,
         recompute: job.recompute,
+        attention: job.attention,
         compute_efficiency: job.compute_efficiency,
         layouts_weighed: weighed,
         layouts_refused_for_memory: refused_count,

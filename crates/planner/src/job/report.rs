@@ -12,8 +12,8 @@ impl JobReport {
         let p = &self.params;
         let mut s = format!(
             "\n## Job: {} on {} ({} {} GPUs)\n\n{} parameters ({} active per token), {} layers, hidden {}, {} heads ({} key/value), \
-             sequence {}, batch {} sequences ({} tokens); {}, ZeRO-{}, {} recomputation; kernels at {}% of the GPU's peak \
-             (`compute_efficiency`).\n",
+             sequence {}, batch {} sequences ({} tokens); {}, ZeRO-{}, {} recomputation, {} attention; matrix multiplies at {}% of the GPU's peak \
+             (`compute_efficiency`), the other kernels at its memory bandwidth.\n",
             m.name,
             self.topo,
             self.gpus,
@@ -36,6 +36,10 @@ impl JobReport {
                 super::Recompute::None => "no",
                 super::Recompute::Selective => "selective",
                 super::Recompute::Full => "full",
+            },
+            match self.attention {
+                super::Attention::Fused => "fused",
+                super::Attention::Unfused => "unfused",
             },
             trim_float(self.compute_efficiency * 100.0, 3),
         );
