@@ -92,7 +92,7 @@ pub fn plan_with_routes(
         skipped,
         choice: None,
         achievable: topology.achievable.clone(),
-        hardware: railyard_topology::Hardware::of(topology),
+        hardware: routes.hardware(),
     };
     plan.choice = choose(&plan.algorithms, plan.bytes, request.in_network_available(topology));
     Ok(plan)

@@ -100,6 +100,9 @@ pub struct RouteTable<'a> {
     /// `class_entries`, `u32::MAX` where none is held yet. Made on the first class route.
     class_routes: Vec<u32>,
     class_entries: Vec<Entry>,
+    /// The topology's parts counted (`Hardware::of` visits every GPU's server; a
+    /// layout search asks for it once per costing).
+    hardware: Option<crate::Hardware>,
     /// The path types tried before the whole fabric, made on the first search.
     tiers: Option<Vec<Tier>>,
 }
@@ -120,6 +123,7 @@ impl<'a> RouteTable<'a> {
             moved: Vec::new(),
             class_routes: Vec::new(),
             class_entries: Vec::new(),
+            hardware: None,
             tiers: None,
         }
     }
@@ -131,6 +135,12 @@ impl<'a> RouteTable<'a> {
 
     pub fn topology(&self) -> &'a Topology {
         self.topology
+    }
+
+    /// The topology's parts counted, once per table.
+    pub fn hardware(&mut self) -> crate::Hardware {
+        let topology = self.topology;
+        *self.hardware.get_or_insert_with(|| crate::Hardware::of(topology))
     }
 
     /// Routes held so far.
