@@ -126,13 +126,18 @@ def _text(value: Any, field: str) -> str:
 _DTYPE_NAMES = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64", "uint8": "u8"}
 
 
-def plan_training(scenario: Union[str, dict], engine: str = "model") -> dict:
+def plan_training(scenario: Union[str, dict], engine: str = "model", solve: bool = False) -> dict:
     """Plan a training job (``railyard plan-training``): ``scenario`` is the scenario's
     TOML text, or a dict with a ``job`` table (model, topo, global_batch, layout, ...).
-    Returns the report (memory, step time, the ranked layouts) as a dict."""
+    Returns the report (memory, step time, the ranked layouts) as a dict. ``solve=True``
+    is ``--solve``: ``report["solved"]["job"]`` holds the job's best layout on other node
+    counts and NIC rates, and the fewest nodes and slowest NIC that reach the job's
+    ``target_tokens_per_sec``."""
     if isinstance(scenario, dict):
         scenario = _toml(scenario)
-    return json.loads(_native.plan_training_json(_text(scenario, "scenario"), _text(engine, "engine")))
+    if not isinstance(solve, bool):
+        raise TypeError(f"solve: expected a bool, got {type(solve).__name__}")
+    return json.loads(_native.plan_training_json(_text(scenario, "scenario"), _text(engine, "engine"), solve))
 
 
 def _toml(tables: dict) -> str:

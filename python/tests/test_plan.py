@@ -128,6 +128,11 @@ def test_plan_training_equals_the_cli(railyard_bin, tmp_path):
     best = from_python["job"]["ranked"][0]
     assert best["memory"]["total_bytes"] <= best["memory"]["capacity_bytes"]
     assert best["step"]["step_secs"] > 0
+    job["job"].update(topo="dgx-h100:nodes=1", global_batch=16, target_tokens_per_sec=2e5)
+    scenario.write_text(railyard._toml(job))
+    solved = railyard.plan_training(job, solve=True)
+    assert solved == cli_json(railyard_bin, "plan-training", "--scenario", str(scenario), "--solve")
+    assert [t["question"] for t in solved["solved"]["job"]["targets"]][0].startswith("fewest nodes")
 
 
 def test_plan_training_refuses_what_does_not_fit():

@@ -412,10 +412,65 @@ fn bucketing(r: &crate::bucketing::BucketingReport) -> String {
     s
 }
 
+/// The job on other clusters: one row per cluster, the targets, the sensitivities.
+fn job_solved(j: &crate::job::solve::JobSolved) -> String {
+    let mut s = format!(
+        "### Your job on other clusters\n\nToday: {}, {} a step, {} tokens/s. Each row is a new layout search \
+         on the changed cluster.\n\n",
+        j.layout,
+        format_secs(j.step_secs),
+        trim_float(j.tokens_per_sec, 6)
+    );
+    let mut t = Table::new(["changed", "topology", "GPUs", "best layout", "step", "tokens/s", "vs today"]);
+    for p in &j.points {
+        let (layout, step, tokens, vs) = match (&p.layout, p.step_secs, p.tokens_per_sec) {
+            (Some(l), Some(st), Some(tk)) => {
+                (l.clone(), format_secs(st), trim_float(tk, 6), format!("{}x", trim_float(tk / j.tokens_per_sec, 3)))
+            }
+            _ => (p.note.clone().unwrap_or_default(), String::new(), String::new(), String::new()),
+        };
+        t.row([p.varied.to_string(), p.topo.clone(), p.gpus.to_string(), layout, step, tokens, vs]);
+    }
+    s += &t.render();
+    for n in &j.notes {
+        s += &format!("\n{n}.\n");
+    }
+    if !j.targets.is_empty() {
+        s += "\n";
+        let mut t = Table::new(["question", "answer", "how"]);
+        for a in &j.targets {
+            let value = match (a.value, a.unit) {
+                (None, _) => "none".to_string(),
+                (Some(v), "B/s") => format_bytes_per_sec(v),
+                (Some(v), _) => format!("{v} GPUs"),
+            };
+            t.row([a.question.clone(), value, a.detail.clone()]);
+        }
+        s += &t.render();
+    }
+    let change = |secs: f64| format!("{} ({:+.1}%)", format_secs(secs), (secs / j.step_secs - 1.0) * 100.0);
+    s += &format!(
+        "\nSensitivity of {}: matrix multiplies 10% faster give a step of {}",
+        j.layout,
+        change(j.step_with_faster_compute_secs)
+    );
+    match j.step_with_faster_nics_secs {
+        Some(secs) => s += &format!("; NICs 10% faster, {}.\n", change(secs)),
+        None => s += ".\n",
+    }
+    s
+}
+
 /// The solved answers and their sensitivities.
 fn solved(solved: &crate::solve::Solved) -> String {
     let mut s = String::new();
     s += "\n## Solved\n\n";
+    if let Some(job) = &solved.job {
+        s += &job_solved(job);
+        if solved.answers.is_empty() {
+            return s;
+        }
+    }
     let mut t = Table::new(["question", "answer", "how"]);
     for a in &solved.answers {
         let value = match (a.value, a.unit) {

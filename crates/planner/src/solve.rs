@@ -53,6 +53,9 @@ fn change(input: &str, step_change_secs: f64) -> InputChange {
 pub struct Solved {
     pub answers: Vec<Answer>,
     pub sensitivity: Vec<Sensitivity>,
+    /// The `[job]` on other node counts and NIC rates, and its targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<crate::job::solve::JobSolved>,
 }
 
 /// The most super-node sizes `--solve` tries.
@@ -96,6 +99,9 @@ pub fn crossings(lo: f64, hi: f64, steps: usize, f: impl Fn(f64) -> f64) -> Vec<
 pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<Solved, PlannerError> {
     let supernode = scenario.supernode.as_ref();
     let mut out = Solved::default();
+    if let (Some(input), Some(job)) = (&scenario.job, &report.job) {
+        out.job = crate::job::solve::solve(input, job, &|topo: &str| coster.load(topo, "job"))?;
+    }
     if let Some(s) = &report.scaling {
         out.answers.push(Answer {
             question: "card multiple where compute equals communication (example 7.1)".into(),

@@ -123,19 +123,19 @@ fn launch(
     })
 }
 
-/// A topology (preset spec or file) in the topology file format (JSON).
 /// `railyard plan-training` on a scenario's text (TOML: a `[job]` and any of the
-/// chapter's sections); `engine` "model" or "sim". Its report as JSON.
+/// chapter's sections); `engine` "model" or "sim"; `solve` as `--solve`. Its report as
+/// JSON.
 #[pyfunction]
-#[pyo3(signature = (scenario, engine="model"))]
-fn plan_training_json(py: Python<'_>, scenario: &str, engine: &str) -> PyResult<String> {
+#[pyo3(signature = (scenario, engine="model", solve=false))]
+fn plan_training_json(py: Python<'_>, scenario: &str, engine: &str, solve: bool) -> PyResult<String> {
     let engine = match engine {
         "model" => railyard_planner::Engine::Model,
         "sim" => railyard_planner::Engine::Sim,
         other => return Err(value_error("engine", format!("\"{other}\": expected model or sim"))),
     };
     let parsed = railyard_planner::Scenario::parse(scenario).map_err(|e| value_error("scenario", e))?;
-    let report = py.allow_threads(|| parsed.run(engine, false)).map_err(|e| value_error("scenario", e))?;
+    let report = py.allow_threads(|| parsed.run(engine, solve)).map_err(|e| value_error("scenario", e))?;
     serde_json::to_string(&report).map_err(|e| value_error("scenario", e))
 }
 
@@ -148,6 +148,7 @@ fn sweep_point(py: Python<'_>, grid_text: &str, grid_dir: &str, point: u64) -> P
         .map_err(|e| value_error("grid", format!("{e:#}")))
 }
 
+/// A topology (preset spec or file) in the topology file format (JSON).
 #[pyfunction]
 fn topology_json(spec: &str) -> PyResult<String> {
     let topology = railyard_topology::load(spec).map_err(|e| value_error("topo", e))?;

@@ -27,8 +27,9 @@ const SCENARIO_HELP: &str = r#"A scenario is a TOML file with any of these secti
                machine preset such as dgx-h100:nodes=128), global_batch, precision,
                zero, recompute, attention ("fused" or "unfused"), layout = "search" or
                { tp, cp, pp, dp, ep, vpp, micro_batch }; tp_overlap, ep_overlap (share
-               of that communication hidden), compute_efficiency -> memory per GPU,
-               step time, layouts ranked
+               of that communication hidden), compute_efficiency, target_tokens_per_sec
+               (with --solve: the fewest nodes and slowest NIC that reach it) -> memory
+               per GPU, step time, layouts ranked
   [memory]     training state / inference weights -> cards and servers (seed 001 §7.1.1)
   [scaling]    compute shrinking with more cards against a fixed cut (example 7.1)
   [step]       compute, communication, update: [[step.timeline]] entries, each a ready
@@ -71,7 +72,9 @@ pub struct PlanTrainingArgs {
     #[arg(long, value_enum, default_value = "model")]
     pub engine: EngineArg,
     /// Also answer the crossover and optimum questions, and say which input each step
-    /// answer is most sensitive to (the change for a 10% better input)
+    /// answer is most sensitive to (the change for a 10% better input). For a [job]: its
+    /// best layout at half, twice and four times the nodes and at half and twice the NIC
+    /// rate, and with target_tokens_per_sec the fewest nodes and slowest NIC reaching it
     #[arg(long)]
     pub solve: bool,
     /// Write the charts (step timelines, the scaling curve, tokens/s over super-node size) as SVG

@@ -73,6 +73,21 @@ impl LayoutInput {
     }
 }
 
+impl Layout {
+    /// This layout, as a job file states it.
+    pub fn as_input(&self) -> LayoutInput {
+        LayoutInput {
+            tp: self.tp,
+            cp: self.cp,
+            pp: self.pp,
+            dp: self.dp,
+            ep: self.ep,
+            vpp: Some(self.vpp),
+            micro_batch: Some(self.micro_batch),
+        }
+    }
+}
+
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "TP{} CP{} PP{} DP{}", self.tp, self.cp, self.pp, self.dp)?;

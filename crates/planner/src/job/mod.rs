@@ -9,6 +9,7 @@ pub mod layout;
 pub mod memory;
 pub mod report;
 pub mod shape;
+pub mod solve;
 pub mod step;
 pub mod validation;
 
@@ -169,6 +170,10 @@ pub struct JobInput {
     /// Kept free on every GPU: CUDA context, allocator slack, workspaces.
     #[serde(default = "default_reserve", deserialize_with = "quantity::bytes")]
     pub reserve_bytes: f64,
+    /// Tokens per second the job should reach: `--solve` answers the fewest nodes and
+    /// the slowest NIC that reach it.
+    #[serde(default)]
+    pub target_tokens_per_sec: Option<f64>,
     /// Rows of a search's table.
     #[serde(default = "default_show")]
     pub show: usize,
@@ -289,6 +294,9 @@ impl JobInput {
         within("job.ep_overlap", self.ep_overlap, 0.0, 1.0)?;
         within("job.reserve_bytes", self.reserve_bytes, 0.0, gpu.memory_bytes)?;
         within("job.show", self.show as f64, 1.0, MAX_SHOWN as f64)?;
+        if let Some(t) = self.target_tokens_per_sec {
+            within("job.target_tokens_per_sec", t, 1.0, 1e15)?;
+        }
         if let LayoutSpec::Search(word) = &self.layout {
             if word != "search" {
                 return Err(PlannerError::bad(
