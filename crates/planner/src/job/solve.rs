@@ -1,7 +1,9 @@
 //! `--solve` on a job: the same job on other clusters. How its best layout's tokens/s
-//! moves with the node count and the NIC rate of its machine preset, the fewest nodes
-//! (a power of two) and the slowest NIC that reach the job's `target_tokens_per_sec`,
-//! and which of compute and network the best layout's step is most sensitive to.
+//! moves with the node count and the NIC rate of its machine preset (and, on a `rail:`
+//! fabric, with the size of its NVLink domains at the same GPU count), the fewest nodes
+//! (a power of two), the slowest NIC and the smallest NVLink domain that reach the
+//! job's `target_tokens_per_sec`, and which of compute and network the best layout's
+//! step is most sensitive to.
 //!
 //! Each point is a whole layout search on the changed preset (`evaluate`), so a point
 //! answers with the layout that is best there, not today's layout stretched; the
@@ -26,7 +28,7 @@ const NIC_LADDER_BYTES_PER_SEC: [f64; 5] = [12.5e9, 25e9, 50e9, 100e9, 200e9];
 /// The job on one changed cluster.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobPoint {
-    /// What was changed: "nodes" or "nic".
+    /// What was changed: "nodes", "nic" or "super-node" (GPUs per NVLink domain).
     pub varied: &'static str,
     pub topo: String,
     pub gpus: u64,
@@ -85,10 +87,23 @@ impl Spec {
     }
 
     fn with(&self, key: &str, value: &str) -> String {
-        let mut items: Vec<String> =
-            self.items.iter().filter(|(k, _)| k != key).map(|(k, v)| format!("{k}={v}")).collect();
-        items.push(format!("{key}={value}"));
+        self.with_all(&[(key, value.to_string())])
+    }
+
+    fn with_all(&self, set: &[(&str, String)]) -> String {
+        let mut items: Vec<String> = self
+            .items
+            .iter()
+            .filter(|(k, _)| set.iter().all(|(key, _)| k != key))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        items.extend(set.iter().map(|(k, v)| format!("{k}={v}")));
         format!("{}:{}", self.name, items.join(","))
+    }
+
+    /// `rail:` with `gpus` per server and as many servers as keep the GPU count.
+    fn with_domain(&self, gpus_per_server: u64, gpus: u64) -> String {
+        self.with_all(&[("gpus", gpus_per_server.to_string()), ("servers", (gpus / gpus_per_server).to_string())])
     }
 
     /// The parameter that counts servers: machine presets' `nodes`, `rail`'s `servers`.
@@ -211,10 +226,24 @@ pub fn solve(
         }
         _ => out.notes.push(format!("{}: the NIC rate is varied on machine and rail presets only", input.topo)),
     }
+    // A rail fabric's NVLink domain is a parameter; a machine's is the machine.
+    let gpus = own.default_ranks.len() as u64;
+    let domain = gpus_per_node as u64;
+    if spec.name == "rail" {
+        for g in [domain / 2, domain * 2, domain * 4] {
+            if g >= 1 && g <= gpus && gpus % g == 0 {
+                let p = s.point("super-node", spec.with_domain(g, gpus))?;
+                out.points.push(p);
+            }
+        }
+    }
     if let Some(target) = input.target_tokens_per_sec {
         out.targets.push(fewest_nodes(&mut s, &spec, node_key, gpus_per_node as u64, target)?);
         if nic.is_some() && node_key.is_some() {
             out.targets.push(slowest_nic(&mut s, &spec, &input.topo, target)?);
+        }
+        if spec.name == "rail" {
+            out.targets.push(smallest_domain(&mut s, &spec, gpus, target)?);
         }
     }
     // Sensitivity of the best layout, fixed: only the input moves.
@@ -277,6 +306,30 @@ fn fewest_nodes(
             break;
         }
         n *= 2;
+    }
+    Ok(JobTarget { question, value: None, unit: "GPUs", detail: format!("not reached; the most: {last}") })
+}
+
+/// The smallest NVLink domain (GPUs per server, powers of two dividing the GPU count)
+/// with which the job's GPUs reach `target`.
+fn smallest_domain(s: &mut Searches, spec: &Spec, gpus: u64, target: f64) -> Result<JobTarget, PlannerError> {
+    let question = format!("smallest NVLink domain for {} tokens/s on these GPUs", trim_float(target, 6));
+    let mut last = String::from("none tried");
+    let mut g = 1u64;
+    while g <= gpus && gpus % g == 0 {
+        let p = s.point("super-node", spec.with_domain(g, gpus))?;
+        if let (Some(t), Some(layout)) = (p.tokens_per_sec, &p.layout) {
+            if t >= target {
+                return Ok(JobTarget {
+                    question,
+                    value: Some(g as f64),
+                    unit: "GPUs",
+                    detail: format!("{}: {layout}, {} tokens/s", p.topo, trim_float(t, 6)),
+                });
+            }
+            last = format!("{} tokens/s on {}", trim_float(t, 6), p.topo);
+        }
+        g *= 2;
     }
     Ok(JobTarget { question, value: None, unit: "GPUs", detail: format!("not reached; the most: {last}") })
 }
@@ -354,6 +407,32 @@ mod tests {
         // Faster matrix multiplies shorten the step; the network's share is what NICs can.
         assert!(solved.step_with_faster_compute_secs < solved.step_secs);
         assert!(solved.step_with_faster_nics_secs.unwrap() <= solved.step_secs);
+    }
+
+    /// On a rail fabric the NVLink domain is varied at the same GPU count.
+    #[test]
+    fn a_rail_fabric_varies_its_nvlink_domain() {
+        let topo = "rail:servers=2,gpus=8";
+        let mut twice = job("rail:servers=4,gpus=8", None);
+        twice.gpu = Some("h100".into());
+        let twice = evaluate(&twice, &load("rail:servers=4,gpus=8").unwrap()).unwrap();
+        // Only twice the GPUs reach twice the GPUs' tokens/s.
+        let reach = twice.ranked[0].step.as_ref().unwrap().tokens_per_sec;
+        let mut input = job(topo, Some(reach));
+        input.gpu = Some("h100".into());
+        let own = evaluate(&input, &load(topo).unwrap()).unwrap();
+        let solved = solve(&input, &own, &load).unwrap().unwrap();
+        let domains: Vec<&str> =
+            solved.points.iter().filter(|p| p.varied == "super-node").map(|p| p.topo.as_str()).collect();
+        assert_eq!(domains, ["rail:gpus=4,servers=4", "rail:gpus=16,servers=1"]);
+        assert!(solved.points.iter().filter(|p| p.varied == "super-node").all(|p| p.gpus == 16));
+        assert_eq!(solved.targets[0].value, Some(32.0), "{:?}", solved.targets);
+        // Not on these 16 GPUs: the NIC and domain questions say none, with the most found.
+        assert!(
+            solved.targets[1..].iter().all(|t| t.value.is_none() && t.detail.contains("the most")),
+            "{:?}",
+            solved.targets
+        );
     }
 
     /// A topology file has no node count to vary: said, not guessed.
