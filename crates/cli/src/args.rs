@@ -60,8 +60,9 @@ pub struct RequestArgs {
     #[arg(long, default_value = "f32")]
     pub dtype: Dtype,
     /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective):
-    /// ring, interleaved-ring, chain, tree, double-tree, rhd, recursive-doubling, bruck, pairwise, direct,
-    /// hierarchical, in-network; an MSCCL XML file (FILE.xml) runs beside them
+    /// ring, interleaved-ring, rail-ring, chain, tree, double-tree, rhd, recursive-doubling, bruck,
+    /// pairwise, direct, hierarchical, in-network, nvls, nvls-tree; an MSCCL XML file (FILE.xml)
+    /// runs beside them
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv; the receiver is the last rank)

@@ -41,7 +41,7 @@ enum Command {
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
     /// A training step from a model and a cluster: memory, step time with overlap, the
-    /// super-node study, MoE and bucketing (default: the chapter's worked examples)
+    /// super-node study, MoE and bucketing (default: an example job; --examples: the chapter's worked examples)
     PlanTraining(commands::plan_training::PlanTrainingArgs),
     /// Simulate collectives flow by flow on a shared network, beside the per-round model
     Sim(commands::sim::SimArgs),
@@ -66,7 +66,7 @@ enum Command {
     /// of its input; all-to-all has no in-place form and runs on a copy). `-c 1` checks
     /// both halves' results element by element. Environment: RAILYARD_ALGO, RAILYARD_SHM,
     /// RAILYARD_CMA, RAILYARD_SLIP, RAILYARD_SOCKETS_PER_PEER, RAILYARD_SOCKET_IFNAME,
-    /// RAILYARD_DEBUG=INFO (see the README).
+    /// RAILYARD_DEBUG=INFO (docs/runtime.md).
     Perf(commands::perf::PerfArgs),
     /// Start N local ranks of a program with launcher variables set
     Launch(commands::launch::LaunchArgs),

@@ -241,3 +241,19 @@ fn repeated_algorithms_and_channels_are_reported_as_run() {
         assert_eq!(a["channels"], if rings { 4 } else { 1 }, "{}", a["name"]);
     }
 }
+
+/// `plan --help` names every algorithm `--algo` takes (its list is written by hand).
+#[test]
+fn the_help_names_every_algorithm() {
+    let help = railyard(&["plan", "--help"]);
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    let algo = help.stdout.split("--algo").nth(1).unwrap_or_default();
+    let list = algo.split("[default").next().unwrap_or_default().replace(char::is_whitespace, "");
+    for a in railyard_schedule::Algorithm::ALL {
+        assert!(
+            list.contains(&format!("{},", a.as_str())) || list.contains(&format!("{};", a.as_str())),
+            "{}",
+            a.as_str()
+        );
+    }
+}

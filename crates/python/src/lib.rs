@@ -366,7 +366,7 @@ impl Comm {
             // contract, as for every extension that releases the GIL around a buffer
             // (and as for NCCL and MPI with theirs): no other thread touches the arrays
             // until the call returns — writing to them, or freeing them with numpy's
-            // `resize(..., refcheck=False)`, is undefined behaviour (the README says so).
+            // `resize(..., refcheck=False)`, is undefined behaviour (docs/python.md says so).
             // Zero-length buffers are never dereferenced.
             let input: &[u8] = if send.bytes == 0 {
                 &[]

@@ -231,7 +231,7 @@ pub fn solve(
     let domain = gpus_per_node as u64;
     if spec.name == "rail" {
         for g in [domain / 2, domain * 2, domain * 4] {
-            if g >= 1 && g <= gpus && gpus % g == 0 {
+            if g >= 1 && g <= gpus && gpus.is_multiple_of(g) {
                 let p = s.point("super-node", spec.with_domain(g, gpus))?;
                 out.points.push(p);
             }
@@ -316,7 +316,7 @@ fn smallest_domain(s: &mut Searches, spec: &Spec, gpus: u64, target: f64) -> Res
     let question = format!("smallest NVLink domain for {} tokens/s on these GPUs", trim_float(target, 6));
     let mut last = String::from("none tried");
     let mut g = 1u64;
-    while g <= gpus && gpus % g == 0 {
+    while g <= gpus && gpus.is_multiple_of(g) {
         let p = s.point("super-node", spec.with_domain(g, gpus))?;
         if let (Some(t), Some(layout)) = (p.tokens_per_sec, &p.layout) {
             if t >= target {
