@@ -32,7 +32,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Compare collective algorithms on a topology (default: the seed's 192 MiB all-reduce on 2 x HGX H100)
+    /// Compare collective algorithms on a topology (default: a 192 MiB all-reduce on 2 x HGX H100)
     Plan(commands::plan::PlanArgs),
     /// List, show, validate, import (nvidia-smi, NCCL XML) and export topologies
     #[command(subcommand)]

@@ -136,7 +136,7 @@ pub fn concurrency(input: &ConcurrencyInput) -> Result<ConcurrencyOutput, NetMod
 impl ConcurrencyOutput {
     pub fn markdown(&self, input: &ConcurrencyInput) -> String {
         let mut out = format!(
-            "# Requests in flight (seed 001 §7.3.4)\n\nB·T = {} bytes in flight; N ≥ ⌈BT/m⌉ = **{}** slots of {} each. \
+            "# Requests in flight\n\nB·T = {} bytes in flight; N ≥ ⌈BT/m⌉ = **{}** slots of {} each. \
              Issue limit m/δ = {}.\n\nB_eff = min(B_path, N·m/T, m/δ):\n\n",
             self.bandwidth_delay_bytes,
             self.slots_needed,

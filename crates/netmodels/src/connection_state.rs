@@ -169,7 +169,7 @@ pub fn connection_state(input: &ConnectionStateInput) -> Result<ConnectionStateO
 impl ConnectionStateOutput {
     pub fn markdown(&self, input: &ConnectionStateInput) -> String {
         let mut out = format!(
-            "# Connection state (seed 001 §7.4.2)\n\n{} endpoints x {} targets = {} relations.\n\n",
+            "# Connection state\n\n{} endpoints x {} targets = {} relations.\n\n",
             input.endpoints, input.targets, self.relations
         );
         let mut t = Table::new(["organisation", "state", "formula"]);

@@ -127,9 +127,9 @@ impl Default for DagInput {
                     edges: publish_edges,
                 },
                 // seed 001 §7.6.1: readiness 0, 0, 0, 2 ms then a 0.4 ms exchange.
-                Graph { name: "§7.6.1 readiness skew".into(), operations: skew, edges: skew_edges },
-                Graph { name: "§7.6.1 exchange halved".into(), operations: half, edges: half_edges },
-                Graph { name: "§7.6.1 everyone ready at 0".into(), operations: even, edges: even_edges },
+                Graph { name: "readiness skew".into(), operations: skew, edges: skew_edges },
+                Graph { name: "exchange halved".into(), operations: half, edges: half_edges },
+                Graph { name: "everyone ready at 0".into(), operations: even, edges: even_edges },
             ],
             policies: vec![Policy::AllInOrder, Policy::OnlyRequired],
             stale_read: Some(StaleRead {
@@ -320,7 +320,7 @@ pub fn dag(input: &DagInput) -> Result<DagOutput, NetModelError> {
 
 impl DagOutput {
     pub fn markdown(&self) -> String {
-        let mut out = String::from("# Dependencies and the critical path (seed 001 §7.4.1, §7.4.3, §7.6.1)\n\n");
+        let mut out = String::from("# Dependencies and the critical path\n\n");
         let mut t = Table::new(["graph", "policy", "finish", "critical path", "each operation finishes at"]);
         for s in &self.schedules {
             let ops: Vec<String> =
@@ -335,7 +335,7 @@ impl DagOutput {
         }
         out.push_str(&t.render());
         if let Some(r) = &self.stale_read {
-            out.push_str("\nStale read (§7.4.3): ordering must hold at the moment the data is read.\n\n");
+            out.push_str("\nStale read: ordering must hold at the moment the data is read.\n\n");
             let mut e = Table::new(["time", "event"]);
             for ev in &r.events {
                 e.row([format_secs(ev.at_secs), ev.what.clone()]);
@@ -365,7 +365,7 @@ mod tests {
         let shared = find("example 7.4 on one shared", Policy::OnlyRequired);
         assert_eq!(us(shared.makespan_secs), 112.0);
         let ms = |g: &str| (find(g, Policy::OnlyRequired).makespan_secs * 1e4).round() / 10.0;
-        assert_eq!((ms("§7.6.1 readiness"), ms("§7.6.1 exchange"), ms("§7.6.1 everyone")), (2.4, 2.2, 0.4));
+        assert_eq!((ms("readiness"), ms("exchange"), ms("everyone")), (2.4, 2.2, 0.4));
         let s = o.stale_read.unwrap();
         assert!(s.stale);
         assert!((s.corrected_secs - 6e-6).abs() < 1e-15);

@@ -196,9 +196,8 @@ pub fn deadlock(input: &DeadlockInput) -> Result<DeadlockOutput, NetModelError> 
 
 impl DeadlockOutput {
     pub fn markdown(&self) -> String {
-        let mut out = String::from(
-            "# Deadlock (seed 001 §7.5.4)\n\nX waits for a resource Y holds: an edge X → Y; a cycle is a deadlock.\n\n",
-        );
+        let mut out =
+            String::from("# Deadlock\n\nX waits for a resource Y holds: an edge X → Y; a cycle is a deadlock.\n\n");
         let mut t = Table::new(["graph", "deadlocked", "cycles"]);
         for g in &self.graphs {
             let cycles: Vec<String> = g.cycles.iter().map(|c| c.text.clone()).collect();

@@ -229,7 +229,7 @@ pub fn ecmp(input: &EcmpInput) -> Result<EcmpOutput, NetModelError> {
 impl EcmpOutput {
     pub fn markdown(&self, input: &EcmpInput) -> String {
         let mut out = String::from(
-            "# ECMP hash collisions (seed 001 §7.5.3)\n\nn equal flows hashed uniformly onto m uplinks; exact distribution of the busiest uplink's load.\n\n",
+            "# ECMP hash collisions\n\nn equal flows hashed uniformly onto m uplinks; exact distribution of the busiest uplink's load.\n\n",
         );
         let p = format!("p{}", trim_float(input.percentile * 100.0, 4));
         let mut t = Table::new([

@@ -253,7 +253,7 @@ pub fn ep_dispatch(input: &EpDispatchInput) -> Result<EpDispatchOutput, NetModel
 impl EpDispatchOutput {
     pub fn markdown(&self) -> String {
         let mut out = format!(
-            "# Expert-parallel dispatch (seed 001 §7.2.3)\n\n{} remote dispatches, {} each way in total.\n\n",
+            "# Expert-parallel dispatch\n\n{} remote dispatches, {} each way in total.\n\n",
             self.remote_dispatches,
             format_bytes(self.layouts.first().map_or(0.0, |l| l.dispatch.total_bytes))
         );

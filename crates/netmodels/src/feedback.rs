@@ -120,7 +120,7 @@ pub fn feedback(input: &FeedbackInput) -> Result<FeedbackOutput, NetModelError> 
 impl FeedbackOutput {
     pub fn markdown(&self, input: &FeedbackInput) -> String {
         let mut out = format!(
-            "# Feedback delay and buffer (seed 001 §7.5.2)\n\n{} arrives into {}: the {} left fills in {} — the longest feedback delay \
+            "# Feedback delay and buffer\n\n{} arrives into {}: the {} left fills in {} — the longest feedback delay \
              that drops nothing (T_f ≤ Q_free/(λ − B)).\n\n",
             format_bytes_per_sec(input.arrival_bytes_per_sec),
             format_bytes_per_sec(input.egress_bytes_per_sec),

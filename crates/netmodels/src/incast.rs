@@ -120,7 +120,7 @@ pub fn incast(input: &IncastInput) -> Result<IncastOutput, NetModelError> {
 impl IncastOutput {
     pub fn markdown(&self, input: &IncastInput) -> String {
         let mut out = format!(
-            "# Incast (seed 001 §7.5.2)\n\nN − 1 senders at {} into a {} egress. PFC's one-hop feedback: 2 x {} m x {} + {} B serialised at the senders' rate = {}.\n\n",
+            "# Incast\n\nN − 1 senders at {} into a {} egress. PFC's one-hop feedback: 2 x {} m x {} + {} B serialised at the senders' rate = {}.\n\n",
             format_bytes_per_sec(input.sender_bytes_per_sec),
             format_bytes_per_sec(input.egress_bytes_per_sec),
             trim_float(input.cable_meters, 4),

@@ -108,7 +108,7 @@ pub fn message(input: &MessageInput) -> Result<MessageOutput, NetModelError> {
 
 impl MessageOutput {
     pub fn markdown(&self, input: &MessageInput) -> String {
-        let mut out = String::from("# One message and a pipeline (seed 001 §7.2.2)\n\nT = α + M/B\n\n");
+        let mut out = String::from("# One message and a pipeline\n\nT = α + M/B\n\n");
         let mut t = Table::new(["message", "time", "transfer", "start-up share", "limited by"]);
         for m in &self.messages {
             t.row([

@@ -179,7 +179,7 @@ pub fn multipath(input: &MultipathInput) -> Result<MultipathOutput, NetModelErro
 impl MultipathOutput {
     pub fn markdown(&self, input: &MultipathInput) -> String {
         let mut out = format!(
-            "# One message over several paths (seed 001 §7.5.3)\n\n{} in {} packets of {}.\n\n",
+            "# One message over several paths\n\n{} in {} packets of {}.\n\n",
             format_bytes(input.message_bytes),
             self.packets,
             format_bytes(input.packet_bytes)

@@ -123,7 +123,7 @@ pub fn nic_relay(input: &NicRelayInput) -> Result<NicRelayOutput, NetModelError>
 impl NicRelayOutput {
     pub fn markdown(&self, input: &NicRelayInput) -> String {
         let mut out = format!(
-            "# Borrowing neighbour NICs (seed 001 §7.2.4)\n\nB_eff = min(B_D, direct + min(local, relayed)) = min(B_D, {} + min({}, {})) = min(B_D, {}).\n\n",
+            "# Borrowing neighbour NICs\n\nB_eff = min(B_D, direct + min(local, relayed)) = min(B_D, {} + min({}, {})) = min(B_D, {}).\n\n",
             format_bytes_per_sec(input.direct_bytes_per_sec),
             format_bytes_per_sec(input.local_bytes_per_sec),
             format_bytes_per_sec(input.relay_nics_bytes_per_sec.iter().sum()),

@@ -212,7 +212,7 @@ pub fn queue(input: &QueueInput) -> Result<QueueOutput, NetModelError> {
 impl QueueOutput {
     pub fn markdown(&self, input: &QueueInput) -> String {
         let mut out = format!(
-            "# Periodic demand into a shared egress (seed 001 §7.5.1)\n\nMean arrival {} = {}% of the {} egress, yet:\n\n",
+            "# Periodic demand into a shared egress\n\nMean arrival {} = {}% of the {} egress, yet:\n\n",
             format_bytes_per_sec(self.mean_arrival_bytes_per_sec),
             trim_float(self.mean_utilisation * 100.0, 3),
             format_bytes_per_sec(input.egress_bytes_per_sec)

@@ -165,57 +165,45 @@ const fn model<S: Scenario>(name: &'static str, about: &'static str, has_chart: 
 
 /// Every scenario model, in the order `railyard model --help` lists them.
 pub const MODELS: [Model; 15] = [
-    model::<Message>("message", "T = α + M/B, the αB crossover, pipeline time and utilisation (§7.2.2)", false),
+    model::<Message>("message", "T = α + M/B, the αB crossover, pipeline time and utilisation", false),
     model::<EpDispatch>(
         "ep-dispatch",
-        "Expert-parallel dispatch/combine traffic matrix: per sender, NIC, shared interface, cut (§7.2.3)",
+        "Expert-parallel dispatch/combine traffic matrix: per sender, NIC, shared interface, cut",
         false,
     ),
-    model::<NicRelay>("nic-relay", "Borrowing neighbour NICs through NVLink; issue-rate crossover (§7.2.4)", false),
+    model::<NicRelay>("nic-relay", "Borrowing neighbour NICs through NVLink; issue-rate crossover", false),
     model::<Concurrency>(
         "concurrency",
-        "Requests in flight: N ≥ ⌈BT/m⌉ and B_eff = min(B, Nm/T, m/δ) (§7.3.4; --svg: B_eff vs slots)",
+        "Requests in flight: N ≥ ⌈BT/m⌉ and B_eff = min(B, Nm/T, m/δ) (--svg: B_eff vs slots)",
         true,
     ),
     model::<RemoteRead>(
         "remote-read",
-        "One remote read stage by stage; fetch-vs-remote-read reuse crossover (§7.3.3; --svg: stacked stages)",
+        "One remote read stage by stage; fetch-vs-remote-read reuse crossover (--svg: stacked stages)",
         true,
     ),
     model::<ConnectionState>(
         "connection-state",
-        "Connection state: private vs shared transport, isolation groups, cache overflow (§7.4.2)",
+        "Connection state: private vs shared transport, isolation groups, cache overflow",
         false,
     ),
-    model::<Dag>(
-        "dag",
-        "Dependency graphs: finish times, critical path, slack, ordering policies, stale read (§7.4.1, §7.4.3, §7.6.1)",
-        false,
-    ),
-    model::<Slots>("slots", "Request slots and completion processing, event by event (§7.4.4)", false),
-    model::<Queue>(
-        "queue",
-        "Periodic on/off demands into a shared egress: backlog over time (§7.5.1; --svg: backlog)",
-        true,
-    ),
-    model::<Feedback>("feedback", "Feedback delay vs buffer: fill time, drops, drain (§7.5.2)", false),
-    model::<Incast>(
-        "incast",
-        "Incast: tolerable feedback delay, PFC headroom, end-to-end bytes in flight (§7.5.2)",
-        false,
-    ),
+    model::<Dag>("dag", "Dependency graphs: finish times, critical path, slack, ordering policies, stale read", false),
+    model::<Slots>("slots", "Request slots and completion processing, event by event", false),
+    model::<Queue>("queue", "Periodic on/off demands into a shared egress: backlog over time (--svg: backlog)", true),
+    model::<Feedback>("feedback", "Feedback delay vs buffer: fill time, drops, drain", false),
+    model::<Incast>("incast", "Incast: tolerable feedback delay, PFC headroom, end-to-end bytes in flight", false),
     model::<Multipath>(
         "multipath",
-        "Packets over several paths: in-order delivery, reorder buffer, selective repeat vs go-back-N (§7.5.3)",
+        "Packets over several paths: in-order delivery, reorder buffer, selective repeat vs go-back-N",
         false,
     ),
     model::<Ecmp>(
         "ecmp",
-        "ECMP hash collisions: exact distribution of the busiest uplink's load (§7.5.3; --svg: distributions)",
+        "ECMP hash collisions: exact distribution of the busiest uplink's load (--svg: distributions)",
         true,
     ),
-    model::<Spray>("spray", "Packet spraying over paths of different delays (§7.5.3)", false),
-    model::<Deadlock>("deadlock", "Wait-for graphs: cycles found and printed (§7.5.4)", false),
+    model::<Spray>("spray", "Packet spraying over paths of different delays", false),
+    model::<Deadlock>("deadlock", "Wait-for graphs: cycles found and printed", false),
 ];
 
 /// The model named `name`.

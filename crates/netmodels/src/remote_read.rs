@@ -300,7 +300,7 @@ pub fn remote_read(input: &RemoteReadInput) -> Result<RemoteReadOutput, NetModel
 impl RemoteReadOutput {
     pub fn markdown(&self, input: &RemoteReadInput) -> String {
         let mut out = format!(
-            "# One 64 B remote read, stage by stage (seed 001 §7.3.3)\n\nWire one way L = {}; NIC pipeline cycles at {} MHz.\n\n",
+            "# One 64 B remote read, stage by stage\n\nWire one way L = {}; NIC pipeline cycles at {} MHz.\n\n",
             format_secs(input.wire_one_way_secs),
             trim_float(input.clock_hz / 1e6, 4)
         );

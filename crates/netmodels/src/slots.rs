@@ -149,7 +149,7 @@ pub fn slots(input: &SlotsInput) -> Result<SlotsOutput, NetModelError> {
 impl SlotsOutput {
     pub fn markdown(&self, input: &SlotsInput) -> String {
         let mut out = format!(
-            "# Request slots and completion processing (seed 001 §7.4.4)\n\n{} requests of {}, one submit per {}, complete {} later; \
+            "# Request slots and completion processing\n\n{} requests of {}, one submit per {}, complete {} later; \
              {} completions processed every {}.\n\n",
             input.requests,
             format_bytes(input.request_bytes),

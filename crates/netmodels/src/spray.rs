@@ -87,7 +87,7 @@ pub fn spray(input: &SprayInput) -> Result<SprayOutput, NetModelError> {
 impl SprayOutput {
     pub fn markdown(&self, input: &SprayInput) -> String {
         let mut out = format!(
-            "# Packet spraying (seed 001 §7.5.3)\n\n{} as {} packets over {} paths of {}.\n\n",
+            "# Packet spraying\n\n{} as {} packets over {} paths of {}.\n\n",
             format_bytes(input.message_bytes),
             self.packets,
             input.path_delays_secs.len(),

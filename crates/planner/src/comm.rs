@@ -130,7 +130,7 @@ impl Coster {
                 cross_server_bytes: None,
                 nic_bytes_per_sec: None,
                 source: format!(
-                    "cut bound: {} across {} (seed 001 §7.1.2)",
+                    "cut bound: {} across {}",
                     railyard_units::units::format_bytes(bytes),
                     railyard_units::units::format_bytes_per_sec(bytes_per_sec)
                 ),

@@ -27,7 +27,7 @@ impl Report {
             "# {}\n\nCommunication timed by the {}.\n",
             self.title,
             match self.engine {
-                crate::Engine::Model => "per-round model (seed 001 §7.2.1)",
+                crate::Engine::Model => "per-round model (docs/plan.md)",
                 crate::Engine::Sim => "flow-level simulator",
             }
         );

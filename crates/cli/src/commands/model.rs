@@ -24,7 +24,7 @@ pub enum ModelCommand {
     Scenario(&'static Model, ScenarioArgs),
 }
 
-const CLOS_CUT_ABOUT: &str = "Size a k-port Clos fabric: endpoints, switches, bisection, a job's cut (seed 001 §7.1.2)";
+const CLOS_CUT_ABOUT: &str = "Size a k-port Clos fabric: endpoints, switches, bisection, a job's cut";
 
 impl FromArgMatches for ModelCommand {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
@@ -240,7 +240,7 @@ fn clos_markdown(c: &ClosCut) -> String {
     }
     out.push_str(&t.render());
     out.push_str(
-        "\nSeed 001 §7.1.2: the cut's bandwidth bounds any transfer across it, T ≥ V/B. With oversubscription r, \
+        "\nThe cut's bandwidth bounds any transfer across it, T ≥ V/B. With oversubscription r, \
          the uplinks stop being the bottleneck only when at most 1/r of a NIC's bytes leave its leaf.\n",
     );
     out

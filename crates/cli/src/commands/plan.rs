@@ -12,11 +12,11 @@ use crate::args::{model_error, parse_size, Format, RequestArgs};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
-    railyard plan                                   # seed 001 example 7.2: 192 MiB all-reduce, 16 ranks, 2 x HGX H100\n  \
+    railyard plan                                   # a 192 MiB all-reduce, 16 ranks, 2 x HGX H100\n  \
     railyard plan --topo a100-pcie-control --algo ring,hierarchical\n  \
     railyard plan --topo a100-pcie-control:local=300GB/s --format json\n  \
     railyard plan --algo ring --order 0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15\n  \
-    railyard plan --algo hierarchical --groups 0-7/9-15,8   # pair rank i with i+9 (seed §7.2.5)\n\n\
+    railyard plan --algo hierarchical --groups 0-7/9-15,8   # pair rank i with i+9\n\n\
 Limits (each refusal names its numbers and the option to change): 262,144 ranks; 64 channels;\n\
 4,096 pipeline chunks; schedules holding 32 Mi items (listed transfers, or a ring's positions);\n\
 costing at most 128 Mi transfers made round by round (repeated rounds are costed once) and\n\
@@ -83,7 +83,7 @@ fn choice_markdown(c: &Choice) -> String {
         _ => String::new(),
     };
     format!(
-        "\nChosen: **{}** ({}){runner}. NCCL's rule of thumb (seed 000 §8.3.4) picks {} with protocol {} ({}) — {}.\n",
+        "\nChosen: **{}** ({}){runner}. NCCL's rule of thumb picks {} with protocol {} ({}) — {}.\n",
         c.algorithm,
         format_secs(c.secs),
         c.nccl.algorithm,
@@ -208,7 +208,7 @@ fn markdown(p: &Plan, all_rounds: bool) -> String {
     );
     let host = p.algorithms.iter().any(|b| b.host.is_some());
     out.push_str(&format!(
-        "Per-round resource model (seed 001 §7.2.1): T = Σ_rounds (α + max_e V(r,e)/B(e)){}, α = {} per round; \
+        "Model: the per-round resource model (docs/plan.md): T = Σ_rounds (α + max_e V(r,e)/B(e)){}, α = {} per round; \
          payload transfer and start-up only{}; routes by {}.\n\n",
         if host { " + host" } else { "" },
         format_secs(p.round_startup_secs),

@@ -25,7 +25,7 @@ const MAX_TRACE_EVENTS: usize = 2_000_000;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
-    railyard sim                                    # seed 001 example 7.2's all-reduce, every algorithm\n  \
+    railyard sim                                    # plan's default all-reduce, every algorithm\n  \
     railyard sim --algo hierarchical --trace out.json   # open out.json in https://ui.perfetto.dev\n  \
     railyard sim --topo rail:servers=128 --size 1GiB --algo ring,hierarchical\n  \
     railyard sim --topo hgx-h100x2 --algo ring --ecmp 7\n\n\

@@ -38,16 +38,16 @@ pub const PRESETS: &[PresetDoc] = &[
                   one 400 Gbit/s NIC (50 GB/s per direction) per GPU behind its own PCIe Gen5 switch (64 GB/s); \
                   NIC i of every server on rail leaf i; 2 spines join the rails; per-round start-up 0.833 us",
         parameters: "same as rail, with servers=2, gpus=8",
-        source: "seed 001 §7.1.1, §7.2.1, footnote 6; §7.2.5 (rails)",
+        source: "the networks chapter's worked 2-server HGX H100 cluster (docs/sources.md)",
     },
     PresetDoc {
         name: "a100-pcie-control",
-        summary: "the seed's control setting: 2 servers x 4 A100 PCIe; GPU-to-GPU PCIe P2P 32 GB/s per \
+        summary: "the networks chapter's control setting: 2 servers x 4 A100 PCIe; GPU-to-GPU PCIe P2P 32 GB/s per \
                   direction through the host; one ConnectX-7 per server with N ports of 25 GB/s sharing one \
                   PCIe Gen4 x16 slot (32 GB/s per direction); per-round start-up 0.833 us",
         parameters: "ports=N (1..4, default 2); local=BW adds a direct GPU-GPU link of BW on every pair \
                      (e.g. local=300GB/s for NVLink bridges on every edge); port=BW, slot=BW, p2p=BW override the rates",
-        source: "seed 001 §7.2.1, footnotes 4-5; §7.2.4",
+        source: "the networks chapter's PCIe control setting (docs/sources.md)",
     },
     PresetDoc {
         name: "rail",
@@ -56,14 +56,14 @@ pub const PRESETS: &[PresetDoc] = &[
         parameters: "servers=S (default 2), gpus=G (8), nics=N per server (one per GPU; fewer: NIC j serves GPUs j, j+N, ... \
                      through one PCIe switch), group=N servers per leaf (32), spines=K (2), over=D:U \
                      leaf oversubscription (1:1), nvlink=BW (450GB/s), nic=BW (50GB/s), pcie=BW (64GB/s), alpha=TIME (0.833us)",
-        source: "seed 001 §7.2.5, footnote 36",
+        source: "rail-optimized fabrics as the networks chapter describes them (docs/sources.md)",
     },
     PresetDoc {
         name: "clos",
         summary: "k-port Clos of single-GPU hosts: 2 tiers (k leaves, u spines) or 3 tiers as fat-tree pods; \
                   leaves with d down and u up ports (d:u oversubscription)",
         parameters: "k=PORTS (default 8), tiers=2|3 (2), over=D:U (1:1), endpoints=N (all), port=BW (50GB/s), alpha=TIME (0.833us)",
-        source: "seed 001 §7.1.2, footnote 34",
+        source: "the networks chapter's Clos sizing (docs/sources.md)",
     },
     PresetDoc {
         name: "dgx-h100",
@@ -107,7 +107,7 @@ pub const PRESETS: &[PresetDoc] = &[
         name: "mesh",
         summary: "uniform full mesh: every pair of GPUs on a dedicated link; where the per-round model meets the α-β closed forms",
         parameters: "ranks=P (default 8), bw=BW per pair per direction (50GB/s), alpha=TIME per round (5us)",
-        source: "seed 000 §8.1.3",
+        source: "the collectives chapter's α-β cost model (docs/sources.md)",
     },
 ];
 
