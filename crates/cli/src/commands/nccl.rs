@@ -434,8 +434,36 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
     }
 }
 
+/// The answer first: the largest size's verdict against the topology, with the count of
+/// each verdict over all sizes (the table under "Against" gives every size).
+fn verdict_headline(a: &Analysis, name: &str) -> String {
+    let Some(last) = a.sizes.last() else { return String::new() };
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for s in &a.sizes {
+        match counts.iter_mut().find(|(v, _)| *v == s.verdict.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((s.verdict.as_str(), 1)),
+        }
+    }
+    let counts: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
+    format!(
+        "**{}** on {name} at {}: {:.2} GB/s busbw measured where railyard expects {:.2} GB/s ({:.2} of it). \
+         Over all {} sizes: {}.\n\n",
+        last.verdict.as_str(),
+        format_bytes(last.bytes as f64),
+        last.measured_busbw_gb_per_s,
+        last.railyard_expected_busbw_gb_per_s,
+        last.measured_busbw_gb_per_s / last.railyard_expected_busbw_gb_per_s,
+        a.sizes.len(),
+        counts.join(", ")
+    )
+}
+
 fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) -> String {
     let mut out = format!("# nccl-tests {}: {} sizes over {} ranks\n\n", o.kind.binary(), o.rows.len(), o.ranks);
+    if let Some((a, _, name)) = analysis {
+        out.push_str(&verdict_headline(a, name));
+    }
     out.push_str(&format!(
         "Test: {}; ranks: {}{}. busbw = algbw × {:.4} (nccl-tests' factor for {}).\n\n",
         o.kind_from,

@@ -373,6 +373,38 @@ fn simulate_one(
         .with_context(|| format!("simulating {algorithm}"))
 }
 
+/// The answer first: the fastest simulated algorithm, and where the simulator and the
+/// per-round model part (sharing, collisions, late ranks or failures the model does not
+/// see) or that they do not.
+fn sim_headline(out: &Output) -> String {
+    let secs = |r: &Run| r.report.jobs[0].secs;
+    let Some(fastest) = out.runs.iter().min_by(|a, b| secs(a).total_cmp(&secs(b))) else { return String::new() };
+    let name = |r: &Run| railyard_model::algorithm_ref::shaped_name(&r.algorithm, r.pipeline_chunks, r.channels);
+    let mut s = format!("Fastest simulated: **{}** ({}). ", name(fastest), format_secs(secs(fastest)));
+    // Apart: more than 1% from the model's time.
+    let apart: Vec<String> = out
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let m = r.model_secs.filter(|&m| m > 0.0)?;
+            let ratio = secs(r) / m;
+            ((ratio - 1.0).abs() > 0.01).then(|| format!("{} {:.2}x", name(r), ratio))
+        })
+        .collect();
+    if apart.is_empty() {
+        s += "The simulator agrees with the per-round model on every algorithm: nothing here shares a link \
+              beyond what the model counts. It tells you more with other jobs (--jobs), hashed paths (--ecmp), \
+              late ranks (--ready) or failed links (--fail).\n\n";
+    } else {
+        s += &format!(
+            "The simulator parts from the per-round model (sim / model) on {}: flows sharing links, \
+             collisions or waits the model does not count; the busiest resource of each says where.\n\n",
+            apart.join(", ")
+        );
+    }
+    s
+}
+
 fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
     let mut s = format!(
         "# Simulated {} of {} over {} ranks on {}\n\n",
@@ -381,6 +413,7 @@ fn markdown(out: &Output, topology: &Topology, args: &SimArgs) -> String {
         out.ranks,
         out.topology
     );
+    s += &sim_headline(out);
     s += &format!(
         "Transfers start by {}; links shared max-min fairly; paths: {}; routes by {}; per-step start-up α = {}.\n\n",
         out.dependencies.describe(),
