@@ -414,26 +414,40 @@ fn bucketing(r: &crate::bucketing::BucketingReport) -> String {
 
 /// The job on other clusters: one row per cluster, the targets, the sensitivities.
 fn job_solved(j: &crate::job::solve::JobSolved) -> String {
+    use crate::job::solve::Unit;
     let mut s = format!(
-        "### Your job on other clusters\n\nToday: {}, {} a step, {} tokens/s. Each row is a new layout search \
-         on the changed cluster.\n\n",
+        "### Your job on other clusters\n\nToday: {}, {} a step, {} tokens/s.",
         j.layout,
         format_secs(j.step_secs),
         trim_float(j.tokens_per_sec, 6)
     );
-    let mut t = Table::new(["changed", "topology", "GPUs", "best layout", "step", "tokens/s", "vs today"]);
-    for p in &j.points {
-        let (layout, step, tokens, vs) = match (&p.layout, p.step_secs, p.tokens_per_sec) {
-            (Some(l), Some(st), Some(tk)) => {
-                (l.clone(), format_secs(st), trim_float(tk, 6), format!("{}x", trim_float(tk / j.tokens_per_sec, 3)))
-            }
-            _ => (p.note.clone().unwrap_or_default(), String::new(), String::new(), String::new()),
-        };
-        t.row([p.varied.to_string(), p.topo.clone(), p.gpus.to_string(), layout, step, tokens, vs]);
+    if let (Some(l), Some(t)) = (&j.searched_layout, j.searched_tokens_per_sec) {
+        s += &format!(" A search on today's cluster finds {l} at {} tokens/s.", trim_float(t, 6));
     }
-    s += &t.render();
+    s += " Node and domain rows are new layout searches, compared with the best on today's cluster; \
+          NIC rows keep today's layout (a floor: a layout searched for that rate is no slower).\n\n";
+    if !j.points.is_empty() {
+        let mut t = Table::new(["changed", "topology", "GPUs", "layout", "step", "tokens/s", "vs today"]);
+        for p in &j.points {
+            let gpus = if p.gpus == 0 { "-".to_string() } else { p.gpus.to_string() };
+            let (layout, step, tokens, vs) = match (&p.layout, p.step_secs, p.tokens_per_sec) {
+                (Some(l), Some(st), Some(tk)) => (
+                    l.clone(),
+                    format_secs(st),
+                    trim_float(tk, 6),
+                    p.vs_today.map_or(String::new(), |v| format!("{v:.3}x")),
+                ),
+                _ => (p.note.clone().unwrap_or_default(), String::new(), String::new(), String::new()),
+            };
+            t.row([p.varied.as_str().to_string(), p.topo.clone(), gpus, layout, step, tokens, vs]);
+        }
+        s += &t.render();
+    }
+    if !j.notes.is_empty() {
+        s += "\n";
+    }
     for n in &j.notes {
-        s += &format!("\n{n}.\n");
+        s += &format!("- {n}.\n");
     }
     if !j.targets.is_empty() {
         s += "\n";
@@ -441,8 +455,9 @@ fn job_solved(j: &crate::job::solve::JobSolved) -> String {
         for a in &j.targets {
             let value = match (a.value, a.unit) {
                 (None, _) => "none".to_string(),
-                (Some(v), "B/s") => format_bytes_per_sec(v),
-                (Some(v), _) => format!("{v} GPUs"),
+                (Some(v), Unit::BytesPerSec) => format_bytes_per_sec(v),
+                (Some(v), Unit::Nodes) => format!("{v} nodes"),
+                (Some(v), Unit::GpusPerDomain) => format!("{v} GPUs per domain"),
             };
             t.row([a.question.clone(), value, a.detail.clone()]);
         }
@@ -458,6 +473,7 @@ fn job_solved(j: &crate::job::solve::JobSolved) -> String {
         Some(secs) => s += &format!("; NICs 10% faster, {}.\n", change(secs)),
         None => s += ".\n",
     }
+    s += &format!("\n{} layout searches.\n", j.searches);
     s
 }
 

@@ -25,7 +25,8 @@ const SCENARIO_HELP: &str = r#"A scenario is a TOML file with any of these secti
   [job]        your training job: model (a preset: gpt3-175b, llama3-8b, llama3-70b,
                llama3-405b, mixtral-8x7b, deepseek-v3; or a [job.model] table), topo (a
                machine preset such as dgx-h100:nodes=128), global_batch, precision,
-               zero, recompute, attention ("fused" or "unfused"), layout = "search" or
+               zero, recompute ("selective" by default, "full" or "none"), attention
+               ("fused", or "unfused": the default when recompute = "none"), layout = "search" or
                { tp, cp, pp, dp, ep, vpp, micro_batch }; tp_overlap, ep_overlap (share
                of that communication hidden), compute_efficiency, target_tokens_per_sec
                (with --solve: the fewest nodes and slowest NIC that reach it) -> memory

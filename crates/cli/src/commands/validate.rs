@@ -43,7 +43,8 @@ pub struct ValidateArgs {
 const MAX_CASES_BYTES: u64 = 1 << 20;
 
 pub fn run(args: &ValidateArgs) -> Result<String> {
-    let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)?;
+    let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)
+        .map_err(|e| anyhow::anyhow!("{e}: run from the repository's root, or give the cases file with --cases"))?;
     let cases = validation::parse_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
     let root = args.cases.parent().unwrap_or(Path::new("."));
     let mut runs = Vec::with_capacity(cases.len());

@@ -31,7 +31,8 @@ pub struct ValidateTrainingArgs {
 const MAX_CASES_BYTES: u64 = 1 << 20;
 
 pub fn run(args: &ValidateTrainingArgs) -> Result<String> {
-    let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)?;
+    let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)
+        .map_err(|e| anyhow::anyhow!("{e}: run from the repository's root, or give the cases file with --cases"))?;
     let cases = validation::parse_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
     let mut results = Vec::with_capacity(cases.len());
     for case in &cases {

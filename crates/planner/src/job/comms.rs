@@ -49,6 +49,14 @@ impl<'a> Comms<'a> {
         Comms { topology, routes: RefCell::new(RouteTable::new(topology)), known: RefCell::new(HashMap::new()) }
     }
 
+    /// Whether job ranks `a` and `b` sit in one server (ranks beyond the topology's GPUs
+    /// are in none: `time` refuses them).
+    pub fn same_server(&self, a: u64, b: u64) -> bool {
+        let t = self.topology;
+        let server = |r: u64| t.default_ranks.get(r as usize).map(|&d| t.server_of(d));
+        matches!((server(a), server(b)), (Some(x), Some(y)) if x == y)
+    }
+
     /// How many distinct collectives were costed.
     pub fn costings(&self) -> usize {
         self.known.borrow().len()

@@ -19,11 +19,12 @@ pub struct Gpu {
     /// The share of peak a transformer layer's matrix multiplies and attention core
     /// sustain (the element-wise kernels are timed at the memory bandwidth, `step.rs`):
     /// one number per generation, stated, settable per job (`compute_efficiency`),
-    /// never fitted per run. Set from the largest compute-bound runs of each generation
-    /// in docs/validation.md (Megatron-LM's 530B and 1T runs at 52% of A100 peak with a
-    /// small bubble; Megatron-Core's 16B at 49% of H100 peak) and left as they were
-    /// when the element-wise term came in; Blackwell has no published run here and
-    /// takes Hopper's.
+    /// never fitted per run: the published share of peak of the largest compute-bound
+    /// run of each generation in docs/validation.md with its pipeline bubble taken out
+    /// (Megatron-LM's 530B and 1T runs at 52% of A100 peak, Megatron-Core's 16B at 49% of
+    /// H100 peak). Their element-wise kernels (2% and 3% of those steps) are not taken
+    /// out, so the shares are that much conservative. Blackwell has no published run
+    /// here and takes Hopper's.
     pub compute_efficiency: f64,
 }
 

@@ -73,7 +73,9 @@ fn layer_activation_bytes(shape: &ModelShape, l: &Layout, job: &Job, moe_layer: 
         3.0 + per_ffn * shape.ffn as f64 / h
     };
     let kept = job.recompute == Recompute::None && job.attention == Attention::Unfused;
-    let scores = if kept { 5.0 * shape.heads as f64 * s / h } else { 0.0 };
+    // Each local query's scores span the whole sequence's keys (gathered or passed
+    // round the context-parallel ring): a·(s/cp)·S, not a·(s/cp)².
+    let scores = if kept { 5.0 * shape.heads as f64 * shape.seq_len as f64 / h } else { 0.0 };
     s * b * h * (attention + 4.0 + mlp + scores) / t
 }
 
