@@ -53,6 +53,10 @@ __all__ = [
     "models",
     "plan",
     "topology",
+    "sim",
+    "analyze_nccl_tests",
+    "analyze_nccl_log",
+    "explain_nccl",
 ]
 
 Size = Union[int, str]
@@ -194,6 +198,67 @@ def plan(
         raise ValueError(f"size: {nbytes} B is more than the largest size (2^63 - 1)")
     text = _native.plan_json(_text(topo, "topo"), _text(collective, "collective"), nbytes, dtype, algo, root, channels, ranks)
     return json.loads(text)
+
+
+def _flags(options: Dict[str, Any]) -> List[str]:
+    """Keyword options as the CLI's flags: ``pipeline_chunks=8`` is ``--pipeline-chunks 8``,
+    ``True`` a bare flag, ``False``/``None`` left out, a list or tuple comma-joined. The CLI
+    checks names and values, so an unknown option raises ``ValueError`` naming it."""
+    argv: List[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, ",".join(_plain_word(v, key) for v in value)]
+        else:
+            argv += [flag, _plain_word(value, key)]
+    return argv
+
+
+def _plain_word(value: Any, field: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TypeError(f"{field}: expected a string or a number, got {type(value).__name__}")
+    return str(value)
+
+
+def _cli(argv: List[str]) -> Dict[str, Any]:
+    return json.loads(_native.cli_json(argv + ["--format", "json"]))
+
+
+def sim(topo: str = "hgx-h100x2", **options: Any) -> Dict[str, Any]:
+    """Simulate collectives flow by flow beside the per-round model (``railyard sim``).
+    ``options`` are sim's flags by their Python names: ``collective``, ``size``, ``algo``,
+    ``ecmp``, ``ready``, ``fail``, ``jobs``, ``barriers`` ... (``railyard sim --help``).
+    Returns sim's ``--format json`` document as a dict."""
+    return _cli(["sim", "--topo", _text(topo, "topo")] + _flags(options))
+
+
+def analyze_nccl_tests(path: str, topo: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+    """Read an nccl-tests output (``railyard analyze nccl-tests``): its rows checked and,
+    with ``topo``, each size against railyard's expected time and bound with a verdict.
+    ``options``: ``ranks``, ``nccl_algo``, ``arch``, ``collective`` ... Returns the
+    ``--format json`` document as a dict."""
+    argv = ["analyze", "nccl-tests", _text(path, "path")]
+    if topo is not None:
+        argv += ["--topo", _text(topo, "topo")]
+    return _cli(argv + _flags(options))
+
+
+def analyze_nccl_log(path: str, **options: Any) -> Dict[str, Any]:
+    """Read an NCCL INFO log (``railyard analyze nccl-log``): rings, trees, channels,
+    transports and NCCL's tuner on the log's own graph. Returns the ``--format json``
+    document as a dict."""
+    return _cli(["analyze", "nccl-log", _text(path, "path")] + _flags(options))
+
+
+def explain_nccl(**options: Any) -> Dict[str, Any]:
+    """NCCL's own choice for a collective, its tuner's tables and times, beside railyard's
+    (``railyard explain-nccl``). ``options``: ``topo``, ``collective``, ``size``, ``ranks``,
+    ``nccl_algo`` ... Returns the ``--format json`` document as a dict."""
+    return _cli(["explain-nccl"] + _flags(options))
 
 
 def models() -> List[str]:

@@ -126,6 +126,25 @@ fn dispatch(command: Command) -> anyhow::Result<String> {
     }
 }
 
+/// The subcommands `run_report` runs: the ones that read and compute, never those that
+/// start processes, measure this machine or write files.
+const REPORTS: [&str; 3] = ["sim", "analyze", "explain-nccl"];
+
+/// A reporting subcommand's command line (without the program name), run in this
+/// process: its output as `main` prints it. What Python's `railyard.sim`,
+/// `analyze_nccl_tests`, `analyze_nccl_log` and `explain_nccl` call, so they print
+/// what the CLI prints.
+pub fn run_report(args: &[String]) -> anyhow::Result<String> {
+    match args.first() {
+        Some(first) if REPORTS.contains(&first.as_str()) => run_args(args),
+        other => anyhow::bail!(
+            "{}: not one of the reports run in-process ({})",
+            other.map_or("nothing", String::as_str),
+            REPORTS.join(", ")
+        ),
+    }
+}
+
 /// One point of the sweep whose grid file is `grid_text` (read from `grid_dir`, where a
 /// plan-training scenario's relative paths start): its record, one JSON line, as the
 /// local executor writes it.

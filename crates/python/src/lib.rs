@@ -148,6 +148,14 @@ fn sweep_point(py: Python<'_>, grid_text: &str, grid_dir: &str, point: u64) -> P
         .map_err(|e| value_error("grid", format!("{e:#}")))
 }
 
+/// `railyard sim`, `analyze` or `explain-nccl` on a command line (without the program
+/// name), run in this process: what the CLI prints. A bad argument is a ValueError with
+/// the CLI's message, which names it.
+#[pyfunction]
+fn cli_json(py: Python<'_>, argv: Vec<String>) -> PyResult<String> {
+    py.allow_threads(|| railyard_cli::run_report(&argv)).map_err(|e| value_error("argv", format!("{e:#}")))
+}
+
 /// A topology (preset spec or file) in the topology file format (JSON).
 #[pyfunction]
 fn topology_json(spec: &str) -> PyResult<String> {
@@ -404,6 +412,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(models, m)?)?;
     m.add_function(wrap_pyfunction!(topology_json, m)?)?;
     m.add_function(wrap_pyfunction!(plan_training_json, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_json, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_bytes_per_sec, m)?)?;
     m.add_function(wrap_pyfunction!(parse_secs, m)?)?;
