@@ -55,7 +55,7 @@ enum Command {
     Validate(commands::validate::ValidateArgs),
     /// Predicted training throughput against published runs (corpus/training.toml)
     ValidateTraining(commands::validate_training::ValidateTrainingArgs),
-    /// Schedules from elsewhere: MSCCL XML algorithms, checked and costed
+    /// Schedules themselves: show an algorithm's rounds, prove it, import and export MSCCL XML
     #[command(subcommand)]
     Schedule(commands::schedule::ScheduleCommand),
     /// Run collectives for real and report like nccl-tests (time, algbw, busbw, #wrong)

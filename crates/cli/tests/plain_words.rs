@@ -29,6 +29,8 @@ fn default_outputs_have_no_chapter_citations() {
         "explain-nccl",
         "model",
         "model clos-cut",
+        "schedule show --algo ring",
+        "schedule check --algo ring --ranks 2-4",
         "--help",
         concat!(
             "analyze nccl-tests ",

@@ -7,6 +7,7 @@ pub mod perf;
 pub mod plan;
 pub mod plan_training;
 pub mod schedule;
+pub mod schedule_show;
 pub mod sim;
 pub mod sweep;
 pub mod topo;

@@ -1,5 +1,7 @@
 //! `railyard schedule import --msccl FILE`: an MSCCL XML algorithm as a railyard
-//! schedule, proved by the symbolic checker and costed on a topology beside railyard's own.
+//! schedule, proved by the symbolic checker and costed on a topology beside railyard's own;
+//! `export` writes one of railyard's as MSCCL XML; `show` and `check` live in
+//! `schedule_show.rs`.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +24,11 @@ pub enum ScheduleCommand {
     Import(ImportArgs),
     /// Write one of railyard's algorithms as an MSCCL XML algorithm (one chunk per element)
     Export(ExportArgs),
+    /// Print an algorithm's schedule: round by round, who sends which chunk to whom, copied
+    /// or reduced (--svg draws it; --format json is the schedule itself)
+    Show(super::schedule_show::ShowArgs),
+    /// Prove an algorithm correct and deadlock-free at each rank count asked
+    Check(super::schedule_show::CheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +147,8 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     let a = match cmd {
         ScheduleCommand::Import(a) => a,
         ScheduleCommand::Export(a) => return export(a),
+        ScheduleCommand::Show(a) => return super::schedule_show::show(a),
+        ScheduleCommand::Check(a) => return super::schedule_show::check(a),
     };
     let topology = a.topology.load()?;
     let text = read(&a.msccl)?;
