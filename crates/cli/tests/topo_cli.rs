@@ -208,3 +208,22 @@ fn bad_files_name_the_field() {
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("cannot read"), "{}", out.stderr);
 }
+
+/// A preset says which of its switches reduce in the network, and `rail` turns its
+/// switches' reduction off with sharp=off (the in-network algorithm then cannot run).
+#[test]
+fn presets_say_what_reduces_in_the_network() {
+    for (topo, says) in [
+        ("hgx-h100x2", "Reduces in the network: 10 network switches (SHARP)"),
+        ("rail:servers=2,sharp=off", "Nothing reduces in the network"),
+        ("dgx-h100", "Reduces in the network: 1 NVSwitch (NVLS)"),
+    ] {
+        let out = railyard(&["topo", "show", topo]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains(says), "{topo}: {}", out.stdout);
+    }
+    let off = railyard(&["plan", "--topo", "rail:servers=2,sharp=off", "--algo", "in-network"]);
+    assert_ne!(off.code, 0);
+    let bad = railyard(&["topo", "show", "rail:sharp=maybe"]);
+    assert!(bad.stderr.contains("sharp=maybe: on or off"), "{}", bad.stderr);
+}

@@ -174,6 +174,16 @@ fn summary_markdown(t: &Topology) -> String {
         format_secs(t.round_startup_secs),
         crate::args::routing_words(t.routing.as_str())
     ));
+    // Which switches reduce in the network: what `in-network`, NVLS and CollNet need.
+    let reducing = |kind: DeviceKind| t.devices.iter().filter(|d| d.kind == kind && d.in_network_reduction).count();
+    out.push_str(&match (reducing(DeviceKind::NvSwitch), reducing(DeviceKind::Switch)) {
+        (0, 0) => "Nothing reduces in the network: in-network, NVLS and CollNet algorithms do not run here.\n\n".into(),
+        (nv, 0) => format!("Reduces in the network: {nv} NVSwitch (NVLS); the network switches do not (no SHARP).\n\n"),
+        (0, sw) => {
+            format!("Reduces in the network: {sw} network switches (SHARP); the NVSwitches do not (no NVLS).\n\n")
+        }
+        (nv, sw) => format!("Reduces in the network: {nv} NVSwitch (NVLS) and {sw} network switches (SHARP).\n\n"),
+    });
     if let Some(h) = t.host.counted().then_some(&t.host) {
         out.push_str(&format!(
             "Host costs: local copies and reductions at {}, {} per message.\n\n",

@@ -36,7 +36,9 @@ pub const PRESETS: &[PresetDoc] = &[
         name: "hgx-h100x2",
         summary: "2 servers x 8 H100 (ranks 0-7 on A, 8-15 on B); NVSwitch at 450 GB/s per GPU per direction; \
                   one 400 Gbit/s NIC (50 GB/s per direction) per GPU behind its own PCIe Gen5 switch (64 GB/s); \
-                  NIC i of every server on rail leaf i; 2 spines join the rails; per-round start-up 0.833 us",
+                  NIC i of every server on rail leaf i; 2 spines join the rails; the leaf and spine switches \
+                  reduce in the network (SHARP, as the chapter's fabric does: sharp=off to turn it off), the \
+                  NVSwitches do not; per-round start-up 0.833 us",
         parameters: "same as rail, with servers=2, gpus=8",
         source: "the networks chapter's worked 2-server HGX H100 cluster (docs/sources.md)",
     },
@@ -52,10 +54,12 @@ pub const PRESETS: &[PresetDoc] = &[
     PresetDoc {
         name: "rail",
         summary: "rail-optimized fabric: servers x gpus; GPU i of every server has NIC i on rail i; \
-                  servers in groups under one leaf per rail; every leaf joins every spine",
+                  servers in groups under one leaf per rail; every leaf joins every spine; the leaf and spine \
+                  switches reduce in the network (SHARP) unless sharp=off",
         parameters: "servers=S (default 2), gpus=G (8), nics=N per server (one per GPU; fewer: NIC j serves GPUs j, j+N, ... \
                      through one PCIe switch), group=N servers per leaf (32), spines=K (2), over=D:U \
-                     leaf oversubscription (1:1), nvlink=BW (450GB/s), nic=BW (50GB/s), pcie=BW (64GB/s), alpha=TIME (0.833us)",
+                     leaf oversubscription (1:1), nvlink=BW (450GB/s), nic=BW (50GB/s), pcie=BW (64GB/s), alpha=TIME (0.833us), \
+                     sharp=on|off (on)",
         source: "rail-optimized fabrics as the networks chapter describes them (docs/sources.md)",
     },
     PresetDoc {
@@ -152,6 +156,16 @@ impl PresetParams {
     }
 
     /// A ratio `D:U`, returned as (D, U).
+    /// `key=on` or `key=off`.
+    pub fn take_on_off(&mut self, key: &str, default: bool) -> Result<bool, TopologyError> {
+        match self.values.remove(key).as_deref() {
+            None => Ok(default),
+            Some("on") => Ok(true),
+            Some("off") => Ok(false),
+            Some(v) => Err(self.error(format!("{key}={v}: on or off"))),
+        }
+    }
+
     pub fn take_ratio(&mut self, key: &str, default: (usize, usize)) -> Result<(usize, usize), TopologyError> {
         match self.values.remove(key) {
             None => Ok(default),

@@ -79,6 +79,7 @@ impl RailParams {
             nic_bytes_per_sec: p.take_bytes_per_sec("nic", d.nic_bytes_per_sec)?,
             pcie_bytes_per_sec: p.take_bytes_per_sec("pcie", d.pcie_bytes_per_sec)?,
             round_startup_secs: p.take_secs("alpha", d.round_startup_secs)?,
+            sharp: p.take_on_off("sharp", d.sharp)?,
             ..d
         };
         let nics = if d.nics_per_server == d.gpus_per_server { params.gpus_per_server } else { d.nics_per_server };
