@@ -102,6 +102,7 @@ impl ExpectedLimit {
                 (_, true) => "sharp",
                 (LinkClass::Nvlink, false) => "nvlink",
                 (LinkClass::Pcie | LinkClass::Other, false) => "pcie",
+                (LinkClass::Memory, false) => "memory",
                 (LinkClass::Nic, false) => "nic",
                 (LinkClass::Fabric, false) => "fabric",
             },

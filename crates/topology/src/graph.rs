@@ -430,6 +430,19 @@ impl TopologyBuilder {
         interfaces: &[InterfaceId],
     ) -> (LinkId, LinkId) {
         let class = LinkClass::between(self.devices[a].kind, self.devices[b].kind);
+        self.duplex_of_class(a, b, bytes_per_sec, latency_secs, interfaces, class)
+    }
+
+    /// [`TopologyBuilder::duplex`] of a stated class, not the one the ends' kinds give.
+    pub fn duplex_of_class(
+        &mut self,
+        a: DeviceId,
+        b: DeviceId,
+        bytes_per_sec: f64,
+        latency_secs: f64,
+        interfaces: &[InterfaceId],
+        class: LinkClass,
+    ) -> (LinkId, LinkId) {
         let field = format!("link {} <-> {}", self.devices[a].name, self.devices[b].name);
         let forward = Link {
             from: a,

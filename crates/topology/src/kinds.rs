@@ -49,6 +49,9 @@ pub enum LinkClass {
     Nic,
     /// Switch to switch.
     Fabric,
+    /// A process's path to its host's shared memory (a topology `railyard calibrate`
+    /// measured); never derived from device kinds, only stated.
+    Memory,
     Other,
 }
 
@@ -59,6 +62,7 @@ impl LinkClass {
             LinkClass::Pcie => "pcie",
             LinkClass::Nic => "nic",
             LinkClass::Fabric => "fabric",
+            LinkClass::Memory => "memory",
             LinkClass::Other => "other",
         }
     }

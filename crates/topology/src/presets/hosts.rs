@@ -3,8 +3,9 @@
 //! per host onto one switch at the network bandwidth. `railyard calibrate` writes one of
 //! these with measured numbers; the runtime's tuner builds one to choose algorithms.
 
+use crate::achievable::Achievable;
 use crate::error::TopologyError;
-use crate::graph::{DeviceKind, HostCosts, Topology, TopologyBuilder};
+use crate::graph::{DeviceKind, HostCosts, LinkClass, Topology, TopologyBuilder};
 
 /// What a host adds to every schedule when nobody measured it. A host's memcpy: the
 /// peers' memcpy_bw measured 10–13 GB/s on the development machine. Per message sent or
@@ -38,6 +39,9 @@ pub fn hosts(
         if hosts.len() > 1 { net.map_or(shm.alpha_secs, |n| n.alpha_secs.max(shm.alpha_secs)) } else { shm.alpha_secs };
     b.round_startup_secs(alpha);
     b.host_costs(host);
+    b.achievable(Achievable::measured(
+        "measured on this machine by railyard calibrate: the rates and start-up railyard's runtime reaches",
+    ));
     let switch = (hosts.len() > 1).then(|| b.device("network", DeviceKind::Switch, None));
     let mut host_of = vec![None; size];
     let mut hubs = Vec::new();
@@ -62,7 +66,7 @@ pub fn hosts(
         })?;
         let host = format!("host{h}");
         let gpu = b.device(format!("{host}.rank{r}"), DeviceKind::Gpu, Some(&host));
-        b.duplex(gpu, hubs[h], shm.bytes_per_sec, 0.0, &[]);
+        b.duplex_of_class(gpu, hubs[h], shm.bytes_per_sec, 0.0, &[], LinkClass::Memory);
         ranks.push(gpu);
     }
     if let (Some(sw), Some(net)) = (switch, net) {
@@ -75,4 +79,28 @@ pub fn hosts(
     }
     b.default_ranks(ranks);
     b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::{parse, write, FileFormat};
+
+    /// A measured machine's shared memory is a `memory` link (not NVLink), its rates are
+    /// what was measured (fractions 1, no NCCL latency added), and a written file keeps both.
+    #[test]
+    fn shared_memory_is_memory_and_measured_rates_are_expected_rates() {
+        let shm = Transport { alpha_secs: 1e-6, bytes_per_sec: 10e9 };
+        let net = Transport { alpha_secs: 20e-6, bytes_per_sec: 1e9 };
+        let t = hosts("calibrated", &[vec![0, 1], vec![2, 3]], shm, Some(net), HOST_COSTS, "test".into()).unwrap();
+        let classes: Vec<LinkClass> = t.links.iter().filter(|l| l.bytes_per_sec == 10e9).map(|l| l.class).collect();
+        assert_eq!(classes.len(), 8);
+        assert!(classes.iter().all(|&c| c == LinkClass::Memory));
+        assert_eq!(t.achievable.fraction(LinkClass::Memory), 1.0);
+        assert_eq!(t.achievable.fraction(LinkClass::Nic), 1.0);
+        let again = parse(&write(&t, FileFormat::Toml).unwrap(), FileFormat::Toml, "again").unwrap();
+        let memory = again.links.iter().filter(|l| l.class == LinkClass::Memory).count();
+        assert_eq!(memory, 8);
+        assert_eq!(again.achievable.call_secs, [0.0; 3]);
+    }
 }
