@@ -201,31 +201,37 @@ def plan(
 
 
 def _flags(options: Dict[str, Any]) -> List[str]:
-    """Keyword options as the CLI's flags: ``pipeline_chunks=8`` is ``--pipeline-chunks 8``,
-    ``True`` a bare flag, ``False``/``None`` left out, a list or tuple comma-joined. The CLI
-    checks names and values, so an unknown option raises ``ValueError`` naming it."""
+    """Keyword options as the CLI's flags: ``pipeline_chunks=8`` is ``--pipeline-chunks=8``
+    (one word, so a value starting with ``-`` stays a value), ``True`` a bare flag,
+    ``False``/``None`` left out, a list or tuple comma-joined. The CLI checks names and
+    values, so an unknown option raises ``ValueError`` naming it; ``format`` is always
+    JSON here."""
     argv: List[str] = []
     for key, value in options.items():
+        if key == "format":
+            raise TypeError("format: these functions always return the JSON document")
         flag = "--" + key.replace("_", "-")
         if value is None or value is False:
             continue
         if value is True:
             argv.append(flag)
         elif isinstance(value, (list, tuple)):
-            argv += [flag, ",".join(_plain_word(v, key) for v in value)]
+            argv.append(flag + "=" + ",".join(_plain_word(v, key) for v in value))
         else:
-            argv += [flag, _plain_word(value, key)]
+            argv.append(flag + "=" + _plain_word(value, key))
     return argv
 
 
 def _plain_word(value: Any, field: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (str, int, float, np.integer, np.floating)):
         raise TypeError(f"{field}: expected a string or a number, got {type(value).__name__}")
     return str(value)
 
 
-def _cli(argv: List[str]) -> Dict[str, Any]:
-    return json.loads(_native.cli_json(argv + ["--format", "json"]))
+def _cli(argv: List[str], positional: Optional[str] = None) -> Dict[str, Any]:
+    # The positional path after `--`: a file named "-run.log" is a file, not a flag.
+    tail = ["--", positional] if positional is not None else []
+    return json.loads(_native.cli_json(argv + ["--format=json"] + tail))
 
 
 def sim(topo: str = "hgx-h100x2", **options: Any) -> Dict[str, Any]:
@@ -233,7 +239,7 @@ def sim(topo: str = "hgx-h100x2", **options: Any) -> Dict[str, Any]:
     ``options`` are sim's flags by their Python names: ``collective``, ``size``, ``algo``,
     ``ecmp``, ``ready``, ``fail``, ``jobs``, ``barriers`` ... (``railyard sim --help``).
     Returns sim's ``--format json`` document as a dict."""
-    return _cli(["sim", "--topo", _text(topo, "topo")] + _flags(options))
+    return _cli(["sim", "--topo=" + _text(topo, "topo")] + _flags(options))
 
 
 def analyze_nccl_tests(path: str, topo: Optional[str] = None, **options: Any) -> Dict[str, Any]:
@@ -241,17 +247,17 @@ def analyze_nccl_tests(path: str, topo: Optional[str] = None, **options: Any) ->
     with ``topo``, each size against railyard's expected time and bound with a verdict.
     ``options``: ``ranks``, ``nccl_algo``, ``arch``, ``collective`` ... Returns the
     ``--format json`` document as a dict."""
-    argv = ["analyze", "nccl-tests", _text(path, "path")]
+    argv = ["analyze", "nccl-tests"]
     if topo is not None:
-        argv += ["--topo", _text(topo, "topo")]
-    return _cli(argv + _flags(options))
+        argv.append("--topo=" + _text(topo, "topo"))
+    return _cli(argv + _flags(options), _text(path, "path"))
 
 
 def analyze_nccl_log(path: str, **options: Any) -> Dict[str, Any]:
     """Read an NCCL INFO log (``railyard analyze nccl-log``): rings, trees, channels,
     transports and NCCL's tuner on the log's own graph. Returns the ``--format json``
     document as a dict."""
-    return _cli(["analyze", "nccl-log", _text(path, "path")] + _flags(options))
+    return _cli(["analyze", "nccl-log"] + _flags(options), _text(path, "path"))
 
 
 def explain_nccl(**options: Any) -> Dict[str, Any]:

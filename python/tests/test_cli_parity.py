@@ -72,3 +72,10 @@ def test_bad_options_name_themselves():
         railyard.analyze_nccl_tests("/nonexistent/file.txt")
     with pytest.raises(TypeError):
         railyard.sim(size=object())
+    with pytest.raises(TypeError, match="format"):
+        railyard.sim(format="md")
+    # A value that starts with "-" is a value: the CLI says what is wrong with it.
+    with pytest.raises(ValueError, match="--ecmp"):
+        railyard.sim(ecmp=-1)
+    with pytest.raises(ValueError, match="cannot read|No such file"):
+        railyard.analyze_nccl_log("-run.log")

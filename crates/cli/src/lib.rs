@@ -127,7 +127,7 @@ fn dispatch(command: Command) -> anyhow::Result<String> {
 }
 
 /// The subcommands `run_report` runs: the ones that read and compute, never those that
-/// start processes, measure this machine or write files.
+/// start processes or measure this machine (their `--svg` and `--trace` write where asked).
 const REPORTS: [&str; 3] = ["sim", "analyze", "explain-nccl"];
 
 /// A reporting subcommand's command line (without the program name), run in this

@@ -52,6 +52,17 @@ fn check_proves_each_rank_count_and_says_which_it_cannot_build() {
     assert!(out.stdout.contains("proved at 2 of 3") && out.stdout.contains("not built"), "{}", out.stdout);
 }
 
+/// An algorithm that works server by server shows its servers: two of --per-server ranks.
+#[test]
+fn server_by_server_algorithms_show_their_servers() {
+    let out = railyard(&["schedule", "show", "--algo", "in-network", "--ranks", "6", "--per-server", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("switch: "), "{}", out.stdout);
+    let checked = railyard(&["schedule", "check", "--algo", "in-network", "--ranks", "4,6,8", "--per-server", "2"]);
+    assert_eq!(checked.code, 0, "{}", checked.stderr);
+    assert!(checked.stdout.contains("proved at 3 of 3"), "{}", checked.stdout);
+}
+
 #[test]
 fn bad_requests_are_refused_by_name() {
     for (args, says) in [
@@ -62,6 +73,12 @@ fn bad_requests_are_refused_by_name() {
         (vec!["schedule", "check", "--algo", "ring", "--ranks", "4-2"], "low to high"),
         (vec!["schedule", "check", "--algo", "ring", "--ranks", "2-999"], "2 to 128"),
         (vec!["schedule", "check", "--algo", "ring", "--ranks", "x"], "give N, A-B"),
+        // Nothing to prove is not a success.
+        (vec!["schedule", "check", "--algo", "pairwise", "--collective", "allreduce"], "no allreduce schedule"),
+        (vec!["schedule", "check", "--algo", "ring", "--chunks-per-rank", "0"], "--chunks-per-rank"),
+        (vec!["schedule", "check", "--algo", "hierarchical", "--ranks", "5,6,7"], "Nothing proved"),
+        // Server by server: the ranks must make whole servers.
+        (vec!["schedule", "show", "--algo", "hierarchical", "--ranks", "6"], "--per-server 4"),
     ] {
         let out = railyard(&args);
         assert_ne!(out.code, 0, "{args:?}");

@@ -214,9 +214,10 @@ fn bad_files_name_the_field() {
 #[test]
 fn presets_say_what_reduces_in_the_network() {
     for (topo, says) in [
-        ("hgx-h100x2", "Reduces in the network: 10 network switches (SHARP)"),
+        ("hgx-h100x2", "In the network: no NVSwitch devices reduce (no NVLS); 10 network switches reduce (SHARP)."),
         ("rail:servers=2,sharp=off", "Nothing reduces in the network"),
-        ("dgx-h100", "Reduces in the network: 1 NVSwitch (NVLS)"),
+        ("dgx-h100", "In the network: 1 NVSwitch device reduces (NVLS); no network switches reduce (no SHARP)."),
+        ("clos:k=4", "In the network: 6 network switches reduce (SHARP)."),
     ] {
         let out = railyard(&["topo", "show", topo]);
         assert_eq!(out.code, 0, "{}", out.stderr);
@@ -224,6 +225,7 @@ fn presets_say_what_reduces_in_the_network() {
     }
     let off = railyard(&["plan", "--topo", "rail:servers=2,sharp=off", "--algo", "in-network"]);
     assert_ne!(off.code, 0);
+    assert!(off.stderr.contains("can reduce in the network"), "{}", off.stderr);
     let bad = railyard(&["topo", "show", "rail:sharp=maybe"]);
     assert!(bad.stderr.contains("sharp=maybe: on or off"), "{}", bad.stderr);
 }

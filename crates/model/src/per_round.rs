@@ -101,8 +101,8 @@ impl ExpectedLimit {
                 (LinkClass::Nvlink, true) => "nvls",
                 (_, true) => "sharp",
                 (LinkClass::Nvlink, false) => "nvlink",
-                (LinkClass::Pcie | LinkClass::Other, false) => "pcie",
-                (LinkClass::Memory, false) => "memory",
+                // Shared memory is costed at the PCIe fraction (`Achievable::fraction`).
+                (LinkClass::Pcie | LinkClass::Memory | LinkClass::Other, false) => "pcie",
                 (LinkClass::Nic, false) => "nic",
                 (LinkClass::Fabric, false) => "fabric",
             },

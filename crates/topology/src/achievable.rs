@@ -162,10 +162,13 @@ impl Default for Achievable {
 }
 
 impl Achievable {
-    /// Rates and start-ups measured on the machine itself (`railyard calibrate`): the
-    /// software that runs there already reaches them, so every fraction is 1 and no
-    /// NCCL latency is added to the measured per-round start-up.
-    pub fn measured(source: impl Into<String>) -> Self {
+    /// Rates and a per-round start-up measured on the machine itself (`railyard
+    /// calibrate`): the software that runs there already reaches them, so every fraction
+    /// is 1 and every round costs the measured `round_startup_secs`, whatever its hop;
+    /// no call latency is added. NCCL's LL and LL128 payload shares are kept, so the
+    /// expected time is the Simple protocol's, which is the bound's.
+    pub fn measured(round_startup_secs: f64, source: impl Into<String>) -> Self {
+        let round = [round_startup_secs; 3];
         Achievable {
             nvlink: 1.0,
             pcie: 1.0,
@@ -174,13 +177,13 @@ impl Achievable {
             nvls: 1.0,
             sharp: 1.0,
             call_secs: [0.0; 3],
-            nvlink_hop_secs: [0.0; 3],
-            pcie_hop_secs: [0.0; 3],
-            net_hop_secs: [0.0; 3],
-            nvls_hop_secs: 0.0,
-            sharp_hop_secs: 0.0,
-            protocol_fraction: [1.0; 3],
+            nvlink_hop_secs: round,
+            pcie_hop_secs: round,
+            net_hop_secs: round,
+            nvls_hop_secs: round_startup_secs,
+            sharp_hop_secs: round_startup_secs,
             source: source.into(),
+            ..Achievable::default()
         }
     }
 

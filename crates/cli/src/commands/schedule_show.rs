@@ -17,8 +17,6 @@ pub const MAX_SHOW_RANKS: usize = 64;
 pub const MAX_CHECK_RANKS: usize = 128;
 /// The most rank counts one `check` proves at.
 pub const MAX_CHECK_COUNTS: usize = 64;
-/// Ranks per server where an algorithm groups ranks by server.
-const RANKS_PER_SERVER: usize = 4;
 /// Transfers listed per round before "… and N more".
 const SHOWN_PER_ROUND: usize = 24;
 
@@ -43,6 +41,11 @@ pub struct ShowArgs {
     /// Chunks per rank: the buffer is ranks x this many chunks
     #[arg(long, default_value_t = 1)]
     pub chunks_per_rank: u64,
+    /// Ranks per server, for the algorithms that work server by server (hierarchical,
+    /// in-network, nvls, nvls-tree, rail-ring, interleaved-ring): --ranks must be a
+    /// multiple of it, at least two servers
+    #[arg(long, default_value_t = 4)]
+    pub per_server: usize,
     /// Also draw it (ranks x rounds, an arrow per transfer) as SVG to this file
     #[arg(long)]
     pub svg: Option<std::path::PathBuf>,
@@ -67,27 +70,54 @@ pub struct CheckArgs {
     /// Rank counts: N, A-B or a comma list (2-16, or 2,4,8)
     #[arg(long, default_value = "2-16")]
     pub ranks: String,
+    /// Chunks per rank: the buffer is ranks x this many chunks
     #[arg(long, default_value_t = 1)]
     pub chunks_per_rank: u64,
+    /// Ranks per server, for the algorithms that work server by server (rank counts that
+    /// are not a multiple of it, or fewer than two servers, are not built)
+    #[arg(long, default_value_t = 4)]
+    pub per_server: usize,
 }
 
-fn build(algo: Algorithm, collective: Collective, ranks: usize, chunks_per_rank: u64) -> Result<Schedule> {
+/// What every rank count shares: checked once, before any is built.
+fn check_request(algo: Algorithm, collective: Collective, chunks_per_rank: u64, per_server: usize) -> Result<()> {
     if !algo.supports(collective) {
         bail!("{algo} has no {} schedule", collective.as_str());
     }
     if !(1..=64).contains(&chunks_per_rank) {
         bail!("--chunks-per-rank is 1 to 64 (got {chunks_per_rank})");
     }
+    if !(1..=MAX_SHOW_RANKS).contains(&per_server) {
+        bail!("--per-server is 1 to {MAX_SHOW_RANKS} (got {per_server})");
+    }
+    Ok(())
+}
+
+/// The bytes of one element the schedules are built for (f32; the plan, not the bytes,
+/// is what is shown and proved).
+const ELEM_BYTES: u64 = 4;
+
+fn build(
+    algo: Algorithm,
+    collective: Collective,
+    ranks: usize,
+    chunks_per_rank: u64,
+    per_server: usize,
+) -> Result<Schedule> {
     let spec = CollectiveSpec::new(collective, ranks, ranks as u64 * chunks_per_rank);
-    // Servers of 4 ranks for the algorithms that group ranks by server (hierarchical,
-    // in-network, nvls-tree, rail-ring, ...): the shape the words and the drawing show.
-    let groups = if algo.uses_groups() && ranks > RANKS_PER_SERVER {
-        (0..ranks).collect::<Vec<_>>().chunks(RANKS_PER_SERVER).map(<[usize]>::to_vec).collect()
+    // The algorithms that work server by server get servers of `per_server` ranks.
+    let groups = if algo.uses_groups() {
+        if !ranks.is_multiple_of(per_server) || ranks < 2 * per_server {
+            bail!(
+                "{algo} works server by server: {ranks} ranks are not two or more servers of --per-server {per_server}"
+            );
+        }
+        (0..ranks).collect::<Vec<_>>().chunks(per_server).map(<[usize]>::to_vec).collect()
     } else {
         vec![]
     };
     let options = gen_options(algo, 1, 1, None, groups, Default::default());
-    let compact = railyard_schedule::generate_compact(algo, &spec, &options, 4)?;
+    let compact = railyard_schedule::generate_compact(algo, &spec, &options, ELEM_BYTES)?;
     Ok(compact.expand())
 }
 
@@ -112,8 +142,10 @@ fn op(o: Op) -> &'static str {
 }
 
 fn ranks_words(ranks: &[usize]) -> String {
+    // "ranks 0-3" only for consecutive ranks in order.
+    let consecutive = ranks.len() > 2 && ranks.windows(2).all(|w| w[1] == w[0] + 1);
     match (ranks.first(), ranks.last()) {
-        (Some(a), Some(b)) if ranks.len() > 2 && b - a + 1 == ranks.len() => format!("ranks {a}-{b}"),
+        (Some(a), Some(b)) if consecutive => format!("ranks {a}-{b}"),
         _ => format!("ranks {}", ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(",")),
     }
 }
@@ -141,10 +173,10 @@ fn round_words(s: &Schedule, index: usize) -> Vec<String> {
                 region(&n.write)
             ),
             Flow::MulticastFrom(r) => format!(
-                "switch: rank {r}'s {} copied into {}' {}",
+                "switch: rank {r}'s {} copied into the {} of {}",
                 region(&n.read),
-                ranks_words(&n.ranks),
-                region(&n.write)
+                region(&n.write),
+                ranks_words(&n.ranks)
             ),
         });
     }
@@ -197,10 +229,12 @@ fn show_markdown(s: &Schedule, a: &ShowArgs) -> String {
         out.push_str(&format!("\nAfter the last round: {}.\n", local(&s.epilogue)));
     }
     out.push_str(&format!(
-        "\n`railyard schedule check --algo {} --collective {}` proves it; `railyard plan --algo {}` costs it on a \
-         topology.\n",
+        "\n`railyard schedule check --algo {} --collective {} --ranks {} --chunks-per-rank {}` proves it; \
+         `railyard plan --algo {}` costs it on a topology.\n",
         a.algo,
         a.collective.as_str(),
+        a.ranks,
+        a.chunks_per_rank,
         a.algo
     ));
     out
@@ -260,7 +294,8 @@ pub fn show(a: &ShowArgs) -> Result<String> {
     if !(2..=MAX_SHOW_RANKS).contains(&a.ranks) {
         bail!("--ranks 2 to {MAX_SHOW_RANKS} for show (schedule check proves at up to {MAX_CHECK_RANKS})");
     }
-    let s = build(a.algo, a.collective, a.ranks, a.chunks_per_rank)?;
+    check_request(a.algo, a.collective, a.chunks_per_rank, a.per_server)?;
+    let s = build(a.algo, a.collective, a.ranks, a.chunks_per_rank, a.per_server)?;
     let mut note = String::new();
     if let Some(path) = &a.svg {
         std::fs::write(path, svg(&s)).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -284,23 +319,27 @@ fn rank_counts(text: &str) -> Result<Vec<usize>> {
         if lo < 2 || hi > MAX_CHECK_RANKS || lo > hi {
             bail!("--ranks {part}: rank counts are 2 to {MAX_CHECK_RANKS}, low to high");
         }
+        if hi - lo >= MAX_CHECK_RANKS {
+            bail!("--ranks {part}: at most {MAX_CHECK_COUNTS} rank counts at once");
+        }
         out.extend(lo..=hi);
+        out.sort_unstable();
+        out.dedup();
         if out.len() > MAX_CHECK_COUNTS {
             bail!("--ranks {text}: at most {MAX_CHECK_COUNTS} rank counts at once");
         }
     }
-    out.sort_unstable();
-    out.dedup();
     Ok(out)
 }
 
 pub fn check(a: &CheckArgs) -> Result<String> {
+    check_request(a.algo, a.collective, a.chunks_per_rank, a.per_server)?;
     let counts = rank_counts(&a.ranks)?;
     let mut t = Table::new(["ranks", "rounds", "transfers", "elements sent", "proved"]);
     let (mut failed, mut not_built) = (Vec::new(), 0);
     for &n in &counts {
         // A rank count the algorithm does not serve is said, not a failed proof.
-        let schedule = match build(a.algo, a.collective, n, a.chunks_per_rank) {
+        let schedule = match build(a.algo, a.collective, n, a.chunks_per_rank, a.per_server) {
             Ok(s) => s,
             Err(e) => {
                 t.row([n.to_string(), "-".into(), "-".into(), "-".into(), format!("not built: {e:#}")]);
@@ -340,6 +379,9 @@ pub fn check(a: &CheckArgs) -> Result<String> {
     out.push_str(&t.render());
     if !failed.is_empty() {
         bail!("{out}\nNot proved at {} rank count(s): {:?}", failed.len(), failed);
+    }
+    if not_built == counts.len() {
+        bail!("{out}\nNothing proved: {} builds at none of these rank counts", a.algo);
     }
     Ok(out)
 }

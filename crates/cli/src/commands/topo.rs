@@ -174,15 +174,33 @@ fn summary_markdown(t: &Topology) -> String {
         format_secs(t.round_startup_secs),
         crate::args::routing_words(t.routing.as_str())
     ));
-    // Which switches reduce in the network: what `in-network`, NVLS and CollNet need.
-    let reducing = |kind: DeviceKind| t.devices.iter().filter(|d| d.kind == kind && d.in_network_reduction).count();
-    out.push_str(&match (reducing(DeviceKind::NvSwitch), reducing(DeviceKind::Switch)) {
-        (0, 0) => "Nothing reduces in the network: in-network, NVLS and CollNet algorithms do not run here.\n\n".into(),
-        (nv, 0) => format!("Reduces in the network: {nv} NVSwitch (NVLS); the network switches do not (no SHARP).\n\n"),
-        (0, sw) => {
-            format!("Reduces in the network: {sw} network switches (SHARP); the NVSwitches do not (no NVLS).\n\n")
+    // Which switches reduce in the network: what the in-network and NVLS algorithms need.
+    let count = |kind: DeviceKind, reducing: bool| {
+        t.devices.iter().filter(|d| d.kind == kind && (!reducing || d.in_network_reduction)).count()
+    };
+    let plural = |n: usize, one: &str, many: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {many}") };
+    let mut parts = Vec::new();
+    for (kind, one, many, what) in [
+        (DeviceKind::NvSwitch, "NVSwitch device", "NVSwitch devices", "NVLS"),
+        (DeviceKind::Switch, "network switch", "network switches", "SHARP"),
+    ] {
+        let (all, reducing) = (count(kind, false), count(kind, true));
+        match (all, reducing) {
+            (0, _) => {}
+            (_, 0) => parts.push(format!("no {many} reduce (no {what})")),
+            (a, r) if a == r => {
+                parts.push(format!("{} reduce{} ({what})", plural(r, one, many), if r == 1 { "s" } else { "" }))
+            }
+            (a, r) => {
+                parts.push(format!("{r} of {} reduce{} ({what})", plural(a, one, many), if r == 1 { "s" } else { "" }))
+            }
         }
-        (nv, sw) => format!("Reduces in the network: {nv} NVSwitch (NVLS) and {sw} network switches (SHARP).\n\n"),
+    }
+    let reduces = count(DeviceKind::NvSwitch, true) + count(DeviceKind::Switch, true) > 0;
+    out.push_str(&if reduces {
+        format!("In the network: {}.\n\n", parts.join("; "))
+    } else {
+        "Nothing reduces in the network: the in-network and NVLS algorithms do not run here.\n\n".into()
     });
     if let Some(h) = t.host.counted().then_some(&t.host) {
         out.push_str(&format!(

@@ -40,7 +40,8 @@ pub fn hosts(
     b.round_startup_secs(alpha);
     b.host_costs(host);
     b.achievable(Achievable::measured(
-        "measured on this machine by railyard calibrate: the rates and start-up railyard's runtime reaches",
+        alpha,
+        "the transports' own rates and start-up (railyard calibrate measures them): what railyard's runtime reaches",
     ));
     let switch = (hosts.len() > 1).then(|| b.device("network", DeviceKind::Switch, None));
     let mut host_of = vec![None; size];
