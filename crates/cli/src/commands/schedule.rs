@@ -10,7 +10,6 @@ use clap::{Args, Subcommand};
 use railyard_model::request::{msccl_count, msccl_program, AlgorithmSpec};
 use railyard_model::{gen_options, plan_on, CollectiveRequest};
 use railyard_schedule::msccl;
-use railyard_schedule::{Algorithm, Collective};
 use railyard_topology::{Placement, PlacementPolicy};
 use railyard_units::units::{format_bytes, format_secs};
 use railyard_units::Table;
@@ -42,17 +41,8 @@ pub struct ExportArgs {
     /// Write MSCCL XML (the only format written)
     #[arg(long)]
     pub msccl: bool,
-    /// The algorithm (ring, rhd, double-tree, pairwise, chain, ...)
-    #[arg(long)]
-    pub algo: Algorithm,
-    /// allreduce, allgather, reducescatter, alltoall, broadcast, reduce
-    #[arg(long, default_value = "allreduce")]
-    pub collective: Collective,
-    #[arg(long, default_value_t = 8)]
-    pub ranks: usize,
-    /// Chunks per rank: the program's nchunksperloop is ranks x this
-    #[arg(long, default_value_t = 1)]
-    pub chunks_per_rank: u64,
+    #[command(flatten)]
+    pub schedule: super::schedule_show::ScheduleArgs,
     /// Write to this file instead of standard output
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -113,10 +103,14 @@ fn export(a: &ExportArgs) -> Result<String> {
     if !a.msccl {
         bail!("say the format: --msccl (MSCCL XML is the only one written)");
     }
-    if !(2..=1024).contains(&a.ranks) || !(1..=64).contains(&a.chunks_per_rank) {
+    if !(2..=1024).contains(&a.schedule.ranks) || !(1..=64).contains(&a.schedule.chunks_per_rank) {
         bail!("--ranks 2 to 1024 and --chunks-per-rank 1 to 64");
     }
-    let spec = railyard_schedule::CollectiveSpec::new(a.collective, a.ranks, a.ranks as u64 * a.chunks_per_rank);
+    let spec = railyard_schedule::CollectiveSpec::new(
+        a.schedule.collective,
+        a.schedule.ranks,
+        a.schedule.ranks as u64 * a.schedule.chunks_per_rank,
+    );
     // Checked before the schedule is made and expanded, which the bound keeps small.
     if spec.ranks as u64 * spec.count > msccl::MAX_EXPORT_RANK_ELEMENTS {
         bail!(
@@ -127,9 +121,9 @@ fn export(a: &ExportArgs) -> Result<String> {
         );
     }
     let schedule = railyard_schedule::generate_compact(
-        a.algo,
+        a.schedule.algo,
         &spec,
-        &gen_options(a.algo, 1, 1, None, vec![], Default::default()),
+        &gen_options(a.schedule.algo, 1, 1, None, vec![], Default::default()),
         4,
     )?
     .expand();
@@ -137,7 +131,13 @@ fn export(a: &ExportArgs) -> Result<String> {
     match &a.output {
         Some(path) => {
             std::fs::write(path, &xml).with_context(|| format!("cannot write {}", path.display()))?;
-            Ok(format!("wrote {} ({} over {} ranks, {} chunks)\n", path.display(), a.algo, a.ranks, spec.count))
+            Ok(format!(
+                "wrote {} ({} over {} ranks, {} chunks)\n",
+                path.display(),
+                a.schedule.algo,
+                a.schedule.ranks,
+                spec.count
+            ))
         }
         None => Ok(xml),
     }

@@ -20,6 +20,23 @@ pub const MAX_CHECK_COUNTS: usize = 64;
 /// Transfers listed per round before "… and N more".
 const SHOWN_PER_ROUND: usize = 24;
 
+/// One of railyard's algorithms at one rank count: what `schedule show` and `schedule
+/// export` build.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The algorithm (ring, rhd, double-tree, pairwise, chain, hierarchical, in-network, ...)
+    #[arg(long)]
+    pub algo: Algorithm,
+    /// allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter
+    #[arg(long, default_value = "allreduce")]
+    pub collective: Collective,
+    #[arg(long, default_value_t = 8)]
+    pub ranks: usize,
+    /// Chunks per rank: the buffer (an MSCCL program's nchunksperloop) is ranks x this
+    #[arg(long, default_value_t = 1)]
+    pub chunks_per_rank: u64,
+}
+
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     railyard schedule show --algo ring --ranks 4\n  \
@@ -30,17 +47,8 @@ Chunks are the buffer's parts: the collective's buffer of ranks x --chunks-per-r
 which adds it into its output chunk 3; `copy` overwrites. Rounds run one after another;\n\
 the transfers of one round run at once.")]
 pub struct ShowArgs {
-    /// The algorithm (ring, rhd, double-tree, hierarchical, in-network, ...)
-    #[arg(long)]
-    pub algo: Algorithm,
-    /// allreduce, allgather, reducescatter, alltoall, broadcast, reduce, gather, scatter
-    #[arg(long, default_value = "allreduce")]
-    pub collective: Collective,
-    #[arg(long, default_value_t = 8)]
-    pub ranks: usize,
-    /// Chunks per rank: the buffer is ranks x this many chunks
-    #[arg(long, default_value_t = 1)]
-    pub chunks_per_rank: u64,
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
     /// Ranks per server, for the algorithms that work server by server (hierarchical,
     /// in-network, nvls, nvls-tree, rail-ring, interleaved-ring): --ranks must be a
     /// multiple of it, at least two servers
@@ -196,13 +204,13 @@ fn show_markdown(s: &Schedule, a: &ShowArgs) -> String {
     let mut out = format!(
         "# {} {} over {} ranks\n\n{} rounds: {}; {transfers} transfers; the buffer in {} chunks ({} per rank). \
          Each round's steps run at once; rounds run in order.\n\n",
-        a.algo,
-        a.collective.as_str(),
-        a.ranks,
+        a.schedule.algo,
+        a.schedule.collective.as_str(),
+        a.schedule.ranks,
         s.rounds.len(),
         phases.join(", "),
         s.spec.count,
-        a.chunks_per_rank
+        a.schedule.chunks_per_rank
     );
     let local = |ops: &[railyard_schedule::LocalOp]| {
         ops.iter()
@@ -231,11 +239,11 @@ fn show_markdown(s: &Schedule, a: &ShowArgs) -> String {
     out.push_str(&format!(
         "\n`railyard schedule check --algo {} --collective {} --ranks {} --chunks-per-rank {}` proves it; \
          `railyard plan --algo {}` costs it on a topology.\n",
-        a.algo,
-        a.collective.as_str(),
-        a.ranks,
-        a.chunks_per_rank,
-        a.algo
+        a.schedule.algo,
+        a.schedule.collective.as_str(),
+        a.schedule.ranks,
+        a.schedule.chunks_per_rank,
+        a.schedule.algo
     ));
     out
 }
@@ -291,11 +299,11 @@ fn svg(s: &Schedule) -> String {
 }
 
 pub fn show(a: &ShowArgs) -> Result<String> {
-    if !(2..=MAX_SHOW_RANKS).contains(&a.ranks) {
+    if !(2..=MAX_SHOW_RANKS).contains(&a.schedule.ranks) {
         bail!("--ranks 2 to {MAX_SHOW_RANKS} for show (schedule check proves at up to {MAX_CHECK_RANKS})");
     }
-    check_request(a.algo, a.collective, a.chunks_per_rank, a.per_server)?;
-    let s = build(a.algo, a.collective, a.ranks, a.chunks_per_rank, a.per_server)?;
+    check_request(a.schedule.algo, a.schedule.collective, a.schedule.chunks_per_rank, a.per_server)?;
+    let s = build(a.schedule.algo, a.schedule.collective, a.schedule.ranks, a.schedule.chunks_per_rank, a.per_server)?;
     let mut note = String::new();
     if let Some(path) = &a.svg {
         std::fs::write(path, svg(&s)).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -253,29 +253,31 @@ pub fn preset(name: &str) -> Option<ModelShape> {
 /// The names [`preset`] knows.
 pub const PRESETS: &[&str] = &["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3"];
 
+/// A GPT of Megatron-LM's Table 1 (4h MLP, vocabulary 51,200, sequence 2,048), for tests.
+#[cfg(test)]
+pub(crate) fn megatron(layers: u64, hidden: u64, heads: u64) -> ModelShape {
+    ModelShape {
+        name: "gpt".into(),
+        layers,
+        hidden,
+        ffn: 4 * hidden,
+        heads,
+        kv_heads: None,
+        vocab: 51200,
+        seq_len: 2048,
+        gated_mlp: false,
+        tied_embeddings: true,
+        experts: 0,
+        top_k: 0,
+        shared_experts: 0,
+        expert_ffn: None,
+        dense_layers: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn megatron(layers: u64, hidden: u64, heads: u64) -> ModelShape {
-        ModelShape {
-            name: "gpt".into(),
-            layers,
-            hidden,
-            ffn: 4 * hidden,
-            heads,
-            kv_heads: None,
-            vocab: 51200,
-            seq_len: 2048,
-            gated_mlp: false,
-            tied_embeddings: true,
-            experts: 0,
-            top_k: 0,
-            shared_experts: 0,
-            expert_ffn: None,
-            dense_layers: 0,
-        }
-    }
 
     /// Narayanan et al. 2021, Eq. 2: P = 12·l·h²·(1 + 13/(12h) + (V + s)/(12·l·h)) gives
     /// Table 1's counts (it counts biases, layer norms and position embeddings, which

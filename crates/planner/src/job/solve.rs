@@ -480,7 +480,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::super::{evaluate, JobInput};
-    use super::{solve, Spec, Varied};
+    use super::{first_reaching, solve, Scan, Searches, Spec, Unit, Varied};
     use crate::error::PlannerError;
 
     fn load(spec: &str) -> Result<Rc<railyard_topology::Topology>, PlannerError> {
@@ -566,21 +566,6 @@ mod tests {
         assert_eq!(s.with("nic", "25GB/s"), "rail:servers=2,over=3:1,nic=25GB/s");
         assert_eq!(s.node_key(), Some("servers"));
         assert_eq!(Spec::parse("my-cluster.toml").node_key(), None);
-    }
-}
-
-#[cfg(test)]
-mod scan_tests {
-    use std::rc::Rc;
-
-    use super::super::JobInput;
-    use super::{first_reaching, Scan, Searches, Unit, Varied};
-    use crate::error::PlannerError;
-
-    fn load(spec: &str) -> Result<Rc<railyard_topology::Topology>, PlannerError> {
-        railyard_topology::load(spec)
-            .map(Rc::new)
-            .map_err(|cause| PlannerError::Topology { field: "job.topo".into(), cause })
     }
 
     fn searches(left: usize) -> Searches<'static> {

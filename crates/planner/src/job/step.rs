@@ -419,23 +419,7 @@ mod elementwise_tests {
     use super::elementwise_bytes_per_token;
 
     fn shape(gated: bool) -> ModelShape {
-        ModelShape {
-            name: "t".into(),
-            layers: 2,
-            hidden: 1024,
-            ffn: 4096,
-            heads: 16,
-            kv_heads: None,
-            vocab: 32_000,
-            seq_len: 2048,
-            gated_mlp: gated,
-            tied_embeddings: false,
-            experts: 0,
-            top_k: 0,
-            shared_experts: 0,
-            expert_ffn: None,
-            dense_layers: 0,
-        }
+        ModelShape { gated_mlp: gated, ..super::super::shape::megatron(2, 1024, 16) }
     }
 
     /// The accounting by hand: norms 2·2·h·2, residual adds 2·(3·h·2 + h), GeLU
