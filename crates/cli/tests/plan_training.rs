@@ -434,3 +434,26 @@ fn the_default_is_an_example_job_and_its_step_is_drawn() {
         assert!(texts.iter().any(|t| t == label), "no label {label:?} in {texts:?}");
     }
 }
+
+/// `--trace` writes the job's step as a Perfetto trace: its critical-path spans follow
+/// each other to the step's end, as the report's step time says.
+#[test]
+fn the_job_step_is_a_perfetto_trace() {
+    let path = std::env::temp_dir().join(format!("railyard-job-{}.json", std::process::id()));
+    let out = railyard(&["plan-training", "--trace", path.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let report = json(&["plan-training", "--format", "json"]);
+    let step_us = report["job"]["ranked"][0]["step"]["step_secs"].as_f64().unwrap() * 1e6;
+    let events = trace["traceEvents"].as_array().unwrap();
+    let path_end = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == 0)
+        .map(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!((path_end - step_us).abs() <= 1e-6 * step_us, "{path_end} vs {step_us}");
+    assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "hidden behind compute"));
+    let none = railyard(&["plan-training", "--examples", "--trace", path.to_str().unwrap()]);
+    assert!(none.code != 0 && none.stderr.contains("no [job]"), "{}", none.stderr);
+}

@@ -81,8 +81,13 @@ pub struct PlanTrainingArgs {
     /// Write the charts (step timelines, the scaling curve, tokens/s over super-node size) as SVG
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Write the [job]'s step (the fastest layout's) as a Perfetto / Chrome trace (JSON):
+    /// the busiest stage's phases on one track, the communication hidden behind compute
+    /// on another; open it at ui.perfetto.dev
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// Print the bundled scenario (the example job, or with --examples the chapter's) and exit
-    #[arg(long, conflicts_with_all = ["scenario", "format", "engine", "solve", "svg"])]
+    #[arg(long, conflicts_with_all = ["scenario", "format", "engine", "solve", "svg", "trace"])]
     pub print_scenario: bool,
 }
 
@@ -124,6 +129,14 @@ pub fn run(args: &PlanTrainingArgs) -> Result<String> {
         }
         std::fs::write(path, stack(&charts)).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if let Some(path) = &args.trace {
+        let trace = report.job.as_ref().and_then(job_trace).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--trace: this scenario has no [job] whose step to trace (the chapter's sections draw with --svg)"
+            )
+        })?;
+        std::fs::write(path, trace).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     Ok(match args.format {
         Format::Md => report.markdown(),
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
@@ -135,72 +148,54 @@ pub fn run(args: &PlanTrainingArgs) -> Result<String> {
 /// pipeline bubble, the data-parallel communication left exposed, the optimizer; and
 /// below, the communication hidden behind compute.
 fn job_chart(job: &railyard_planner::job::JobReport) -> Option<String> {
+    use railyard_planner::job::timeline::{spans, SpanKind, TRACKS};
     let best = job.ranked.first()?;
     let st = best.step.as_ref()?;
     let ms = 1e3;
-    let in_slot: f64 = st
-        .comms
-        .iter()
-        .filter(|c| !c.name.starts_with("DP") && !c.name.starts_with("ZeRO"))
-        .map(|c| c.exposed_secs)
-        .sum();
-    let dp: f64 = st
-        .comms
-        .iter()
-        .filter(|c| c.name.starts_with("DP") || c.name.starts_with("ZeRO"))
-        .map(|c| c.exposed_secs)
-        .sum();
-    let mut bars = Vec::new();
-    let mut t = 0.0;
-    for (what, secs, class) in [
-        ("compute", st.compute_secs, 0),
-        ("communication waited for inside the slots", in_slot, 1),
-        ("pipeline bubble", st.bubble_secs, 2),
-        ("data-parallel communication exposed", dp, 1),
-        ("optimizer", st.optimizer_secs, 3),
-    ] {
-        if secs > 0.0 {
-            bars.push(Bar {
-                row: 0,
-                start: t * ms,
-                end: (t + secs) * ms,
-                class,
-                title: format!("{what}: {:.2} ms", secs * ms),
-            });
-            t += secs;
-        }
-    }
-    // Hidden communication ends where the compute it hides behind ends.
-    let mut end = (st.compute_secs + in_slot + st.bubble_secs) * ms;
-    for c in &st.comms {
-        let hidden = (c.secs * c.calls - c.exposed_secs).max(0.0) * ms;
-        if hidden > 0.0 {
-            bars.push(Bar {
-                row: 1,
-                start: end - hidden,
-                end,
-                class: 4,
-                title: format!("{}: {:.2} ms hidden", c.name, hidden),
-            });
-            end -= hidden;
-        }
-    }
+    let bars = spans(st)
+        .into_iter()
+        .map(|s| Bar {
+            row: s.track,
+            start: s.start_secs * ms,
+            end: s.end_secs * ms,
+            class: SpanKind::ALL.iter().position(|k| *k == s.kind).unwrap_or(0),
+            title: format!("{}: {:.2} ms", s.name, (s.end_secs - s.start_secs) * ms),
+        })
+        .collect();
     Some(
         Gantt {
             title: format!("One training step of {} on {} ({})", job.model.name, job.topo, best.layout),
             x_label: "time since the step began (ms)".into(),
-            rows: vec![format!("busiest stage: {:.0} ms", st.step_secs * ms), "hidden behind compute".into()],
+            rows: vec![format!("{}: {:.0} ms", TRACKS[0], st.step_secs * ms), TRACKS[1].into()],
             bars,
-            classes: vec![
-                "compute".into(),
-                "exposed communication".into(),
-                "pipeline bubble".into(),
-                "optimizer".into(),
-                "hidden communication".into(),
-            ],
+            classes: SpanKind::ALL.iter().map(|k| k.as_str().to_string()).collect(),
         }
         .svg(),
     )
+}
+
+/// The same spans as a Chrome / Perfetto trace: one process (the job), a thread per
+/// track, a complete ("X") event per span, times in microseconds.
+fn job_trace(job: &railyard_planner::job::JobReport) -> Option<String> {
+    use railyard_planner::job::timeline::{spans, TRACKS};
+    let best = job.ranked.first()?;
+    let st = best.step.as_ref()?;
+    let mut events = vec![serde_json::json!({
+        "name": "process_name", "ph": "M", "pid": 1, "tid": 0,
+        "args": { "name": format!("{} on {} ({}), one step", job.model.name, job.topo, best.layout) }
+    })];
+    for (tid, name) in TRACKS.iter().enumerate() {
+        events.push(
+            serde_json::json!({ "name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": { "name": name } }),
+        );
+    }
+    for s in spans(st) {
+        events.push(serde_json::json!({
+            "name": s.name, "cat": s.kind.as_str(), "ph": "X", "pid": 1, "tid": s.track,
+            "ts": s.start_secs * 1e6, "dur": (s.end_secs - s.start_secs) * 1e6,
+        }));
+    }
+    serde_json::to_string_pretty(&serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" })).ok()
 }
 
 fn charts(report: &Report) -> Vec<String> {

@@ -11,6 +11,7 @@ pub mod report;
 pub mod shape;
 pub mod solve;
 pub mod step;
+pub mod timeline;
 pub mod validation;
 
 use serde::{Deserialize, Serialize};
