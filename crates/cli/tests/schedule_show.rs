@@ -85,3 +85,17 @@ fn bad_requests_are_refused_by_name() {
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
 }
+
+/// `check --msccl` proves an MSCCL program as import does, and fails on a wrong one.
+#[test]
+fn check_proves_an_msccl_program_or_refuses_it() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let good = railyard(&["schedule", "check", "--msccl", &format!("{root}/samples/msccl/allreduce_ring_8gpu.xml")]);
+    assert_eq!(good.code, 0, "{}", good.stderr);
+    assert!(good.stdout.contains("Proved, in every mode"), "{}", good.stdout);
+    let bad =
+        railyard(&["schedule", "check", "--msccl", &format!("{root}/corpus/msccl/hostile-t1-hasdep0-deadlock.xml")]);
+    assert_ne!(bad.code, 0, "{}", bad.stdout);
+    let neither = railyard(&["schedule", "check"]);
+    assert_eq!(neither.code, 2, "{}", neither.stderr);
+}
