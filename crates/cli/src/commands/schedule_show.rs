@@ -6,7 +6,7 @@
 use anyhow::{bail, Result};
 use clap::Args;
 use railyard_model::gen_options;
-use railyard_schedule::{Algorithm, Buffer, Collective, CollectiveSpec, Flow, Op, Region, Schedule};
+use railyard_schedule::{Algorithm, Collective, CollectiveSpec, Flow, Op, Region, Schedule};
 use railyard_units::Table;
 
 use crate::args::Format;
@@ -134,11 +134,7 @@ fn build(
 }
 
 fn region(r: &Region) -> String {
-    let name = match r.buffer {
-        Buffer::Input => "input",
-        Buffer::Output => "output",
-        Buffer::Scratch => "scratch",
-    };
+    let name = r.buffer.as_str();
     if r.len == 1 {
         format!("{name}[{}]", r.offset)
     } else {
@@ -319,15 +315,6 @@ pub fn show(a: &ShowArgs) -> Result<String> {
     }
 }
 
-/// `check`'s arguments with its algorithm known.
-struct Resolved<'a> {
-    algo: Algorithm,
-    collective: Collective,
-    ranks: &'a str,
-    chunks_per_rank: u64,
-    per_server: usize,
-}
-
 /// `N`, `A-B` or `A,B,C`: rank counts, each 2 to `MAX_CHECK_RANKS`.
 fn rank_counts(text: &str) -> Result<Vec<usize>> {
     let mut out = Vec::new();
@@ -382,20 +369,13 @@ pub fn check(a: &CheckArgs) -> Result<String> {
         let path = a.msccl.as_ref().ok_or_else(|| anyhow::anyhow!("give --algo or --msccl"))?;
         return check_msccl(path);
     };
-    let a = &Resolved {
-        algo,
-        collective: a.collective,
-        ranks: &a.ranks,
-        chunks_per_rank: a.chunks_per_rank,
-        per_server: a.per_server,
-    };
-    check_request(a.algo, a.collective, a.chunks_per_rank, a.per_server)?;
-    let counts = rank_counts(a.ranks)?;
+    check_request(algo, a.collective, a.chunks_per_rank, a.per_server)?;
+    let counts = rank_counts(&a.ranks)?;
     let mut t = Table::new(["ranks", "rounds", "transfers", "elements sent", "proved"]);
     let (mut failed, mut not_built) = (Vec::new(), 0);
     for &n in &counts {
         // A rank count the algorithm does not serve is said, not a failed proof.
-        let schedule = match build(a.algo, a.collective, n, a.chunks_per_rank, a.per_server) {
+        let schedule = match build(algo, a.collective, n, a.chunks_per_rank, a.per_server) {
             Ok(s) => s,
             Err(e) => {
                 t.row([n.to_string(), "-".into(), "-".into(), "-".into(), format!("not built: {e:#}")]);
@@ -421,7 +401,7 @@ pub fn check(a: &CheckArgs) -> Result<String> {
     }
     let mut out = format!(
         "# {} {}: proved at {} of {} rank counts\n\n",
-        a.algo,
+        algo,
         a.collective.as_str(),
         counts.len() - failed.len() - not_built,
         counts.len()
@@ -437,7 +417,7 @@ pub fn check(a: &CheckArgs) -> Result<String> {
         bail!("{out}\nNot proved at {} rank count(s): {:?}", failed.len(), failed);
     }
     if not_built == counts.len() {
-        bail!("{out}\nNothing proved: {} builds at none of these rank counts", a.algo);
+        bail!("{out}\nNothing proved: {} builds at none of these rank counts", algo);
     }
     Ok(out)
 }

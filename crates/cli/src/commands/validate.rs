@@ -42,9 +42,15 @@ pub struct ValidateArgs {
 /// The largest cases file read.
 const MAX_CASES_BYTES: u64 = 1 << 20;
 
+/// A cases file (`validate`'s or `validate-training`'s), bounded; its default path is
+/// the repository's, so a miss says where to run from.
+pub(crate) fn read_cases(path: &Path) -> Result<String> {
+    railyard_topology::file::read_text(path, MAX_CASES_BYTES)
+        .map_err(|e| anyhow::anyhow!("{e}: run from the repository's root, or give the cases file with --cases"))
+}
+
 pub fn run(args: &ValidateArgs) -> Result<String> {
-    let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)
-        .map_err(|e| anyhow::anyhow!("{e}: run from the repository's root, or give the cases file with --cases"))?;
+    let text = read_cases(&args.cases)?;
     let cases = validation::parse_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
     let root = args.cases.parent().unwrap_or(Path::new("."));
     let mut runs = Vec::with_capacity(cases.len());

@@ -27,12 +27,8 @@ pub struct ValidateTrainingArgs {
     pub format: Format,
 }
 
-/// The largest cases file read.
-const MAX_CASES_BYTES: u64 = 1 << 20;
-
 pub fn run(args: &ValidateTrainingArgs) -> Result<String> {
-    let text = railyard_topology::file::read_text(&args.cases, MAX_CASES_BYTES)
-        .map_err(|e| anyhow::anyhow!("{e}: run from the repository's root, or give the cases file with --cases"))?;
+    let text = super::validate::read_cases(&args.cases)?;
     let cases = validation::parse_cases(&text).with_context(|| format!("{}", args.cases.display()))?;
     let mut results = Vec::with_capacity(cases.len());
     for case in &cases {

@@ -113,8 +113,8 @@ pub struct JobSolved {
     pub searches: usize,
 }
 
-/// A preset spec split into its name and `key=value` items (`over=3:1` holds a colon,
-/// so items are split on commas first, as the preset parser does).
+/// A preset spec split into its name and `key=value` items, as the preset parser splits
+/// it (`railyard_topology::presets::split_spec`).
 struct Spec {
     name: String,
     items: Vec<(String, String)>,
@@ -122,9 +122,9 @@ struct Spec {
 
 impl Spec {
     fn parse(spec: &str) -> Spec {
-        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
-        let items = rest
-            .split(',')
+        let (name, items) = railyard_topology::presets::split_spec(spec);
+        let items = items
+            .into_iter()
             .filter_map(|item| item.split_once('='))
             .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
             .collect();

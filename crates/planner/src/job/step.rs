@@ -115,14 +115,16 @@ fn elementwise_bytes_per_token(shape: &ModelShape, attention: Attention, moe_lay
     };
     let inputs = if shape.gated_mlp { 2.0 } else { 1.0 };
     let activation = copies * (inputs + 1.0) * width * ACT;
-    let scores = match attention {
+    norms + residuals + activation + scores_bytes_per_token(shape, attention)
+}
+
+/// Of those, an unfused attention's: the scores of every head (a·s per token),
+/// soft-maxed (read, write) and dropped out (read, write, mask); none when fused.
+fn scores_bytes_per_token(shape: &ModelShape, attention: Attention) -> f64 {
+    match attention {
         Attention::Fused => 0.0,
-        Attention::Unfused => {
-            let per_token = shape.heads as f64 * shape.seq_len as f64;
-            per_token * (2.0 * ACT + 2.0 * ACT + MASK)
-        }
-    };
-    norms + residuals + activation + scores
+        Attention::Unfused => shape.heads as f64 * shape.seq_len as f64 * (2.0 * ACT + 2.0 * ACT + MASK),
+    }
 }
 
 /// The loss over the vocabulary per token: the forward reads the BF16 logits, writes
@@ -162,8 +164,7 @@ fn compute(shape: &ModelShape, l: &Layout, job: &Job) -> Compute {
     let elementwise = tokens * layers_bytes / split / bandwidth;
     // Selective recomputation runs the attention core again, with an unfused one's
     // softmax and dropout over the scores.
-    let scores_bytes = elementwise_bytes_per_token(shape, job.attention, false)
-        - elementwise_bytes_per_token(shape, Attention::Fused, false);
+    let scores_bytes = scores_bytes_per_token(shape, job.attention);
     let scores = tokens * (dense_layers + moe_layers) * scores_bytes / split / bandwidth;
     let (loss_forward, loss_backward) = loss_bytes_per_token(shape);
     let loss = tokens / split / bandwidth;

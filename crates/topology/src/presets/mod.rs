@@ -194,12 +194,18 @@ pub fn parse_ratio(text: &str) -> Option<(usize, usize)> {
     (d > 0 && u > 0).then_some((d, u))
 }
 
+/// A preset spec's name and its `key=value` items, trimmed, empty ones left out
+/// (`over=3:1` holds a colon: the name ends at the first one, items split on commas).
+pub fn split_spec(spec: &str) -> (&str, Vec<&str>) {
+    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    (name, rest.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
+}
+
 /// Build a preset from its spec string.
 pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
-    let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    let (name, items) = split_spec(spec);
     let mut params = PresetParams { preset: name.to_string(), values: BTreeMap::new() };
-    // `over=3:1` contains a colon, so split on commas first and only then on '='.
-    for item in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for item in items {
         let (k, v) = item.split_once('=').ok_or_else(|| params.bad(format!("\"{item}\" is not key=value")))?;
         if params.values.insert(k.trim().to_string(), v.trim().to_string()).is_some() {
             return Err(params.bad(format!("\"{}\" is given twice", k.trim())));
