@@ -236,7 +236,10 @@ fn an_nccl_log_gives_back_its_rings_and_trees_as_checked_schedules() {
     assert!((rings[0]["secs"].as_f64().unwrap() * 1e3 - 7.575).abs() < 0.001);
     assert_eq!(r["trees"]["trees"], 2);
     assert_eq!(r["trees"]["checked"], true);
-    assert_eq!(r["transports"], serde_json::json!([["P2P", 28], ["NET", 4]]));
+    assert_eq!(r["transports"], serde_json::json!([["P2P/IPC", 28], ["NET/IB", 4]]));
+    // Channels 0 and 1 share one order: together they take what it takes alone.
+    assert_eq!(r["rings_together"]["channels"], serde_json::json!([0, 1]));
+    assert!((r["rings_together"]["secs"].as_f64().unwrap() * 1e3 - 7.575).abs() < 0.001);
     // The tuning lines (computed by hand from the constants with the log's own graph:
     // 2 channels x 24 GB/s, 16 ranks on 2 nodes) are what the tuner reproduces.
     for c in r["choices"].as_array().unwrap() {
@@ -341,4 +344,38 @@ fn our_ring_exports_to_msccl_and_back() {
     assert!((c["secs"].as_f64().unwrap() / ring - 1.0).abs() < 1e-9, "{v}");
     let out = railyard(&["schedule", "export", "--algo", "ring"]);
     assert!(out.stderr.contains("--msccl"), "{}", out.stderr);
+}
+
+/// What cluster scripts write: two tests in one file, an INFO line between rows. Each
+/// is read and analyzed as its own, in the file's order.
+#[test]
+fn a_file_of_several_tests_is_read_as_several() {
+    let reduce = std::fs::read_to_string(sample("hgx-h100x2-all_reduce_perf.txt")).unwrap();
+    let gather = std::fs::read_to_string(sample("hgx-h100x2-all_gather_perf.txt")).unwrap();
+    let mut lines: Vec<&str> = reduce.lines().collect();
+    let first_row = lines.iter().position(|l| !l.starts_with('#') && l.split_whitespace().count() >= 12).unwrap();
+    lines.insert(first_row + 1, "nodeA:1:1 [0] NCCL INFO Channel 00/02 :    0   1   2");
+    let text = format!("{}\n{gather}", lines.join("\n"));
+    let dir = std::env::temp_dir().join(format!("railyard-concat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("both.txt");
+    std::fs::write(&path, text).unwrap();
+    let f = path.to_str().unwrap();
+    let v = json(&["analyze", "nccl-tests", f, "--topo", "hgx-h100x2", "--format", "json"]);
+    let tests = v["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2);
+    assert_eq!(tests[0]["output"]["kind"], "AllReduce");
+    assert_eq!(tests[1]["output"]["kind"], "AllGather");
+    // The same rows as each file alone.
+    let alone = json(&["analyze", "nccl-tests", &sample("hgx-h100x2-all_gather_perf.txt"), "--format", "json"]);
+    assert_eq!(tests[1]["output"]["rows"].as_array().unwrap().len(), rows(&alone).len());
+    assert!(tests[1]["analysis"]["sizes"].as_array().is_some_and(|s| !s.is_empty()));
+    let out = railyard(&["analyze", "nccl-tests", f]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("holds 2 tests, one after another: all_reduce_perf, all_gather_perf"),
+        "{}",
+        out.stdout
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -86,24 +86,32 @@ impl ExpectedSums {
         sums
     }
 
+    /// Each allowed protocol's total as (what does not grow with the bytes: the call's
+    /// latency and the rounds' latencies; what does: the payload's time), in `Protocol`
+    /// order; `finish` takes the fastest of them with its host costs added.
+    pub fn parts(&self, achievable: &Achievable, rounds: usize, path_rounds: usize) -> [Option<(f64, f64)>; 3] {
+        let path = match (rounds, path_rounds) {
+            (0, _) | (_, 0) => 1.0,
+            (r, d) => d.min(r) as f64 / r as f64,
+        };
+        Protocol::ALL.map(|p| {
+            let i = p.index();
+            let call = achievable.call_secs[i].max(self.reduction_secs);
+            self.allowed[i].then(|| (call + path * self.latency_secs[i], self.transfer_secs[i]))
+        })
+    }
+
     /// The fastest allowed protocol's total, with the call's own latency and `extra_secs`
     /// (host costs) added. Of a schedule of `rounds` rounds cut into pipelined chunks, the
     /// rounds' latencies count as far as one chunk goes (`path_rounds` of them; 0: all):
     /// NCCL's chunks follow each other through a step without a barrier, and its model
     /// charges a step's latency once (`ncclTopoTuneModel`).
     pub fn finish(&self, achievable: &Achievable, extra_secs: f64, rounds: usize, path_rounds: usize) -> Expected {
-        let path = match (rounds, path_rounds) {
-            (0, _) | (_, 0) => 1.0,
-            (r, d) => d.min(r) as f64 / r as f64,
-        };
         Protocol::ALL
             .iter()
-            .filter(|p| self.allowed[p.index()])
-            .map(|&p| {
-                let i = p.index();
-                let call = achievable.call_secs[i].max(self.reduction_secs);
-                let secs = call + path * self.latency_secs[i] + self.transfer_secs[i] + extra_secs;
-                Expected { secs, protocol: p }
+            .zip(self.parts(achievable, rounds, path_rounds))
+            .filter_map(|(&protocol, part)| {
+                part.map(|(fixed, bytes)| Expected { secs: fixed + bytes + extra_secs, protocol })
             })
             .min_by(|a, b| a.secs.total_cmp(&b.secs))
             .unwrap_or(Expected { secs: f64::INFINITY, protocol: Protocol::Simple })

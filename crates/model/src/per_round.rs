@@ -177,6 +177,28 @@ pub struct Breakdown {
     pub per_round: Vec<RoundCost>,
     /// Every resource that carried bytes, busiest first.
     pub resources: Vec<ResourceLoad>,
+    /// The expected time of each protocol it may run under, as (what does not grow with
+    /// the bytes, what does): the same schedule with every transfer `k` times longer
+    /// takes `fixed + k · bytes` (see [`Breakdown::scaled`]).
+    #[serde(skip)]
+    pub expected_parts: [Option<(f64, f64)>; 3],
+}
+
+impl Breakdown {
+    /// The bound and the expected time (and its protocol) of the same schedule with every
+    /// transfer `k` times longer — exact in the per-round model, where rounds and
+    /// latencies stay and every round's load scales with its transfers. None where the
+    /// hosts add costs (those do not scale so).
+    pub fn scaled(&self, k: f64) -> Option<(f64, f64, Protocol)> {
+        if self.host.is_some() || !(k.is_finite() && k > 0.0) {
+            return None;
+        }
+        let (expected, protocol) = Protocol::ALL
+            .iter()
+            .filter_map(|&p| self.expected_parts[p.index()].map(|(fixed, bytes)| (fixed + k * bytes, p)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))?;
+        Some((self.alpha_secs + k * self.transfer_secs, expected, protocol))
+    }
 }
 
 /// Cost `schedule` on `topology` with ranks placed by `placement`.
@@ -549,10 +571,11 @@ impl<'t> Loads<'t> {
         let host_secs = host.as_ref().map_or(0.0, |h| h.local_secs + h.message_secs);
         let total_secs = link_secs + host_secs;
         let named = |p: &str| Protocol::ALL.into_iter().find(|q| q.as_str().eq_ignore_ascii_case(p));
-        let expected = match schedule.protocol.as_deref().and_then(named) {
+        let expected_sums = match schedule.protocol.as_deref().and_then(named) {
             Some(only) => expected.only(only),
             None => expected.clone(),
         };
+        let expected = &expected_sums;
         let expected = expected.finish(&topology.achievable, host_secs, per_round.len(), schedule.path_rounds);
         Breakdown {
             name: schedule.algorithm.clone(),
@@ -561,6 +584,7 @@ impl<'t> Loads<'t> {
             channels: 1,
             total_secs,
             expected_secs: expected.secs,
+            expected_parts: expected_sums.parts(&topology.achievable, per_round.len(), schedule.path_rounds),
             protocol: expected.protocol,
             rounds: per_round.len(),
             alpha_secs,

@@ -45,11 +45,15 @@ pub enum ChunkPolicy {
 pub const MAX_SEARCHED_CHUNKS: usize = 128;
 
 /// The chunk counts an algorithm is generated with under `policy` (one for all but a
-/// search), for a collective of `count` elements.
-pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> Vec<usize> {
+/// search, and one where its schedule of `collective` is not cut: a search would make
+/// the same schedule again for every count), for a collective of `count` elements.
+pub fn chunk_choices(algorithm: Algorithm, collective: Collective, policy: ChunkPolicy, count: u64) -> Vec<usize> {
+    if !algorithm.takes_chunks(collective) {
+        return vec![1];
+    }
     match policy {
         // No more chunks than elements: the rest would be empty rounds.
-        ChunkPolicy::Fixed(n) if takes_chunks(algorithm) => {
+        ChunkPolicy::Fixed(n) => {
             vec![n.clamp(1, count.clamp(1, usize::MAX as u64) as usize)]
         }
         // NVLS is searched too: its stages pipeline as NCCL's NVLSTree does. (The other
@@ -57,7 +61,7 @@ pub fn chunk_choices(algorithm: Algorithm, policy: ChunkPolicy, count: u64) -> V
         ChunkPolicy::Search if algorithm.pipelined() || matches!(algorithm, Algorithm::Nvls | Algorithm::NvlsTree) => {
             searched(count)
         }
-        ChunkPolicy::SearchAll if takes_chunks(algorithm) => searched(count),
+        ChunkPolicy::SearchAll => searched(count),
         _ => vec![1],
     }
 }
@@ -311,7 +315,7 @@ pub(crate) fn resolve_with_routes(
     let mut skipped = Vec::new();
     let has_programs = request.algorithms.iter().any(|a| matches!(a, AlgorithmSpec::Msccl { .. }));
     for &algorithm in &asked {
-        let choices = chunk_choices(algorithm, request.chunks, count);
+        let choices = chunk_choices(algorithm, request.collective, request.chunks, count);
         let costed = choices.len() > 1 || costs == Costs::Every;
         let mut best: Option<Result<Variant, ModelError>> = None;
         for chunks in choices {
@@ -530,12 +534,20 @@ mod tests {
 
     #[test]
     fn the_chunk_policy_in_one_place() {
-        assert_eq!(chunk_choices(Algorithm::Tree, ChunkPolicy::Search, 1 << 20), vec![1, 2, 4, 8, 16, 32, 64, 128]);
-        assert_eq!(chunk_choices(Algorithm::Chain, ChunkPolicy::Search, 5), vec![1, 2, 4]);
-        assert_eq!(chunk_choices(Algorithm::Ring, ChunkPolicy::Search, 1 << 20), vec![1]);
-        assert_eq!(chunk_choices(Algorithm::Hierarchical, ChunkPolicy::Search, 1 << 20), vec![1]);
-        assert_eq!(chunk_choices(Algorithm::Hierarchical, ChunkPolicy::Fixed(4), 1 << 20), vec![4]);
-        assert_eq!(chunk_choices(Algorithm::Rhd, ChunkPolicy::Fixed(4), 1 << 20), vec![1]);
+        use Collective::{AllReduce, AllToAll};
+        assert_eq!(
+            chunk_choices(Algorithm::Tree, AllReduce, ChunkPolicy::Search, 1 << 20),
+            vec![1, 2, 4, 8, 16, 32, 64, 128]
+        );
+        assert_eq!(chunk_choices(Algorithm::Chain, AllReduce, ChunkPolicy::Search, 5), vec![1, 2, 4]);
+        assert_eq!(chunk_choices(Algorithm::Ring, AllReduce, ChunkPolicy::Search, 1 << 20), vec![1]);
+        assert_eq!(chunk_choices(Algorithm::Hierarchical, AllReduce, ChunkPolicy::Search, 1 << 20), vec![1]);
+        assert_eq!(chunk_choices(Algorithm::Hierarchical, AllReduce, ChunkPolicy::Fixed(4), 1 << 20), vec![4]);
+        assert_eq!(chunk_choices(Algorithm::Rhd, AllReduce, ChunkPolicy::Fixed(4), 1 << 20), vec![1]);
+        // The hierarchical all-to-all is one piece: searching chunks would build it again
+        // for every count (P² transfers each).
+        assert_eq!(chunk_choices(Algorithm::Hierarchical, AllToAll, ChunkPolicy::SearchAll, 1 << 20), vec![1]);
+        assert_eq!(chunk_choices(Algorithm::Hierarchical, AllToAll, ChunkPolicy::Fixed(4), 1 << 20), vec![1]);
         let o = gen_options(Algorithm::Rhd, 4, 1, Some(&[1, 0]), vec![], InterStage::Ring);
         assert_eq!((o.channels, o.order), (1, None), "options rhd does not take are left out");
         let o = gen_options(Algorithm::Ring, 4, 1, Some(&[1, 0]), vec![], InterStage::Ring);

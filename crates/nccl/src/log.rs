@@ -63,9 +63,17 @@ pub type TreeLine = (Vec<usize>, Option<usize>);
 pub struct NcclLog {
     pub version: Option<String>,
     pub ranks: Option<usize>,
+    /// Where the rank count comes from when no `comm … nRanks` line gives it: the
+    /// highest rank the rings, trees or connections name (an excerpt).
+    pub ranks_inferred_from: Option<String>,
     pub nodes: Option<usize>,
+    /// Where the node count comes from: `nNodes`, the hosts the ranks named, or the
+    /// rank count over `localRanks`; None when the log says nothing of it.
+    pub nodes_from: Option<String>,
     pub local_ranks: Option<usize>,
     pub rank_info: Vec<RankInfo>,
+    /// Every host named in a line's prefix (at most `MAX_RANKS`), whichever line it is.
+    pub hosts: std::collections::BTreeSet<String>,
     /// Channel → ring order (ranks in ring order).
     pub rings: BTreeMap<usize, Vec<usize>>,
     /// Channel → rank → (children, parent) as its Trees line says.
@@ -98,6 +106,33 @@ impl NcclLog {
         }
         Ok(Tree { parent: (0..ranks).map(|r| lines[&r].1).collect() })
     }
+
+    /// Why the GPUs of a node talk over PCIe or host memory rather than NVLink, where
+    /// the log shows it: a connection through shared memory, or a graph whose paths
+    /// inside a node are PCIe's (`type PIX/…`).
+    pub fn pcie_inside_nodes(&self) -> Option<String> {
+        if let Some(c) = self.connections.iter().find(|c| c.via.starts_with("SHM")) {
+            return Some(format!("ranks {} and {} connect through host memory ({})", c.from, c.to, c.via));
+        }
+        self.patterns
+            .iter()
+            .find(|p| ["PIX", "PXB", "PHB", "SYS", "PCI", "NODE"].contains(&p.type_intra.as_str()))
+            .map(|p| format!("NCCL's graph search found {} paths inside a node (PCIe)", p.type_intra))
+    }
+
+    /// The transports the connections use, by kind (`P2P/IPC`, `NET/IB`, `SHM/direct`):
+    /// the first two parts of each, with counts, in first-seen order.
+    pub fn transports(&self) -> Vec<(String, usize)> {
+        let mut kinds: Vec<(String, usize)> = Vec::new();
+        for c in &self.connections {
+            let kind = c.via.split('/').take(2).collect::<Vec<_>>().join("/");
+            match kinds.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((kind, 1)),
+            }
+        }
+        kinds
+    }
 }
 
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
@@ -112,7 +147,8 @@ fn prefix(line: &str) -> Option<(&str, u64, usize, &str)> {
     let mut parts = who.trim().rsplitn(3, ':');
     let _tid = parts.next()?;
     let pid = num(parts.next()?)?;
-    let host = parts.next()?;
+    // Launchers put their own tags before the host (`[0] `, `0: `, `node1: `).
+    let host = parts.next()?.rsplit(char::is_whitespace).next()?;
     Some((host, pid, dev, message))
 }
 
@@ -125,15 +161,34 @@ pub fn parse(text: &str) -> NcclLog {
             Some((tag, rest)) if tag.starts_with('[') => rest,
             _ => line,
         };
-        let Some((host, pid, dev, m)) = prefix(line) else {
-            if line.contains("NCCL INFO") {
-                note_unreadable(&mut log, i + 1);
-            } else {
-                log.other_lines += 1;
-            }
-            continue;
+        // A line without NCCL's `host:pid:tid [dev]` prefix (a launcher or a log
+        // collector cut it) is still read for what its message says, under no host.
+        let (host, pid, dev, m) = match prefix(line) {
+            Some(p) => p,
+            None => match line.split_once("NCCL INFO ") {
+                Some((_, m)) => ("", 0, 0, m),
+                // nccl-tests and applications print the bare version line.
+                None => match line.split_once("NCCL version ") {
+                    Some((_, v)) => {
+                        log.version = v.split_whitespace().next().map(str::to_string);
+                        continue;
+                    }
+                    None => {
+                        log.other_lines += 1;
+                        continue;
+                    }
+                },
+            },
         };
+        if !host.is_empty() && log.hosts.len() < MAX_RANKS && !log.hosts.contains(host) {
+            log.hosts.insert(host.to_string());
+        }
         let m = m.trim();
+        // `ncclCommInitRankConfig comm 0x… rank 0 nranks 8 … - Init START` (2.19+).
+        let m = match m.split_once(' ') {
+            Some((first, rest)) if first.starts_with("ncclCommInit") => rest.trim_start(),
+            _ => m,
+        };
         let known = if let Some(v) = m.strip_prefix("NCCL version ") {
             log.version = v.split_whitespace().next().map(str::to_string);
             true
@@ -170,14 +225,59 @@ pub fn parse(text: &str) -> NcclLog {
             note_unreadable(&mut log, i + 1);
         }
     }
-    // Older logs do not print nNodes: the hosts the ranks named say it.
-    if log.nodes.is_none() && !log.rank_info.is_empty() {
-        let mut hosts: Vec<&str> = log.rank_info.iter().map(|r| r.host.as_str()).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
-        log.nodes = Some(hosts.len());
+    // A comm line that was refused (nRanks 0) is an error to report, not a gap to fill.
+    if log.ranks.is_none() && log.problems.is_empty() {
+        infer_ranks(&mut log);
     }
+    infer_nodes(&mut log);
     log
+}
+
+/// An excerpt without a `comm … nRanks` line: the rank count is the highest rank its
+/// rings, trees or connections name, plus one — at least as many as there are.
+fn infer_ranks(log: &mut NcclLog) {
+    let from_rings = log.rings.values().flatten().max().copied();
+    let from_trees = log
+        .trees
+        .values()
+        .flat_map(|t| t.iter())
+        .flat_map(|(&r, (kids, parent))| kids.iter().copied().chain(*parent).chain([r]))
+        .max();
+    let from_connections = log.connections.iter().map(|c| c.from.max(c.to)).max();
+    let named: Vec<(&str, usize)> = [("rings", from_rings), ("trees", from_trees), ("connections", from_connections)]
+        .into_iter()
+        .filter_map(|(what, top)| Some((what, top? + 1)))
+        .collect();
+    let Some(&(_, ranks)) = named.iter().max_by_key(|(_, n)| *n) else { return };
+    let what: Vec<&str> = named.iter().map(|(w, _)| *w).collect();
+    log.ranks = Some(ranks);
+    log.ranks_inferred_from =
+        Some(format!("the highest rank the {} name (the log has no `comm … nRanks` line)", what.join(" and ")));
+}
+
+/// Older logs do not print nNodes: the hosts the ranks named say it, or the rank count
+/// over `localRanks` where fewer ranks introduced themselves than there are nodes.
+fn infer_nodes(log: &mut NcclLog) {
+    if log.nodes.is_some() {
+        log.nodes_from = Some("nNodes".into());
+        return;
+    }
+    let hosts = &log.hosts;
+    let by_local = match (log.ranks, log.local_ranks) {
+        (Some(r), Some(l)) if l > 0 && r % l == 0 => Some((r, l)),
+        _ => None,
+    };
+    match (hosts.len(), by_local) {
+        (h, Some((r, l))) if r / l >= h => {
+            log.nodes = Some(r / l);
+            log.nodes_from = Some(format!("{r} ranks over localRanks {l}"));
+        }
+        (0, _) => {}
+        (h, _) => {
+            log.nodes = Some(h);
+            log.nodes_from = Some("the hosts its lines name".into());
+        }
+    }
 }
 
 fn note_unreadable(log: &mut NcclLog, line: usize) {
@@ -205,7 +305,7 @@ fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> Re
     log.ranks = Some(ranks);
     log.nodes = after("nNodes").or(log.nodes);
     log.local_ranks = after("localRanks").or(log.local_ranks);
-    if !log.rank_info.iter().any(|r| r.rank == rank) {
+    if !host.is_empty() && !log.rank_info.iter().any(|r| r.rank == rank) {
         log.rank_info.push(RankInfo { rank, host: host.to_string(), pid, device: dev });
     }
     Ok(true)
@@ -222,9 +322,13 @@ fn trees_line(log: &mut NcclLog, rest: &str) -> bool {
         if fields.len() != 3 {
             return false;
         }
-        let children: Option<Vec<i64>> = fields[0].split('/').map(num).collect();
-        let (Some(children), Some(rank), Some(parent)) = (children, num::<usize>(fields[1]), num::<i64>(fields[2]))
-        else {
+        // NCCL 2.4–2.6 print `parent->rank->c0/c1/c2`; later ones `c0/c1/c2->rank->parent`.
+        let (children, parent) = match (fields[0].contains('/'), fields[2].contains('/')) {
+            (false, true) => (fields[2], fields[0]),
+            _ => (fields[0], fields[2]),
+        };
+        let children: Option<Vec<i64>> = children.split('/').map(num).collect();
+        let (Some(children), Some(rank), Some(parent)) = (children, num::<usize>(fields[1]), num::<i64>(parent)) else {
             return false;
         };
         if rank >= MAX_RANKS || parent >= MAX_RANKS as i64 || children.iter().any(|&c| c >= MAX_RANKS as i64) {
@@ -270,7 +374,8 @@ fn connection_line(log: &mut NcclLog, m: &str) -> bool {
     let rank = |s: &str| s.split_whitespace().next().and_then(|w| w.split('[').next()).and_then(num::<usize>);
     match (rank(ends[0]), rank(ends[1])) {
         (Some(from), Some(to)) if from < MAX_RANKS && to < MAX_RANKS => {
-            let via = via.split_whitespace().next().unwrap_or("").to_string();
+            // The net plugin's name may have spaces: `NET/AWS Libfabric/3/GDRDMA`.
+            let via = via.trim().to_string();
             log.connections.push(Connection { channel, from, to, via });
             true
         }
@@ -386,5 +491,48 @@ h1:100:200 [0] NCCL INFO Channel 00/02 :    0   x
         assert_eq!(log.unreadable, vec![14]);
         // Rank 1..3 printed no Trees line: the tree is incomplete, and said so.
         assert!(log.tree(0).unwrap_err().contains("[1, 2, 3]"));
+    }
+
+    /// What users paste into issues: an excerpt without a `comm` line yields its rings and
+    /// trees, the rank count inferred and said.
+    #[test]
+    fn an_excerpt_yields_what_it_holds() {
+        let log = parse(
+            "n1:1:1 [0] NCCL INFO Channel 00/02 :    0   1   2   3   4   5   6   7\n\
+             n1:1:1 [0] NCCL INFO Trees [0] 1/4/-1->0->-1 [1] 1/-1/-1->0->4\n",
+        );
+        assert_eq!(log.ranks, Some(8));
+        assert!(log.ranks_inferred_from.as_deref().is_some_and(|w| w.contains("rings and trees")), "{log:?}");
+        assert_eq!(log.rings[&0].len(), 8);
+        // Nothing says how many nodes beyond the one host named.
+        assert_eq!((log.nodes, log.nodes_from.as_deref()), (Some(1), Some("the hosts its lines name")));
+        // With no line at all naming ranks, no count is made up.
+        assert_eq!(parse("n1:1:1 [0] NCCL INFO Using network IB\n").ranks, None);
+    }
+
+    /// Launcher tags, the bare version line, a plugin name with a space, the 2.19+
+    /// `ncclCommInitRankConfig … - Init START` without a host prefix, NCCL 2.4's trees,
+    /// and the node count from localRanks when only rank 0 introduced itself.
+    #[test]
+    fn real_world_noise_is_read_through() {
+        let text = "\
+NCCL version 2.20.5+cuda12.4
+[0] node-a:10:10 [0] NCCL INFO comm 0x1 rank 0 nRanks 64 localRanks 4 localRank 0 MNNVL 0
+[1,1]<stdout>:node-a:11:11 [1] NCCL INFO Trees [0] 0->1->2/-1/-1
+NCCL INFO ncclCommInitRankConfig comm 0x2 rank 5 nranks 64 cudaDev 1 busId 2a000 - Init START
+0: node-a:10:10 [0] NCCL INFO Channel 00/0 : 3[3] -> 4[0] [send] via NET/AWS Libfabric/3/GDRDMA
+node-a:10:10 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct
+";
+        let log = parse(text);
+        assert_eq!(log.version.as_deref(), Some("2.20.5+cuda12.4"));
+        assert_eq!(log.ranks, Some(64));
+        assert_eq!(log.rank_info.len(), 1, "the line without a host names no host: {:?}", log.rank_info);
+        assert_eq!(log.rank_info[0].host, "node-a");
+        assert_eq!((log.nodes, log.nodes_from.as_deref()), (Some(16), Some("64 ranks over localRanks 4")));
+        assert_eq!(log.trees[&0][&1], (vec![2], Some(0)), "NCCL 2.4's parent->rank->children");
+        assert_eq!(log.connections[0].via, "NET/AWS Libfabric/3/GDRDMA");
+        assert_eq!(log.transports(), vec![("NET/AWS Libfabric".to_string(), 1), ("SHM/direct".to_string(), 1)]);
+        assert!(log.pcie_inside_nodes().is_some_and(|w| w.contains("host memory")));
+        assert!(log.unreadable.is_empty(), "{:?}", log.unreadable);
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use railyard_model::per_round::cost;
 use railyard_model::ring_search::best_ring;
 use railyard_schedule::tree::all_reduce_over_trees;
-use railyard_schedule::{check, generate_compact, Algorithm, Collective, CollectiveSpec};
+use railyard_schedule::{check, generate_compact, ring, Algorithm, Collective, CollectiveSpec};
 use railyard_topology::{Placement, Topology};
 
 use crate::error::NcclError;
@@ -48,7 +48,11 @@ pub struct ChoiceCheck {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogReport {
     pub bytes: u64,
+    /// Each distinct ring alone, carrying the whole buffer.
     pub rings: Vec<CostedRing>,
+    /// Every complete logged ring together, each channel carrying its share of the
+    /// buffer — the terms the trees are costed on, and how NCCL runs them.
+    pub rings_together: Option<CostedRing>,
     pub trees: Option<CostedTrees>,
     pub tree_problems: Vec<String>,
     /// Rings not costed, and why.
@@ -92,6 +96,33 @@ fn costed_ring(
     Ok(CostedRing {
         channels,
         order: order.to_vec(),
+        checked,
+        secs: b.total_secs,
+        bottleneck: b.bottleneck.as_ref().map(|x| x.resource.clone()),
+    })
+}
+
+/// The logged rings side by side, channel c over its own order and carrying the c-th
+/// share of every rank's data, as NCCL's channels split a call.
+fn rings_together(
+    channels: &[(usize, Vec<usize>)],
+    spec: &CollectiveSpec,
+    topology: &Topology,
+    placement: &Placement,
+) -> Result<CostedRing, NcclError> {
+    let bad = |e: String| NcclError::BadInput { field: "rings".into(), message: e };
+    let orders: Vec<Vec<usize>> = channels.iter().map(|(_, o)| o.clone()).collect();
+    let schedule = ring::ring_orders(spec, &orders, 4, "nccl-rings").map_err(|e| bad(e.to_string()))?;
+    let checked = if spec.ranks <= CHECK_MAX_RANKS {
+        let proof = ring::ring_orders(&small(spec), &orders, 4, "nccl-rings").map_err(|e| bad(e.to_string()))?;
+        Some(check(&proof.expand()).is_ok())
+    } else {
+        None
+    };
+    let b = cost(&schedule, topology, placement).map_err(|e| bad(e.to_string()))?;
+    Ok(CostedRing {
+        channels: channels.iter().map(|(c, _)| *c).collect(),
+        order: orders[0].clone(),
         checked,
         secs: b.total_secs,
         bottleneck: b.bottleneck.as_ref().map(|x| x.resource.clone()),
@@ -176,6 +207,13 @@ pub fn report(
             Err(e) => ring_problems.push(format!("channel {}: {e}", channels[0])),
         }
     }
+    // Rings that are orders of every rank (the others are said above, ring by ring).
+    let complete: Vec<(usize, Vec<usize>)> =
+        log.rings.iter().filter(|(_, o)| ring::check_order(o, ranks).is_ok()).map(|(&c, o)| (c, o.clone())).collect();
+    let rings_together = match complete.len() {
+        0 | 1 => None,
+        _ => Some(rings_together(&complete, &spec, topology, placement)?),
+    };
     // Trees: every channel whose tree is complete; the distinct ones share the data.
     let mut tree_problems = Vec::new();
     let mut trees_found = Vec::new();
@@ -218,14 +256,7 @@ pub fn report(
             .map_err(|e| NcclError::BadInput { field: "ring search".into(), message: e.to_string() })?;
         Some(costed_ring(&search.order, Vec::new(), &spec, topology, placement)?)
     };
-    let mut transports: Vec<(String, usize)> = Vec::new();
-    for c in &log.connections {
-        let kind = c.via.split('/').next().unwrap_or("").to_string();
-        match transports.iter_mut().find(|(k, _)| *k == kind) {
-            Some((_, n)) => *n += 1,
-            None => transports.push((kind, 1)),
-        }
-    }
+    let transports = log.transports();
     let mut choices = Vec::new();
     for call in &log.tuned {
         let logged = logged_name(&call.algo, &call.proto);
@@ -239,7 +270,7 @@ pub fn report(
         let same = reproduced.as_deref() == Some(logged.as_str());
         choices.push(ChoiceCheck { collective: call.collective.clone(), bytes: call.bytes, logged, reproduced, same });
     }
-    Ok(LogReport { bytes, rings, trees, tree_problems, ring_problems, best_ring, transports, choices })
+    Ok(LogReport { bytes, rings, rings_together, trees, tree_problems, ring_problems, best_ring, transports, choices })
 }
 
 /// The tuner's input from the log itself: ranks, nodes and the ring graph's channels and
@@ -268,4 +299,31 @@ pub fn shape_from_log(log: &NcclLog, arch: tuner::Arch) -> Option<TunerInput> {
         algos,
         protos,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_topology::{presets::preset, PlacementPolicy};
+
+    /// The logged rings are also costed together, each channel carrying its share — the
+    /// terms the trees are costed on — and proved like each ring alone.
+    #[test]
+    fn the_rings_together_share_the_buffer_as_the_trees_do() {
+        let log = crate::log::parse(
+            "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 2 localRanks 4 localRank 0\n\
+             h:1:1 [0] NCCL INFO Channel 00/02 :    0   1   2   3   4   5   6   7\n\
+             h:1:1 [0] NCCL INFO Channel 01/02 :    0   7   6   5   4   3   2   1\n",
+        );
+        let t = preset("rail:servers=2,gpus=4").unwrap();
+        let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+        let r = report(&log, &t, &p, 64 << 20, None).unwrap();
+        assert_eq!(r.rings.len(), 2);
+        let together = r.rings_together.expect("two rings");
+        assert_eq!((together.channels.clone(), together.checked), (vec![0, 1], Some(true)));
+        // Opposite directions use both directions of every link: together they take
+        // half of what either ring alone takes with the whole buffer.
+        let alone = r.rings.iter().map(|x| x.secs).fold(f64::INFINITY, f64::min);
+        assert!(together.secs < 0.6 * alone, "{} vs {alone}", together.secs);
+    }
 }

@@ -27,6 +27,8 @@ impl TestKind {
     /// collective's (`allreduce`, `all-reduce`) names.
     pub fn from_binary(name: &str) -> Option<TestKind> {
         let base = name.rsplit('/').next().unwrap_or(name);
+        // The MPI builds are `all_reduce_perf_mpi`; `_perf` may be gone from a name.
+        let base = base.strip_suffix("_mpi").unwrap_or(base);
         let base = base.strip_suffix("_perf").unwrap_or(base);
         Some(match base.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
             "allreduce" => TestKind::AllReduce,
@@ -103,6 +105,30 @@ fn printed(token: &str) -> Option<Printed> {
     Some(Printed { value, resolution: 0.5 * 10f64.powi(exponent - decimals) })
 }
 
+/// The largest relative error nccl-tests' old `error` column accepted (`DeltaMaxValue`
+/// in its common.cu, releases before `#wrong`: half 1e-2 and later 5e-2 — the larger is
+/// taken —, bfloat16 1e-2, float 1e-5, double 1e-12, integers exact).
+fn error_tolerance(dtype: &str) -> f64 {
+    match dtype {
+        "half" | "float16" => 5e-2,
+        "bfloat16" => 1e-2,
+        "float" | "float32" => 1e-5,
+        "double" | "float64" => 1e-12,
+        _ => 0.0,
+    }
+}
+
+/// Whether a half's check column says its results were wrong: a `#wrong` count above 0,
+/// or an old `error` (a relative error, printed as a float) above what nccl-tests
+/// accepted for `dtype`; `N/A` is no check.
+pub fn wrong_results(wrong: &str, dtype: &str) -> bool {
+    if let Ok(count) = wrong.parse::<u64>() {
+        return count > 0;
+    }
+    // A NaN error (the check itself failed) is wrong too.
+    wrong.parse::<f64>().is_ok_and(|e| e.is_nan() || e.abs() > error_tolerance(dtype))
+}
+
 /// One half of a row: out-of-place or in-place.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Half {
@@ -174,10 +200,65 @@ pub const MAX_TIME_US: f64 = 1e12;
 /// Most rows read.
 pub const MAX_ROWS: usize = 100_000;
 
-/// Parse nccl-tests output. `kind` and `ranks` say what the output may not (the seeds'
-/// excerpts have no header); given, they win over what the header says.
+/// Most tests read from one file.
+pub const MAX_TESTS: usize = 256;
+
+/// The tests of a file that holds several, one after another (what cluster scripts
+/// write): each begins at a `# Collective test starting` line, or — in outputs that
+/// print none — at a `# nThread` header that follows result rows. Each part is the
+/// line number it starts at (from 0) and its text; lines before the first test go
+/// with it.
+pub fn split_tests(text: &str) -> Vec<(usize, &str)> {
+    let mut parts: Vec<(usize, usize)> = vec![(0, 0)];
+    let (mut offset, mut rows_seen, mut after_start) = (0usize, false, false);
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let cleaned = strip_launcher_tags(line);
+        let t = cleaned.trim();
+        let starts = t.starts_with('#') && t.contains("Collective test starting:");
+        let header = t.starts_with("# nThread") && !after_start;
+        if (starts || header) && rows_seen {
+            parts.push((i, offset));
+            rows_seen = false;
+        }
+        let tokens = t.split_whitespace().count();
+        if !t.starts_with('#') && tokens >= 11 && t.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok())
+        {
+            rows_seen = true;
+        }
+        after_start = starts || (after_start && t.is_empty());
+        offset += line.len();
+    }
+    let ends: Vec<usize> = parts.iter().skip(1).map(|&(_, o)| o).chain([text.len()]).collect();
+    parts.iter().zip(ends).map(|(&(line, start), end)| (line, &text[start..end])).collect()
+}
+
+/// Every test of a file (see `split_tests`), each parsed as `parse` does; errors name
+/// the file's own line numbers.
+pub fn parse_all(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<Vec<TestsOutput>, NcclError> {
+    let parts = split_tests(text);
+    if parts.len() > MAX_TESTS {
+        return Err(NcclError::BadInput {
+            field: "input".into(),
+            message: format!("{} tests in one file; at most {MAX_TESTS} are read", parts.len()),
+        });
+    }
+    parts.into_iter().map(|(first_line, part)| parse_at(part, first_line, kind, ranks)).collect()
+}
+
+/// Parse nccl-tests output of one test. `kind` and `ranks` say what the output may not
+/// (the seeds' excerpts have no header); given, they win over what the header says.
 pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<TestsOutput, NcclError> {
-    let scan = Scan::of(text)?;
+    parse_at(text, 0, kind, ranks)
+}
+
+/// `parse` of a part of a file that starts at line `first_line` (from 0).
+fn parse_at(
+    text: &str,
+    first_line: usize,
+    kind: Option<TestKind>,
+    ranks: Option<usize>,
+) -> Result<TestsOutput, NcclError> {
+    let scan = Scan::of(text, first_line)?;
     if scan.rows.is_empty() {
         return Err(NcclError::BadInput {
             field: "input".into(),
@@ -189,7 +270,7 @@ pub fn parse(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result
         .iter()
         .map(|(line, tokens)| {
             let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
-            RawRow::read(*line, &tokens, scan.has_root)
+            RawRow::read(*line, &tokens, scan.leading)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let (kind, kind_from) = match (kind, scan.kind) {
@@ -248,7 +329,8 @@ struct Scan {
     kind: Option<TestKind>,
     version: Option<String>,
     devices: Vec<RankDevice>,
-    has_root: Option<bool>,
+    /// How many columns come before the times, as the header's column line says.
+    leading: Option<usize>,
     rows: Vec<(usize, Vec<String>)>,
     avg_busbw_printed: Option<f64>,
     out_of_bounds: Option<String>,
@@ -257,12 +339,12 @@ struct Scan {
 }
 
 impl Scan {
-    fn of(text: &str) -> Result<Self, NcclError> {
+    fn of(text: &str, first_line: usize) -> Result<Self, NcclError> {
         let mut scan = Scan {
             kind: None,
             version: None,
             devices: Vec::new(),
-            has_root: None,
+            leading: None,
             rows: Vec::new(),
             avg_busbw_printed: None,
             out_of_bounds: None,
@@ -271,7 +353,7 @@ impl Scan {
         };
         let mut starts = 0;
         for (i, line) in text.lines().enumerate() {
-            let n = i + 1;
+            let n = first_line + i + 1;
             let cleaned = strip_launcher_tags(line);
             let t = cleaned.trim();
             if t.is_empty() {
@@ -279,7 +361,8 @@ impl Scan {
             }
             // A command line naming the test binary (`./build/sendrecv_perf -b 8 ...`).
             if scan.kind.is_none() && !t.starts_with('#') {
-                if let Some(kind) = t.split_whitespace().next().and_then(|w| w.ends_with("_perf").then_some(w)) {
+                let binary = |w: &&str| w.ends_with("_perf") || w.ends_with("_perf_mpi");
+                if let Some(kind) = t.split_whitespace().next().filter(binary) {
                     scan.kind = TestKind::from_binary(kind);
                     continue;
                 }
@@ -291,7 +374,7 @@ impl Scan {
                     if starts > 1 {
                         return Err(NcclError::Line {
                             line: n,
-                            message: "a second test starts here; analyze one run per file".into(),
+                            message: "a second test starts here before the first printed a result row".into(),
                         });
                     }
                     scan.kind = TestKind::from_binary(name.trim());
@@ -301,7 +384,7 @@ impl Scan {
                 continue;
             }
             let tokens: Vec<&str> = t.split_whitespace().collect();
-            if tokens[0].parse::<u64>().is_ok() && tokens.len() >= 12 {
+            if tokens[0].parse::<u64>().is_ok() && tokens.len() >= 11 {
                 if scan.rows.len() == MAX_ROWS {
                     return Err(NcclError::Line { line: n, message: format!("more than {MAX_ROWS} rows") });
                 }
@@ -327,8 +410,9 @@ impl Scan {
                     self.devices.push(d);
                 }
             }
-        } else if c.split_whitespace().next() == Some("size") {
-            self.has_root = Some(c.split_whitespace().any(|w| w == "root"));
+        } else if matches!(c.split_whitespace().next(), Some("size" | "bytes")) {
+            // The columns before the first `time`: size count type [redop] [root].
+            self.leading = c.split_whitespace().position(|w| w == "time");
         } else if let Some(v) = c.strip_prefix("Avg bus bandwidth") {
             self.avg_busbw_printed = v.trim_start_matches([' ', ':']).trim().parse().ok();
         } else if let Some(v) = c.strip_prefix("Out of bounds values") {
@@ -364,22 +448,28 @@ fn strip_launcher_tags(line: &str) -> std::borrow::Cow<'_, str> {
 }
 
 impl RawRow {
-    /// A result row's columns: size count type redop [root] then time algbw busbw wrong,
-    /// twice (out of place, in place).
-    fn read(line: usize, tokens: &[&str], has_root: Option<bool>) -> Result<RawRow, NcclError> {
-        let root = match has_root {
-            Some(r) => r,
-            None => tokens.len() >= 13,
+    /// A result row's columns: size count type [redop] [root] then time algbw busbw wrong,
+    /// twice (out of place, in place). `leading` is how many columns come before the
+    /// times, where the header's column line says; else the row's length does (the
+    /// oldest outputs have neither redop nor root, later ones redop, current ones both).
+    fn read(line: usize, tokens: &[&str], leading: Option<usize>) -> Result<RawRow, NcclError> {
+        let first = match leading {
+            Some(l) if (3..=5).contains(&l) => l,
+            // Eleven columns are the oldest layout only if the fourth is a time: else
+            // a current row cut short.
+            _ if tokens.len() == 11 && tokens[3].parse::<f64>().is_err() => 5,
+            _ => tokens.len().saturating_sub(8).clamp(3, 5),
         };
-        let first = if root { 5 } else { 4 };
+        let (has_redop, root) = (first >= 4, first == 5);
         if tokens.len() != first + 8 {
             return Err(NcclError::Line {
                 line,
                 message: format!(
-                    "{} columns; a row has {} (size count type redop{} then time algbw busbw #wrong for out-of-place \
+                    "{} columns; a row has {} (size count type{}{} then time algbw busbw #wrong for out-of-place \
                      and in-place; -I per-iteration columns are not read)",
                     tokens.len(),
                     first + 8,
+                    if has_redop { " redop" } else { "" },
                     if root { " root" } else { "" }
                 ),
             });
@@ -426,7 +516,8 @@ impl RawRow {
             bytes,
             count,
             dtype: tokens[2].to_string(),
-            redop: tokens[3].to_string(),
+            // The oldest outputs print no reduction: unknown.
+            redop: if has_redop { tokens[3].to_string() } else { String::new() },
             root: root_value,
             halves,
             wrong,
@@ -472,6 +563,10 @@ impl RawRow {
 fn infer_kind(rows: &[RawRow]) -> Option<(TestKind, String)> {
     let row = rows.iter().filter(|r| r.halves[0][1].value >= 1.0).max_by_key(|r| r.bytes)?;
     let ratio = row.halves[0][2].value / row.halves[0][1].value;
+    // Without a redop column only all-reduce's busbw above algbw says what ran.
+    if row.redop.is_empty() && ratio <= 1.0 + 1e-3 {
+        return None;
+    }
     let reduces = row.redop != "none";
     let rooted = row.root.is_some_and(|r| r >= 0);
     // A per-rank count (all-gather, reduce-scatter, all-to-all) is the size over the
@@ -497,7 +592,7 @@ fn infer_kind(rows: &[RawRow]) -> Option<(TestKind, String)> {
     };
     let how = format!(
         "from the columns: redop {}, root {}, busbw/algbw {ratio:.3}{} (no \"# Collective test starting\" line)",
-        row.redop,
+        if row.redop.is_empty() { "absent" } else { &row.redop },
         row.root.map_or("absent".to_string(), |r| r.to_string()),
         if kind == TestKind::AllToAll { ", in-place not checked" } else { "" }
     );
@@ -533,6 +628,25 @@ fn ranks_of(
     ratios.sort_by(f64::total_cmp);
     let factor = ratios.get(ratios.len() / 2).copied();
     let from_ratio = factor.and_then(|f| kind.ranks_from_factor(f).map(|n| (n, f)));
+    // All-gather, reduce-scatter and all-to-all print a count per rank: the size over
+    // it says the ranks exactly (busbw/algbw = (n−1)/n cannot tell 2,159 from 2,160).
+    let per_rank = matches!(kind, TestKind::AllGather | TestKind::ReduceScatter | TestKind::AllToAll);
+    let counted: Vec<u64> = parsed
+        .iter()
+        .filter(|_| per_rank)
+        .filter_map(|p| {
+            let per = p.count.checked_mul(dtype_bytes(&p.dtype)?)?;
+            (per > 0 && p.bytes % per == 0).then(|| p.bytes / per)
+        })
+        .collect();
+    let from_count = match counted.first() {
+        Some(&n)
+            if n >= 1 && n <= u32::MAX as u64 && counted.iter().all(|&m| m == n) && counted.len() == parsed.len() =>
+        {
+            Some(n as usize)
+        }
+        _ => None,
+    };
     let (ranks, ranks_from) = match given {
         Some(0) => return Err(NcclError::BadInput { field: "ranks".into(), message: "0: at least 1".into() }),
         Some(r) => (r, "given".to_string()),
@@ -541,7 +655,11 @@ fn ranks_of(
         None if !devices.is_empty() => {
             let highest = devices.iter().map(|d| d.rank).max().unwrap_or(0) + 1;
             let listed = devices.len();
-            match from_ratio {
+            match from_count.map(|n| (n, 0.0)).or(from_ratio) {
+                Some((n, _)) if from_count.is_some() && n > highest => (
+                    n,
+                    format!("size / (count × type size) = {n} in every row (the rank lines list {listed}, up to rank {})", highest - 1),
+                ),
                 Some((n, f)) if n as f64 > highest as f64 * 1.05 => (
                     n,
                     format!("busbw/algbw = {f:.4} in the rows: about {n} ranks (the rank lines list {listed}, up to rank {})", highest - 1),
@@ -552,10 +670,11 @@ fn ranks_of(
                 _ => (listed, "rank lines".to_string()),
             }
         }
-        None => match from_ratio {
-            Some((n, f)) => (n, format!("busbw/algbw = {f:.3} in the rows (no rank lines)")),
-            None if kind.bus_factor(2) == 1.0 => (0, "not needed (busbw = algbw)".into()),
-            None => {
+        None => match (from_count, from_ratio) {
+            (Some(n), _) => (n, format!("size / (count × type size) = {n} in every row (no rank lines)")),
+            (None, Some((n, f))) => (n, format!("busbw/algbw = {f:.3} in the rows (no rank lines)")),
+            (None, None) if kind.bus_factor(2) == 1.0 => (0, "not needed (busbw = algbw)".into()),
+            (None, None) => {
                 return Err(NcclError::BadInput {
                     field: "ranks".into(),
                     message: "the output lists no ranks and its busbw/algbw does not say how many; give --ranks".into(),
@@ -644,7 +763,7 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("no result rows"), "{e}");
+        assert!(e.contains("line 2: 11 columns; a row has 13"), "{e}");
         let text = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n\
                     8 2 float sum -1 x 0.00 0.00 0 1.0 0.00 0.00 0\n";
         let e = parse(text, Some(TestKind::AllReduce), Some(2)).unwrap_err().to_string();
@@ -692,5 +811,69 @@ mod tests {
         assert_eq!(printed("17145").unwrap().resolution, 0.5);
         assert!((printed("1.5e+03").unwrap().resolution - 50.0).abs() < 1e-9);
         assert!(printed("N/A").is_none() && printed("inf").is_none());
+    }
+
+    const COLUMNS: &str = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+
+    /// Cluster scripts concatenate tests: each is read as its own, with the file's line
+    /// numbers; with no start line, a second `# nThread` header after rows starts one.
+    #[test]
+    fn several_tests_in_one_file_are_read_as_several() {
+        let test = |name: &str, row: &str| {
+            format!("# Collective test starting: {name}\n# nThread 1 nGpus 1 minBytes 8\n{COLUMNS}{row}\n")
+        };
+        let text = test("all_reduce_perf_mpi", "1048576 262144 float sum -1 20.00 52.43 91.75 0 20.00 52.43 91.75 0")
+            + &test("all_gather_perf", "1048576 32768 float none -1 20.00 52.43 45.88 0 20.00 52.43 45.88 0");
+        let tests = parse_all(&text, None, None).unwrap();
+        assert_eq!(
+            tests.iter().map(|t| (t.kind, t.ranks)).collect::<Vec<_>>(),
+            [(TestKind::AllReduce, 8), (TestKind::AllGather, 8)]
+        );
+        assert_eq!(tests[1].rows[0].line, 8, "line numbers are the file's");
+        // No start lines: the second header after rows splits.
+        let bare = text.lines().filter(|l| !l.contains("starting")).collect::<Vec<_>>().join("\n");
+        assert_eq!(split_tests(&bare).len(), 2);
+        // One test is one part, whatever its header says.
+        assert_eq!(split_tests(&test("all_reduce_perf", "8 2 float sum -1 1.0 0.0 0.0 0 1.0 0.0 0.0 0")).len(), 1);
+    }
+
+    /// The oldest layout (no redop, no root, an `error` column) and the old relative
+    /// error read by nccl-tests' own tolerance, not as a count of wrong elements.
+    #[test]
+    fn old_layouts_and_the_error_column() {
+        let oldest =
+            "#      bytes             N    type      time  algbw  busbw    res      time  algbw  busbw    res\n\
+                      134217728 33554432 float 1544.3 86.91 152.10 1e-07 1543.7 86.95 152.16 0e+00\n";
+        let o = parse(oldest, None, None).unwrap();
+        assert_eq!((o.kind, o.ranks), (TestKind::AllReduce, 8));
+        assert_eq!(o.rows[0].redop, "");
+        assert!(!wrong_results(&o.rows[0].out_of_place.wrong, "float"), "1e-07 is within float's 1e-5");
+        assert!(wrong_results("2e-03", "float") && !wrong_results("2e-03", "half"));
+        assert!(wrong_results("1", "float") && !wrong_results("0", "int32") && !wrong_results("N/A", "float"));
+        assert!(wrong_results("1e-300", "int32"), "integers are exact");
+        // Without a redop column only an all-reduce's busbw tells what ran.
+        let gather = "#  bytes N type time algbw busbw res time algbw busbw res\n\
+                      1048576 32768 float 20.00 52.43 45.88 0e+00 20.00 52.43 45.88 0e+00\n";
+        assert!(parse(gather, None, None).unwrap_err().to_string().contains("--collective"));
+        assert_eq!(parse(gather, Some(TestKind::AllGather), None).unwrap().ranks, 8);
+    }
+
+    /// An all-to-all's per-rank count gives the rank count exactly where busbw/algbw
+    /// ((n−1)/n) cannot; it overrides rank lines that list fewer.
+    #[test]
+    fn per_rank_counts_give_the_ranks_exactly() {
+        let n = 2160u64;
+        let row = |k: u64| {
+            let bytes = k * n * 4;
+            let t = bytes as f64 / 20e3;
+            format!("{bytes} {k} float none -1 {t:.1} 20.00 19.99 N/A {t:.1} 20.00 19.99 N/A\n")
+        };
+        let text = format!("# Collective test starting: alltoall_perf\n{COLUMNS}{}{}", row(1024), row(4096));
+        let o = parse(&text, None, None).unwrap();
+        assert_eq!(o.ranks, 2160, "{}", o.ranks_from);
+        let excerpt = format!("#  Rank  0 Group  0 Pid 1 on h0 device  0 [0x18] H100\n{text}");
+        let o = parse(&excerpt, None, None).unwrap();
+        assert_eq!(o.ranks, 2160, "{}", o.ranks_from);
+        assert!(o.ranks_from.contains("count"), "{}", o.ranks_from);
     }
 }

@@ -417,7 +417,7 @@ impl Communicator {
                     ChunkPolicy::Fixed(n) => n,
                     ChunkPolicy::Search | ChunkPolicy::SearchAll => 1,
                 };
-                (a, chunk_choices(a, ChunkPolicy::Fixed(n), spec.count)[0])
+                (a, chunk_choices(a, spec.collective, ChunkPolicy::Fixed(n), spec.count)[0])
             }
         };
         // RAILYARD_PIPELINE_CHUNKS and RAILYARD_CHUNK_BYTES pipeline chain and trees here:

@@ -180,7 +180,7 @@ impl Tuner {
         };
         // A chunk count asked for (RAILYARD_PIPELINE_CHUNKS, RAILYARD_CHUNK_BYTES) stands.
         let pipeline_chunks = match policy {
-            ChunkPolicy::Fixed(_) => chunk_choices(chosen.algorithm, policy, spec.count)[0],
+            ChunkPolicy::Fixed(_) => chunk_choices(chosen.algorithm, spec.collective, policy, spec.count)[0],
             ChunkPolicy::Search | ChunkPolicy::SearchAll => chosen.pipeline_chunks,
         };
         Some(Choice { algorithm: chosen.algorithm, pipeline_chunks })
@@ -247,7 +247,7 @@ impl Tuner {
         let at = ANCHORS.map(|k| k * SMALL_PER_RANK * ranks);
         let mut lines = Vec::new();
         for algorithm in Self::candidates(spec, forced) {
-            for chunks in chunk_choices(algorithm, ChunkPolicy::Search, at[1]) {
+            for chunks in chunk_choices(algorithm, spec.collective, ChunkPolicy::Search, at[1]) {
                 let mut secs = [0.0; 2];
                 let mut ok = true;
                 for (k, &count) in at.iter().enumerate() {

@@ -145,6 +145,19 @@ impl Algorithm {
     pub fn pipelined(self) -> bool {
         matches!(self, Algorithm::Chain | Algorithm::Tree | Algorithm::DoubleTree)
     }
+
+    /// Whether its schedule of `collective` is cut into pipelined chunks: chain and trees
+    /// always, the hierarchical all-reduces (their stages overlap chunk by chunk); the
+    /// hierarchical reduce-scatter, all-gather and all-to-all are one piece whatever the
+    /// chunk count asked.
+    pub fn takes_chunks(self, collective: crate::Collective) -> bool {
+        self.pipelined()
+            || collective == crate::Collective::AllReduce
+                && matches!(
+                    self,
+                    Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree
+                )
+    }
 }
 
 impl fmt::Display for Algorithm {

@@ -96,13 +96,7 @@ fn build(
         }
     }?;
     schedule.forward_first_round = true;
-    let pipelines = algorithm.pipelined()
-        || spec.collective == Collective::AllReduce
-            && matches!(
-                algorithm,
-                Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree
-            );
-    schedule.pipeline_chunks = if pipelines { chunks } else { 1 };
+    schedule.pipeline_chunks = if algorithm.takes_chunks(spec.collective) { chunks } else { 1 };
     // A chain's or tree's chunks enter one round after another: one passes all rounds but
     // the last chunks − 1. (The hierarchical ones set their own.)
     if schedule.pipeline_chunks > 1 && schedule.path_rounds == 0 {

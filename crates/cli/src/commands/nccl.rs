@@ -144,7 +144,8 @@ told to use): `as expected` within 1.25x; `slow` above; `faster than expected` b
 topology given is slower than the machine measured. NCCL's own tuner estimate is shown\n\
 beside them.")]
 pub struct AnalyzeTestsArgs {
-    /// nccl-tests standard output (any *_perf binary)
+    /// nccl-tests standard output (any *_perf binary). A file of several tests one
+    /// after another is read as several: each analyzed in turn (JSON: {"tests": [...]})
     pub file: PathBuf,
     /// The test, where the output has no `# Collective test starting` line:
     /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv
@@ -399,21 +400,34 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
     };
     let text = railyard_topology::file::read_text(&args.file, nccl_tests::MAX_INPUT_BYTES)?;
     let kind = args.collective.as_deref().map(test_kind).transpose()?;
-    let output = nccl_tests::parse(&text, kind, args.ranks).with_context(|| format!("{}", args.file.display()))?;
-    let analysis = match &args.topo {
-        None => None,
-        Some(spec) => {
-            let topology = TopologyArgs { topo: spec.clone(), routing: None }.load()?;
-            let ranks = output.ranks.max(2);
-            let placement = placement_from_ranks(&topology, &output, ranks)?;
-            let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
-            let shape = args.shape.shape(&topology, &placement, collective)?;
-            Some((verdict::analyze(&output, &topology, &placement, &shape)?, shape, topology.name.clone()))
+    let outputs = nccl_tests::parse_all(&text, kind, args.ranks).with_context(|| format!("{}", args.file.display()))?;
+    let several = outputs.len() > 1;
+    let mut analyses = Vec::with_capacity(outputs.len());
+    for (i, output) in outputs.iter().enumerate() {
+        let analysis = match &args.topo {
+            None => None,
+            Some(spec) => {
+                let topology = TopologyArgs { topo: spec.clone(), routing: None }.load()?;
+                let ranks = output.ranks.max(2);
+                let placement = placement_from_ranks(&topology, output, ranks)?;
+                let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
+                let shape = args.shape.shape(&topology, &placement, collective)?;
+                Some((verdict::analyze(output, &topology, &placement, &shape)?, shape, topology.name.clone()))
+            }
+        };
+        if let Some(path) = &args.svg {
+            // The first test's chart at the path given, the n-th's beside it (`-n`).
+            let path = match i {
+                0 => path.clone(),
+                _ => {
+                    let stem = path.file_stem().map_or_else(|| "chart".into(), |s| s.to_string_lossy().into_owned());
+                    path.with_file_name(format!("{stem}-{}.svg", i + 1))
+                }
+            };
+            std::fs::write(&path, tests_chart(output, analysis.as_ref().map(|a| &a.0)))
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
-    };
-    if let Some(path) = &args.svg {
-        std::fs::write(path, tests_chart(&output, analysis.as_ref().map(|a| &a.0)))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        analyses.push(analysis);
     }
     match args.format {
         Format::Json => {
@@ -423,14 +437,38 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
                 analysis: Option<&'a Analysis>,
                 shape: Option<&'a Shape>,
             }
-            let out = Out {
-                output: &output,
-                analysis: analysis.as_ref().map(|a| &a.0),
-                shape: analysis.as_ref().map(|a| &a.1),
+            #[derive(Serialize)]
+            struct Several<'a> {
+                tests: Vec<Out<'a>>,
+            }
+            let mut outs: Vec<Out> = outputs
+                .iter()
+                .zip(&analyses)
+                .map(|(output, a)| Out { output, analysis: a.as_ref().map(|a| &a.0), shape: a.as_ref().map(|a| &a.1) })
+                .collect();
+            // One test: its object; several (a file of concatenated tests): `{"tests": [...]}`.
+            let text = match several {
+                false => serde_json::to_string_pretty(&outs.remove(0))?,
+                true => serde_json::to_string_pretty(&Several { tests: outs })?,
             };
-            Ok(serde_json::to_string_pretty(&out)? + "\n")
+            Ok(text + "\n")
         }
-        Format::Md => Ok(tests_markdown(&output, analysis.as_ref().map(|(a, s, n)| (a, s, n.as_str())))),
+        Format::Md => {
+            let mut markdown = Vec::new();
+            if several {
+                let names: Vec<&str> = outputs.iter().map(|o| o.kind.binary()).collect();
+                markdown.push(format!(
+                    "{} holds {} tests, one after another: {}.\n",
+                    args.file.display(),
+                    outputs.len(),
+                    names.join(", ")
+                ));
+            }
+            for (output, a) in outputs.iter().zip(&analyses) {
+                markdown.push(tests_markdown(output, a.as_ref().map(|(a, s, n)| (a, s, n.as_str()))));
+            }
+            Ok(markdown.join("\n"))
+        }
     }
 }
 
@@ -471,7 +509,7 @@ fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) 
         if o.hosts.is_empty() {
             String::new()
         } else {
-            format!(" on {} host(s): {}", o.hosts.len(), o.hosts.join(", "))
+            format!(" on {} host(s): {}", o.hosts.len(), some_names(&o.hosts))
         },
         o.kind.bus_factor(o.ranks.max(2)),
         o.kind.binary()
@@ -604,7 +642,8 @@ fn analyze_log(args: &AnalyzeLogArgs) -> Result<String> {
     let ranks = parsed.ranks.with_context(|| match parsed.problems.first() {
         Some((line, why)) => format!("{}: line {line}: {why}", args.file.display()),
         None => format!(
-            "{}: no `comm … rank r nRanks n` line among {} lines; is it an NCCL_DEBUG=INFO log?",
+            "{}: no `comm … rank r nRanks n` line and no ring, tree or connection line naming ranks among {} lines; \
+             is it an NCCL_DEBUG=INFO log?",
             args.file.display(),
             parsed.lines
         ),
@@ -639,6 +678,16 @@ fn analyze_log(args: &AnalyzeLogArgs) -> Result<String> {
     }
 }
 
+/// Up to 8 names, then how many more: a job's hosts are listed, not a thousand of them.
+fn some_names<S: AsRef<str>>(names: &[S]) -> String {
+    const SHOWN: usize = 8;
+    let shown: Vec<&str> = names.iter().take(SHOWN).map(AsRef::as_ref).collect();
+    match names.len().saturating_sub(SHOWN) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
 fn checked_words(checked: Option<bool>) -> String {
     match checked {
         Some(true) => "correct".into(),
@@ -662,12 +711,23 @@ fn log_markdown(
     let mut hosts: Vec<&str> = log.rank_info.iter().map(|i| i.host.as_str()).collect();
     hosts.sort_unstable();
     hosts.dedup();
+    // What an excerpt lacks, and what was inferred in its place.
+    if let Some(from) = &log.ranks_inferred_from {
+        out.push_str(&format!("Ranks: {} at least, from {from}.\n", log.ranks.unwrap_or(0)));
+    }
+    match &log.nodes_from {
+        Some(from) if from != "nNodes" => out.push_str(&format!("Nodes: from {from}.\n")),
+        None => out.push_str("Nodes: the log does not say (no nNodes, no host names); taken as 1.\n"),
+        _ => {}
+    }
+    let introduced = match log.rank_info.len() {
+        0 => "no rank introduced itself (no `comm` line with a host)".to_string(),
+        1 => format!("1 rank introduced itself, on {}", some_names(&hosts)),
+        n => format!("{n} ranks introduced themselves on {} host(s) ({})", hosts.len(), some_names(&hosts)),
+    };
     out.push_str(&format!(
-        "{} lines: {} ranks introduced themselves on {} host(s) ({}); {} NCCL INFO lines not used here, {} other lines{}.\n\n",
+        "{} lines: {introduced}; {} NCCL INFO lines not used here, {} other lines{}.\n\n",
         log.lines,
-        log.rank_info.len(),
-        hosts.len(),
-        hosts.join(", "),
         log.unknown_info_lines,
         log.other_lines,
         if log.unreadable.is_empty() {
@@ -703,12 +763,21 @@ fn log_markdown(
         let t: Vec<String> = r.transports.iter().map(|(k, n)| format!("{k} {n}")).collect();
         out.push_str(&format!("Connections by transport: {}.\n", t.join(", ")));
     }
+    if !out.ends_with("\n\n") {
+        out.push('\n');
+    }
     out.push_str(&format!(
-        "\n## Rings and trees as railyard schedules: an all-reduce of {} on {}{}\n\n",
+        "## Rings and trees as railyard schedules: an all-reduce of {} on {}{}\n\n",
         format_bytes(r.bytes as f64),
         topo,
         if derived { " (derived from the log's nodes and local ranks; --topo to give yours)" } else { "" }
     ));
+    if let Some(why) = log.pcie_inside_nodes().filter(|_| derived) {
+        out.push_str(&format!(
+            "**The derived topology puts each node's GPUs on an NVSwitch, but {why}**: the times below are \
+             NVLink's, not this machine's. Give --topo a file of the machine (`railyard topo import --nvidia-smi`).\n\n"
+        ));
+    }
     let mut t = Table::new(["schedule", "channels", "checker", "model time", "bottleneck"]);
     for ring in &r.rings {
         let shown: Vec<String> = ring.order.iter().take(16).map(|x| x.to_string()).collect();
@@ -718,6 +787,15 @@ fn log_markdown(
             checked_words(ring.checked),
             format_secs(ring.secs),
             ring.bottleneck.clone().unwrap_or_default(),
+        ]);
+    }
+    if let Some(all) = &r.rings_together {
+        t.row([
+            format!("{} rings together, data split over them", all.channels.len()),
+            all.channels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
+            checked_words(all.checked),
+            format_secs(all.secs),
+            all.bottleneck.clone().unwrap_or_default(),
         ]);
     }
     if let Some(tr) = &r.trees {

@@ -43,6 +43,12 @@ struct Importer<'a> {
     nics: Vec<DeviceId>,
     nic_bw: Vec<f64>,
     counter: usize,
+    /// GPUs and NICs known by their PCI class alone (vendor files: `<pci class=
+    /// "0x030200"/>` with no `<gpu>` child), numbered per host in file order.
+    bare_gpus: usize,
+    bare_nics: usize,
+    /// Over every host.
+    bare_gpus_total: usize,
 }
 
 impl Importer<'_> {
@@ -110,6 +116,25 @@ impl Importer<'_> {
                 }
                 self.nvlinks.push((id, target, count, l.attribute("tclass").unwrap_or("").to_string()));
             }
+            id
+        } else if class.starts_with("0x0302") || class.starts_with("0x0300") {
+            // A GPU by its PCI class (3D or VGA controller): vendor topology files (Azure
+            // ND, AWS p4d) list no <gpu> element, so no NVLink either — NCCL learns those
+            // from the driver.
+            let n = self.name(&format!("gpu{}", self.bare_gpus));
+            self.bare_gpus += 1;
+            self.bare_gpus_total += 1;
+            self.b.device(n, DeviceKind::Gpu, Some(&server))
+        } else if class.starts_with("0x02") && nic.is_none() {
+            // A network controller without <nic>: one port at the default rate.
+            let port = self.name(&format!("nicpci{}", self.counter));
+            let id = self.b.device(port, DeviceKind::PcieSwitch, Some(&server));
+            let n = self.name(&format!("nic{}", self.bare_nics));
+            self.bare_nics += 1;
+            let nic_id = self.b.device(n, DeviceKind::Nic, Some(&server));
+            self.b.duplex(id, nic_id, bw, 0.0, &[]);
+            self.nics.push(nic_id);
+            self.nic_bw.push(self.defaults.nic_bytes_per_sec);
             id
         } else if class.starts_with("0x02") || nic.is_some() {
             let n = self.name(&format!("nicpci{}", self.counter));
@@ -206,6 +231,9 @@ pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topolog
         nics: Vec::new(),
         counter: 0,
         nic_bw: Vec::new(),
+        bare_gpus: 0,
+        bare_nics: 0,
+        bare_gpus_total: 0,
     };
     imp.b.description(format!("imported from NCCL topology XML: {} server(s)", hosts.len()));
     imp.b.round_startup_secs(defaults.round_startup_secs);
@@ -219,6 +247,7 @@ pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topolog
         imp.server = if hosts.len() == 1 { String::new() } else { crate::presets::server_name(h, hosts.len()) };
         let server = if imp.server.is_empty() { "node".to_string() } else { imp.server.clone() };
         let first_nic = imp.nics.len();
+        (imp.bare_gpus, imp.bare_nics) = (0, 0);
         imp.by_busid.clear();
         imp.nvlinks.clear();
         let mut socket_ids = Vec::new();
@@ -276,6 +305,14 @@ pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topolog
                 imp.b.duplex(nic, f, bw, 0.0, &[]);
             }
         }
+    }
+    if imp.bare_gpus_total > 0 {
+        imp.b.description(format!(
+            "imported from NCCL topology XML: {} server(s); {} GPU(s) known only by their PCI class (a vendor \
+             file: no <gpu> element, so no NVLink — PCIe only here; an NCCL_TOPO_DUMP_FILE of the machine has them)",
+            hosts.len(),
+            imp.bare_gpus_total
+        ));
     }
     imp.b.build()
 }
@@ -447,5 +484,23 @@ mod tests {
             let e = import(&one_gpu(speed, width, net), "x", &d).unwrap_err().to_string();
             assert!(e.contains(word) && e.contains("line 1"), "{e}");
         }
+    }
+
+    /// Vendor topology files (Azure ND, AWS p4d) list GPUs and NICs by PCI class alone,
+    /// with no <gpu> or <nic> element: each is a GPU or a NIC at the default rate.
+    #[test]
+    fn vendor_files_name_gpus_by_pci_class() {
+        let d = LinkDefaults::default();
+        let xml = "<system version=\"1\"><cpu numaid=\"0\">\
+                   <pci busid=\"ffff:ff:01.0\" class=\"0x060400\" link_speed=\"16 GT/s\" link_width=\"16\">\
+                   <pci busid=\"0001:00:00.0\" class=\"0x030200\" link_speed=\"16 GT/s\" link_width=\"16\"/>\
+                   <pci busid=\"0101:00:00.0\" class=\"0x020700\" link_speed=\"16 GT/s\" link_width=\"16\"/>\
+                   <pci busid=\"0002:00:00.0\" class=\"0x030200\" link_speed=\"16 GT/s\" link_width=\"16\"/>\
+                   </pci></cpu></system>";
+        let t = import(xml, "ndv4", &d).unwrap();
+        let kind = |k: DeviceKind| t.devices.iter().filter(|x| x.kind == k).count();
+        assert_eq!((kind(DeviceKind::Gpu), kind(DeviceKind::Nic)), (2, 1));
+        assert!(t.device_id("gpu1").is_some());
+        assert!(t.description.contains("PCI class"), "{}", t.description);
     }
 }
