@@ -457,3 +457,25 @@ fn the_job_step_is_a_perfetto_trace() {
     let none = railyard(&["plan-training", "--examples", "--trace", path.to_str().unwrap()]);
     assert!(none.code != 0 && none.stderr.contains("no [job]"), "{}", none.stderr);
 }
+
+/// A [job]'s collectives run through the flow-level simulator with --engine sim: the
+/// fastest algorithm's schedule simulated, its expected time scaled by what the
+/// simulator adds over the bound. On rail-aligned groups nothing shares a link beyond
+/// what the model counts, so the step is the model's (to 1e-6); the report says which
+/// engine timed it.
+#[test]
+fn a_jobs_collectives_run_through_the_simulator() {
+    let path = scenario_file(
+        "job-sim.toml",
+        "[job]\nmodel = \"llama3-8b\"\ntopo = \"dgx-h100:nodes=2\"\nglobal_batch = 16\n\
+         layout = { tp = 4, pp = 2, dp = 2, micro_batch = 1 }\n",
+    );
+    let p = path.to_str().unwrap();
+    let m = json(&["plan-training", "--scenario", p, "--format", "json"]);
+    let s = json(&["plan-training", "--scenario", p, "--format", "json", "--engine", "sim"]);
+    assert_eq!((m["job"]["engine"].as_str(), s["job"]["engine"].as_str()), (Some("model"), Some("sim")));
+    let step = |v: &Value| f(&v["job"]["ranked"][0]["step"]["step_secs"]);
+    assert!((step(&m) - step(&s)).abs() <= 1e-6 * step(&m), "model {} vs sim {}", step(&m), step(&s));
+    let md = railyard(&["plan-training", "--scenario", p, "--engine", "sim"]);
+    assert!(md.stdout.contains("times what the flow-level simulator adds over the line-rate bound"), "{}", md.stdout);
+}

@@ -184,7 +184,7 @@ impl Scenario {
             moe: self.moe.as_ref().map(|s| moe::evaluate(s, &coster)).transpose()?,
             bucketing: self.bucketing.as_ref().map(|s| bucketing::evaluate(s, &coster)).transpose()?,
             job: match &self.job {
-                Some(j) => Some(job::evaluate(j, &*coster.load(&j.topo, "job")?)?),
+                Some(j) => Some(job::evaluate_with(j, &*coster.load(&j.topo, "job")?, true, engine)?),
                 None => None,
             },
             solved: None,

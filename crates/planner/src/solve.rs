@@ -100,7 +100,7 @@ pub fn solve(report: &Report, scenario: &Scenario, coster: &Coster) -> Result<So
     let supernode = scenario.supernode.as_ref();
     let mut out = Solved::default();
     if let (Some(input), Some(job)) = (&scenario.job, &report.job) {
-        out.job = crate::job::solve::solve(input, job, &|topo: &str| coster.load(topo, "job"))?;
+        out.job = crate::job::solve::solve(input, job, &|topo: &str| coster.load(topo, "job"), coster.engine)?;
     }
     if let Some(s) = &report.scaling {
         out.answers.push(Answer {

@@ -5,15 +5,23 @@
 //! weighed by what its communication costs on these links, not by a closed form.
 //! Costings are cached by group, collective and size: a layout search asks for the
 //! same few many times.
+//!
+//! With `Engine::Sim` the fastest algorithm's schedule also runs through the flow-level
+//! simulator, at line rates as the model's bound is; what the simulator adds over that
+//! bound (flows sharing links, ECMP collisions, rounds not in lockstep) scales the
+//! expected time: secs = expected × simulated / bound. The achievable rates stay the
+//! model's; the contention is the simulator's.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
 use railyard_model::nccl_family::{nccl_algorithms, nccl_inter_stage};
-use railyard_model::{plan_with_routes, ChunkPolicy, CollectiveRequest};
+use railyard_model::{plan_with_routes, resolve_on, ChunkPolicy, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective};
+use railyard_sim::{simulate, JobSpec, SimOptions};
 use railyard_topology::{Placement, RouteTable, Topology};
 
+use crate::comm::{Engine, MAX_SIM_RANKS};
 use crate::error::PlannerError;
 
 /// The most distinct costings one job may ask for (each is a schedule costed on the
@@ -39,14 +47,15 @@ pub struct Costed {
 
 pub struct Comms<'a> {
     topology: &'a Topology,
+    engine: Engine,
     /// One route table for every costing: its index of a large fabric is built once.
     routes: RefCell<RouteTable<'a>>,
     known: RefCell<HashMap<Key, Costed>>,
 }
 
 impl<'a> Comms<'a> {
-    pub fn new(topology: &'a Topology) -> Self {
-        Comms { topology, routes: RefCell::new(RouteTable::new(topology)), known: RefCell::new(HashMap::new()) }
+    pub fn new(topology: &'a Topology, engine: Engine) -> Self {
+        Comms { topology, engine, routes: RefCell::new(RouteTable::new(topology)), known: RefCell::new(HashMap::new()) }
     }
 
     /// Whether job ranks `a` and `b` sit in one server (ranks beyond the topology's GPUs
@@ -143,6 +152,58 @@ impl<'a> Comms<'a> {
             .iter()
             .min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs))
             .ok_or_else(|| PlannerError::bad("job", format!("no algorithm runs a {collective:?} here")))?;
-        Ok(Costed { secs: best.expected_secs, algorithm: best.name.clone() })
+        let secs = match self.engine {
+            Engine::Model => best.expected_secs,
+            Engine::Sim => {
+                let railyard_model::AlgorithmRef::Builtin(algorithm) = best.algorithm.clone() else {
+                    return Err(PlannerError::bad(
+                        "job",
+                        format!("{} is no built-in algorithm to simulate", best.name),
+                    ));
+                };
+                let chunks = best.pipeline_chunks.unwrap_or(1);
+                let simulated = self.simulate(&placement, &request, algorithm, chunks)?;
+                best.expected_secs * simulated / best.total_secs
+            }
+        };
+        Ok(Costed { secs, algorithm: best.name.clone() })
+    }
+
+    /// The makespan of `algorithm` (cut into `chunks`) for `request` in the flow-level
+    /// simulator.
+    fn simulate(
+        &self,
+        placement: &Placement,
+        request: &CollectiveRequest,
+        algorithm: Algorithm,
+        chunks: usize,
+    ) -> Result<f64, PlannerError> {
+        if placement.len() > MAX_SIM_RANKS {
+            return Err(PlannerError::bad(
+                "job",
+                format!(
+                    "a group of {} ranks: --engine sim runs groups of at most {MAX_SIM_RANKS} ranks (use --engine model)",
+                    placement.len()
+                ),
+            ));
+        }
+        let model_err = |cause| PlannerError::Model { field: "job".into(), cause: Box::new(cause) };
+        let one = CollectiveRequest {
+            algorithms: vec![railyard_model::AlgorithmSpec::Builtin(algorithm)],
+            chunks: ChunkPolicy::Fixed(chunks),
+            // As the plan crossed servers for it (a tree for NCCL's hierarchical ones).
+            inter_stage: nccl_inter_stage(request.collective, &[algorithm]),
+            ..request.clone()
+        };
+        let resolved = resolve_on(self.topology, placement, &one).map_err(model_err)?;
+        let variant = resolved
+            .variants
+            .into_iter()
+            .next()
+            .ok_or_else(|| PlannerError::bad("job", format!("{algorithm} does not run here")))?;
+        let job = JobSpec::new(algorithm.to_string(), &variant.schedule, placement.clone(), 0.0);
+        let report = simulate(self.topology, &[job], &SimOptions::default())
+            .map_err(|e| PlannerError::Sim { field: "job".into(), message: e.to_string() })?;
+        Ok(report.makespan_secs)
     }
 }

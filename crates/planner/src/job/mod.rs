@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use railyard_units::quantity;
 use railyard_units::units::format_bytes;
 
+use crate::comm::Engine;
 use crate::error::{within, PlannerError};
 use comms::Comms;
 use gpu::Gpu;
@@ -248,6 +249,8 @@ pub struct JobReport {
     pub why: Option<String>,
     /// Collectives costed on the topology.
     pub costings: usize,
+    /// What timed them.
+    pub engine: Engine,
 }
 
 impl JobInput {
@@ -340,15 +343,17 @@ fn domain(topology: &railyard_topology::Topology) -> u64 {
 /// Plan `input`: every layout it allows (one, or a search), each checked against
 /// memory and timed; fastest first.
 pub fn evaluate(input: &JobInput, topology: &railyard_topology::Topology) -> Result<JobReport, PlannerError> {
-    evaluate_with(input, topology, true)
+    evaluate_with(input, topology, true, Engine::Model)
 }
 
 /// [`evaluate`], with layouts that do not fit in memory refused (`memory_limits`) or
-/// timed anyway (a published run that ran: its time is compared, its memory reported).
+/// timed anyway (a published run that ran: its time is compared, its memory reported),
+/// and the collectives timed by `engine` (`comms`).
 pub fn evaluate_with(
     input: &JobInput,
     topology: &railyard_topology::Topology,
     memory_limits: bool,
+    engine: Engine,
 ) -> Result<JobReport, PlannerError> {
     let (job, global_batch) = input.resolve()?;
     let gpus = topology.default_ranks.len() as u64;
@@ -393,7 +398,7 @@ pub fn evaluate_with(
             all
         }
     };
-    let comms = Comms::new(topology);
+    let comms = Comms::new(topology, engine);
     let mut fit = Vec::new();
     let mut refused = Vec::new();
     for l in &layouts {
@@ -445,6 +450,7 @@ pub fn evaluate_with(
         ranked: fit,
         why,
         costings: comms.costings(),
+        engine,
     })
 }
 

@@ -125,8 +125,16 @@ impl JobReport {
             }
         }
         s += &format!(
-            "\n{} collectives costed as schedules on {} (per-round model at the rates NCCL-class software reaches, the fastest of NCCL's algorithms).\n",
-            self.costings, self.topo
+            "\n{} collectives costed as schedules on {} ({}, the fastest of NCCL's algorithms).\n",
+            self.costings,
+            self.topo,
+            match self.engine {
+                crate::Engine::Model => "per-round model at the rates NCCL-class software reaches",
+                crate::Engine::Sim => {
+                    "per-round model at the rates NCCL-class software reaches, times what the flow-level simulator \
+                     adds over the line-rate bound"
+                }
+            }
         );
         s
     }

@@ -18,7 +18,8 @@ use serde::Serialize;
 use railyard_topology::{LinkClass, Topology};
 use railyard_units::units::{format_bytes_per_sec, trim_float};
 
-use super::{evaluate, JobInput, JobReport, LayoutSpec, MAX_JOB_GPUS};
+use super::{evaluate_with, JobInput, JobReport, LayoutSpec, MAX_JOB_GPUS};
+use crate::comm::Engine;
 use crate::error::PlannerError;
 
 /// The most layout searches one `--solve` of a job runs: today's cluster, 3 node counts
@@ -173,6 +174,7 @@ struct Searches<'a> {
     searched: JobInput,
     fixed: JobInput,
     load: Load<'a>,
+    engine: Engine,
     left: usize,
     known: HashMap<(Varied, String), JobPoint>,
 }
@@ -215,7 +217,7 @@ impl Searches<'_> {
         }
         let base = if varied == Varied::Nic { &self.fixed } else { &self.searched };
         let input = JobInput { topo: point.topo.clone(), ..base.clone() };
-        match evaluate(&input, &topology) {
+        match evaluate_with(&input, &topology, true, self.engine) {
             Ok(report) => {
                 if let Some((layout, step)) = best(&report) {
                     point.layout = Some(layout);
@@ -311,7 +313,13 @@ fn ascending(mut v: Vec<u64>) -> Vec<u64> {
 
 /// `--solve` for `input`, whose own report is `report`. `load` builds (or reuses) a
 /// topology from its spec.
-pub fn solve(input: &JobInput, report: &JobReport, load: Load) -> Result<Option<JobSolved>, PlannerError> {
+/// The solve of `input`'s job (whose plan is `report`), every layout timed by `engine`.
+pub fn solve(
+    input: &JobInput,
+    report: &JobReport,
+    load: Load,
+    engine: Engine,
+) -> Result<Option<JobSolved>, PlannerError> {
     let Some((layout, (step_secs, tokens_per_sec))) = best(report) else { return Ok(None) };
     let spec = Spec::parse(&input.topo);
     let own = load(&input.topo)?;
@@ -321,7 +329,7 @@ pub fn solve(input: &JobInput, report: &JobReport, load: Load) -> Result<Option<
     let nic = nic_bytes_per_sec(&own);
     let searched = JobInput { layout: LayoutSpec::Search("search".into()), ..input.clone() };
     let fixed = JobInput { layout: LayoutSpec::Fixed(report.ranked[0].layout.as_input()), ..input.clone() };
-    let mut s = Searches { searched, fixed, load, left: MAX_SOLVE_SEARCHES, known: HashMap::new() };
+    let mut s = Searches { searched, fixed, load, engine, left: MAX_SOLVE_SEARCHES, known: HashMap::new() };
     let today_fixed = JobPoint {
         varied: Varied::Nic,
         topo: input.topo.clone(),
@@ -464,7 +472,7 @@ pub fn solve(input: &JobInput, report: &JobReport, load: Load) -> Result<Option<
         out.notes.push("compute efficiency capped at 1: matrix multiplies less than 10% faster".into());
     }
     let faster = JobInput { compute_efficiency: Some(efficiency.min(1.0)), ..s.fixed.clone() };
-    if let Some((_, (secs, _))) = best(&evaluate(&faster, &own)?) {
+    if let Some((_, (secs, _))) = best(&evaluate_with(&faster, &own, true, engine)?) {
         out.step_with_faster_compute_secs = secs;
     }
     if let Some(rate) = nic_rows {
@@ -480,7 +488,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::super::{evaluate, JobInput};
-    use super::{first_reaching, solve, Scan, Searches, Spec, Unit, Varied};
+    use super::{first_reaching, solve, Engine, Scan, Searches, Spec, Unit, Varied};
     use crate::error::PlannerError;
 
     fn load(spec: &str) -> Result<Rc<railyard_topology::Topology>, PlannerError> {
@@ -506,7 +514,7 @@ mod tests {
         let reach = four.ranked[0].step.as_ref().unwrap().tokens_per_sec;
         let input = job("dgx-h100:nodes=2", Some(reach));
         let own = evaluate(&input, &load("dgx-h100:nodes=2").unwrap()).unwrap();
-        let solved = solve(&input, &own, &load).unwrap().unwrap();
+        let solved = solve(&input, &own, &load, Engine::Model).unwrap().unwrap();
         let fewest = &solved.targets[0];
         assert_eq!(fewest.value, Some(4.0), "{fewest:?}");
         let four_point = solved.points.iter().find(|p| p.topo == "dgx-h100:nodes=4").unwrap();
@@ -530,7 +538,7 @@ mod tests {
         let mut input = job(topo, Some(reach));
         input.gpu = Some("h100".into());
         let own = evaluate(&input, &load(topo).unwrap()).unwrap();
-        let solved = solve(&input, &own, &load).unwrap().unwrap();
+        let solved = solve(&input, &own, &load, Engine::Model).unwrap().unwrap();
         let domains: Vec<&str> =
             solved.points.iter().filter(|p| p.varied == Varied::SuperNode).map(|p| p.topo.as_str()).collect();
         assert_eq!(domains, ["rail:gpus=4,servers=4", "rail:gpus=16,servers=1"]);
@@ -551,7 +559,7 @@ mod tests {
         let mut input = job(topo, Some(1e9));
         input.gpu = Some("h100".into());
         let own = evaluate(&input, &load(topo).unwrap()).unwrap();
-        let solved = solve(&input, &own, &load).unwrap().unwrap();
+        let solved = solve(&input, &own, &load, Engine::Model).unwrap().unwrap();
         assert!(solved.points.is_empty());
         assert!(solved.notes.iter().any(|n| n.contains("machine presets")), "{:?}", solved.notes);
         assert!(solved.targets.is_empty(), "{:?}", solved.targets);
@@ -573,7 +581,14 @@ mod tests {
             "model = \"llama3-8b\"\ntopo = \"dgx-h100:nodes=1\"\nglobal_batch = 64\nlayout = \"search\"\n",
         )
         .unwrap();
-        Searches { searched: input.clone(), fixed: input, load: &load, left, known: Default::default() }
+        Searches {
+            searched: input.clone(),
+            fixed: input,
+            load: &load,
+            engine: Engine::Model,
+            left,
+            known: Default::default(),
+        }
     }
 
     fn scan(words: &dyn Fn(f64) -> String) -> Scan<'_> {

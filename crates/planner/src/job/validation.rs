@@ -78,7 +78,7 @@ pub fn evaluate_case(case: &Case, topology: &railyard_topology::Topology) -> Res
     // The run ran: its layout is timed even where railyard's memory model says it would
     // not fit (the table shows that model's figure beside).
     let job = JobInput { show: super::MAX_SHOWN, ..case.job.clone() };
-    let report = evaluate_with(&job, topology, false)?;
+    let report = evaluate_with(&job, topology, false, crate::Engine::Model)?;
     // Of the unstated knobs' choices, the fastest: the runs were tuned and ran, so
     // railyard's memory model (shown beside) does not choose for them.
     let Some(best) = report.ranked.first() else {
