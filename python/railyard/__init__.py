@@ -247,7 +247,7 @@ def analyze_nccl_tests(path: str, topo: Optional[str] = None, **options: Any) ->
     with ``topo``, each size against railyard's expected time and bound with a verdict.
     ``options``: ``ranks``, ``nccl_algo``, ``arch``, ``collective`` ... Returns the
     ``--format json`` document as a dict; a file of several tests one after another gives
-    ``{"tests": [one such dict per test]}``."""
+    ``{"tests": [one such dict per test], "failed": [[n, line, why], ...]}``."""
     argv = ["analyze", "nccl-tests"]
     if topo is not None:
         argv.append("--topo=" + _text(topo, "topo"))

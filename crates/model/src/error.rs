@@ -42,6 +42,19 @@ pub enum ModelError {
     NeedsHardware { needs: &'static str, topology: String },
 }
 
+impl ModelError {
+    /// Whether the schedule is refused for its size (transfers over a limit), not
+    /// because it does not apply here.
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            ModelError::TooManyTransfers { .. }
+                | ModelError::RoundTooLarge { .. }
+                | ModelError::Schedule(railyard_schedule::ScheduleError::TooLarge { .. })
+        )
+    }
+}
+
 /// Why an MSCCL program does not fit a request.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum MscclProblem {

@@ -75,9 +75,11 @@ fn searched(count: u64) -> Vec<usize> {
         .collect()
 }
 
-/// Whether `algorithm` can be cut into pipelined chunks: chain and trees, and the
-/// hierarchical all-reduces, whose chunks overlap one stage with another.
-fn takes_chunks(algorithm: Algorithm) -> bool {
+/// Whether `algorithm` can be cut into pipelined chunks for some collective: chain and
+/// trees, and the hierarchical all-reduces, whose chunks overlap one stage with another
+/// (for one collective: `Algorithm::takes_chunks`). Options and the unused-option check
+/// know no collective.
+fn may_take_chunks(algorithm: Algorithm) -> bool {
     algorithm.pipelined()
         || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree)
 }
@@ -98,7 +100,7 @@ pub fn gen_options(
         groups,
         order: order.filter(|_| algorithm.uses_order()).map(<[Rank]>::to_vec),
         channels: if algorithm.uses_channels() { channels.max(1) } else { 1 },
-        pipeline_chunks: if takes_chunks(algorithm) { pipeline_chunks.max(1) } else { 1 },
+        pipeline_chunks: if may_take_chunks(algorithm) { pipeline_chunks.max(1) } else { 1 },
         inter_stage,
     }
 }
@@ -218,6 +220,10 @@ impl CollectiveRequest {
 pub struct Skipped {
     pub name: String,
     pub reason: String,
+    /// Whether it runs here but is over a size limit (too many transfers to list): then
+    /// the fastest of the others bounds nothing.
+    #[serde(skip)]
+    pub over_a_limit: bool,
 }
 
 /// One algorithm of a request, ready to cost, simulate or run.
@@ -367,7 +373,7 @@ pub(crate) fn resolve_with_routes(
         match result {
             Ok(v) => variants.push(v),
             Err(e) if !request.strict || baseline => {
-                skipped.push(Skipped { name: algorithm.to_string(), reason: e.to_string() })
+                skipped.push(Skipped { name: algorithm.to_string(), over_a_limit: e.is_limit(), reason: e.to_string() })
             }
             Err(e) => return Err(e),
         }
@@ -448,12 +454,13 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
             a.uses_inter_stage()
         }));
     }
-    if matches!(request.chunks, ChunkPolicy::Fixed(n) if n > 1) && !asked.iter().filter(runs).any(|a| takes_chunks(*a))
+    if matches!(request.chunks, ChunkPolicy::Fixed(n) if n > 1)
+        && !asked.iter().filter(runs).any(|a| may_take_chunks(*a))
     {
         return Err(unused(
             "pipeline_chunks",
             "how many pipelined chunks chain, trees, hierarchical, in-network and nvls cut the data into",
-            |a| takes_chunks(*a),
+            |a| may_take_chunks(*a),
         ));
     }
     if request.groups.is_some() && !asked.iter().filter(runs).any(|a| a.uses_groups()) {

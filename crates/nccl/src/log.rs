@@ -18,6 +18,8 @@ use railyard_schedule::tree::Tree;
 pub const MAX_LOG_BYTES: u64 = 256 << 20;
 pub const MAX_RANKS: usize = 1 << 16;
 pub const MAX_CHANNELS: usize = 64;
+/// Host names kept (a log of more hosts is counted as at least this many).
+pub const MAX_HOSTS: usize = 1 << 16;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankInfo {
@@ -72,8 +74,11 @@ pub struct NcclLog {
     pub nodes_from: Option<String>,
     pub local_ranks: Option<usize>,
     pub rank_info: Vec<RankInfo>,
-    /// Every host named in a line's prefix (at most `MAX_RANKS`), whichever line it is.
+    /// Every host named in a line's prefix (at most `MAX_HOSTS`), whichever line it is.
     pub hosts: std::collections::BTreeSet<String>,
+    /// The highest CUDA device a line's prefix names (`[3]`).
+    #[serde(skip)]
+    pub max_device: Option<usize>,
     /// Channel → ring order (ranks in ring order).
     pub rings: BTreeMap<usize, Vec<usize>>,
     /// Channel → rank → (children, parent) as its Trees line says.
@@ -102,7 +107,13 @@ impl NcclLog {
         let lines = self.trees.get(&channel).ok_or_else(|| format!("no Trees line has channel {channel}"))?;
         let missing: Vec<usize> = (0..ranks).filter(|r| !lines.contains_key(r)).collect();
         if !missing.is_empty() {
-            return Err(format!("channel {channel}: no Trees line from ranks {missing:?} (a truncated log?)"));
+            // Said in a line, however many are missing.
+            let shown: Vec<usize> = missing.iter().take(16).copied().collect();
+            let more = match missing.len() - shown.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            return Err(format!("channel {channel}: no Trees line from ranks {shown:?}{more} (a truncated log?)"));
         }
         Ok(Tree { parent: (0..ranks).map(|r| lines[&r].1).collect() })
     }
@@ -147,8 +158,12 @@ fn prefix(line: &str) -> Option<(&str, u64, usize, &str)> {
     let mut parts = who.trim().rsplitn(3, ':');
     let _tid = parts.next()?;
     let pid = num(parts.next()?)?;
-    // Launchers put their own tags before the host (`[0] `, `0: `, `node1: `).
+    // Launchers put their own tags before the host (`[0] `, `0: `, `node1: `). A number
+    // is no host: `2024-05-01 10:59:58 [0] NCCL INFO …` is a timestamp's hour.
     let host = parts.next()?.rsplit(char::is_whitespace).next()?;
+    if host.is_empty() || host.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     Some((host, pid, dev, message))
 }
 
@@ -167,6 +182,10 @@ pub fn parse(text: &str) -> NcclLog {
             Some(p) => p,
             None => match line.split_once("NCCL INFO ") {
                 Some((_, m)) => ("", 0, 0, m),
+                // A comm line with everything before it cut away.
+                None if line.trim_start().starts_with("comm 0x") || line.trim_start().starts_with("ncclCommInit") => {
+                    ("", 0, 0, line.trim())
+                }
                 // nccl-tests and applications print the bare version line.
                 None => match line.split_once("NCCL version ") {
                     Some((_, v)) => {
@@ -180,8 +199,11 @@ pub fn parse(text: &str) -> NcclLog {
                 },
             },
         };
-        if !host.is_empty() && log.hosts.len() < MAX_RANKS && !log.hosts.contains(host) {
-            log.hosts.insert(host.to_string());
+        if !host.is_empty() {
+            if log.hosts.len() < MAX_HOSTS && !log.hosts.contains(host) {
+                log.hosts.insert(host.to_string());
+            }
+            log.max_device = Some(log.max_device.map_or(dev, |d| d.max(dev)));
         }
         let m = m.trim();
         // `ncclCommInitRankConfig comm 0x… rank 0 nranks 8 … - Init START` (2.19+).
@@ -192,7 +214,9 @@ pub fn parse(text: &str) -> NcclLog {
         let known = if let Some(v) = m.strip_prefix("NCCL version ") {
             log.version = v.split_whitespace().next().map(str::to_string);
             true
-        } else if m.starts_with("comm ") && (m.contains(" nRanks ") || m.contains(" nranks ")) {
+        } else if (m.starts_with("comm ") || m.starts_with("rank "))
+            && (m.contains(" nRanks ") || m.contains(" nranks "))
+        {
             match comm_line(&mut log, m, host, pid, dev) {
                 Ok(known) => known,
                 Err(why) => {
@@ -204,9 +228,11 @@ pub fn parse(text: &str) -> NcclLog {
             }
         } else if let Some(rest) = m.strip_prefix("Trees") {
             trees_line(&mut log, rest)
-        } else if m.starts_with("Channel ") && m.contains(" via ") {
+        } else if (m.starts_with("Channel ") || m.starts_with("Ring ")) && m.contains(" via ") {
+            // NCCL up to 2.7 prints a connection as `Ring 00 : 0[0] -> 1[1] via P2P/IPC`.
             connection_line(&mut log, m)
-        } else if m.starts_with("Channel ") {
+        } else if m.starts_with("Channel ") || m.starts_with("Ring ") && !m.contains("->") {
+            // `Ring 00 :  0 1 2 …`: the ring order as NCCL up to 2.7 prints it.
             ring_line(&mut log, m)
         } else if m.starts_with("Pattern ") {
             pattern_line(&mut log, m)
@@ -255,29 +281,50 @@ fn infer_ranks(log: &mut NcclLog) {
         Some(format!("the highest rank the {} name (the log has no `comm … nRanks` line)", what.join(" and ")));
 }
 
-/// Older logs do not print nNodes: the hosts the ranks named say it, or the rank count
-/// over `localRanks` where fewer ranks introduced themselves than there are nodes.
+/// Older logs do not print nNodes. In order: the rank count over `localRanks`; the
+/// hosts of the ranks' `comm` lines when every rank printed one; then guesses, said as
+/// such — one GPU per node where every line on two or more hosts is device 0, else the
+/// hosts the lines name (at least two where a connection crosses the network).
 fn infer_nodes(log: &mut NcclLog) {
     if log.nodes.is_some() {
         log.nodes_from = Some("nNodes".into());
         return;
     }
-    let hosts = &log.hosts;
-    let by_local = match (log.ranks, log.local_ranks) {
-        (Some(r), Some(l)) if l > 0 && r % l == 0 => Some((r, l)),
-        _ => None,
-    };
-    match (hosts.len(), by_local) {
-        (h, Some((r, l))) if r / l >= h => {
-            log.nodes = Some(r / l);
-            log.nodes_from = Some(format!("{r} ranks over localRanks {l}"));
-        }
-        (0, _) => {}
-        (h, _) => {
-            log.nodes = Some(h);
+    let hosts = log.hosts.len();
+    let Some(ranks) = log.ranks else {
+        if hosts > 0 {
+            log.nodes = Some(hosts);
             log.nodes_from = Some("the hosts its lines name".into());
         }
+        return;
+    };
+    if let Some(l) = log.local_ranks.filter(|&l| l > 0) {
+        log.nodes = Some(ranks.div_ceil(l));
+        log.nodes_from = Some(format!("{ranks} ranks over localRanks {l}"));
+        return;
     }
+    let mut comm_hosts: Vec<&str> = log.rank_info.iter().map(|r| r.host.as_str()).collect();
+    comm_hosts.sort_unstable();
+    comm_hosts.dedup();
+    if log.rank_info.len() == ranks && !comm_hosts.is_empty() {
+        log.nodes = Some(comm_hosts.len());
+        log.nodes_from = Some(format!("the hosts of its {ranks} ranks' comm lines"));
+        return;
+    }
+    if hosts >= 2 && log.max_device == Some(0) {
+        log.nodes = Some(ranks);
+        log.nodes_from = Some(format!("a guess: every line on its {hosts} hosts is device 0, so one GPU per node"));
+        return;
+    }
+    let net = log.connections.iter().any(|c| c.via.starts_with("NET") || c.via.starts_with("COLLNET"));
+    if hosts == 0 && !net {
+        return;
+    }
+    log.nodes = Some(hosts.max(if net { 2 } else { 1 }).min(ranks));
+    log.nodes_from = Some(format!(
+        "a guess: the {hosts} host(s) its lines name{}",
+        if net && hosts < 2 { ", and connections over the network (so at least 2)" } else { "" }
+    ));
 }
 
 fn note_unreadable(log: &mut NcclLog, line: usize) {
@@ -318,11 +365,14 @@ fn trees_line(log: &mut NcclLog, rest: &str) -> bool {
     for part in parts.by_ref() {
         let Some((channel, tree)) = part.split_once(']') else { return false };
         let Some(channel) = num::<usize>(channel).filter(|&c| c < MAX_CHANNELS) else { return false };
+        // NCCL 2.5–2.6 print the reduce and broadcast halves, `c0/c1/c2->r->p|p->r->c0/c1/c2`:
+        // the first half says it all.
+        let tree = tree.split('|').next().unwrap_or(tree);
         let fields: Vec<&str> = tree.trim().split("->").collect();
         if fields.len() != 3 {
             return false;
         }
-        // NCCL 2.4–2.6 print `parent->rank->c0/c1/c2`; later ones `c0/c1/c2->rank->parent`.
+        // NCCL 2.4 prints `parent->rank->c0/c1/c2`; later ones `c0/c1/c2->rank->parent`.
         let (children, parent) = match (fields[0].contains('/'), fields[2].contains('/')) {
             (false, true) => (fields[2], fields[0]),
             _ => (fields[0], fields[2]),
@@ -342,16 +392,22 @@ fn trees_line(log: &mut NcclLog, rest: &str) -> bool {
     any
 }
 
-/// `Channel 00/16 :    0   1   2   3`
+/// `Channel 00/16 :    0   1   2   3` (`Ring 00 : …` before 2.8)
 fn ring_line(log: &mut NcclLog, m: &str) -> bool {
     let Some((head, ranks)) = m.split_once(':') else { return false };
-    let Some(channel) = head.trim().strip_prefix("Channel ").and_then(|c| c.split('/').next()).and_then(num::<usize>)
-    else {
+    let head = head.trim();
+    let channel = head.strip_prefix("Channel ").or_else(|| head.strip_prefix("Ring "));
+    let Some(channel) = channel.and_then(|c| c.split('/').next()).and_then(num::<usize>) else {
         return false;
     };
     let order: Option<Vec<usize>> = ranks.split_whitespace().map(num).collect();
     match order {
-        Some(order) if channel < MAX_CHANNELS && !order.is_empty() && order.len() <= MAX_RANKS => {
+        Some(order)
+            if channel < MAX_CHANNELS
+                && !order.is_empty()
+                && order.len() <= MAX_RANKS
+                && order.iter().all(|&r| r < MAX_RANKS) =>
+        {
             log.rings.insert(channel, order);
             true
         }
@@ -362,8 +418,9 @@ fn ring_line(log: &mut NcclLog, m: &str) -> bool {
 /// `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC` (also `[send]`/`[receive]` words).
 fn connection_line(log: &mut NcclLog, m: &str) -> bool {
     let Some((head, rest)) = m.split_once(':') else { return false };
-    let Some(channel) = head.trim().strip_prefix("Channel ").and_then(|c| c.split('/').next()).and_then(num::<usize>)
-    else {
+    let head = head.trim();
+    let channel = head.strip_prefix("Channel ").or_else(|| head.strip_prefix("Ring "));
+    let Some(channel) = channel.and_then(|c| c.split('/').next()).and_then(num::<usize>) else {
         return false;
     };
     let Some((pair, via)) = rest.split_once(" via ") else { return false };
@@ -505,7 +562,7 @@ h1:100:200 [0] NCCL INFO Channel 00/02 :    0   x
         assert!(log.ranks_inferred_from.as_deref().is_some_and(|w| w.contains("rings and trees")), "{log:?}");
         assert_eq!(log.rings[&0].len(), 8);
         // Nothing says how many nodes beyond the one host named.
-        assert_eq!((log.nodes, log.nodes_from.as_deref()), (Some(1), Some("the hosts its lines name")));
+        assert_eq!((log.nodes, log.nodes_from.as_deref()), (Some(1), Some("a guess: the 1 host(s) its lines name")));
         // With no line at all naming ranks, no count is made up.
         assert_eq!(parse("n1:1:1 [0] NCCL INFO Using network IB\n").ranks, None);
     }
@@ -534,5 +591,45 @@ node-a:10:10 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct
         assert_eq!(log.transports(), vec![("NET/AWS Libfabric".to_string(), 1), ("SHM/direct".to_string(), 1)]);
         assert!(log.pcie_inside_nodes().is_some_and(|w| w.contains("host memory")));
         assert!(log.unreadable.is_empty(), "{:?}", log.unreadable);
+    }
+
+    /// What older releases print: NCCL 2.3's `rank r nranks n`, the `Ring NN :` orders and
+    /// connections of releases before 2.8, NCCL 2.5–2.6's two-halved trees; a timestamp
+    /// is no host; a ring naming a rank past the limit does not read.
+    #[test]
+    fn older_releases_read() {
+        let text = "\
+host1:1:1 [0] NCCL INFO rank 0 nranks 4
+host1:1:1 [0] NCCL INFO Ring 00 :    0   1   2   3
+host1:1:1 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via P2P/IPC
+host1:1:1 [0] NCCL INFO Trees [0] -1/-1/-1->0->1|1->0->-1/-1/-1
+2024-05-01 10:59:58 [0] NCCL INFO Channel 01/02 :    0   1   2   3
+host1:1:1 [0] NCCL INFO Channel 02/02 :    0   1   99999999
+";
+        let log = parse(text);
+        assert_eq!(log.ranks, Some(4));
+        assert_eq!(log.rings[&0], vec![0, 1, 2, 3]);
+        assert_eq!(log.rings[&1], vec![0, 1, 2, 3], "the timestamped line is read, under no host");
+        assert!(!log.rings.contains_key(&2));
+        assert_eq!(log.connections[0].via, "P2P/IPC");
+        assert_eq!(log.trees[&0][&0], (vec![], Some(1)));
+        assert_eq!(log.hosts.iter().collect::<Vec<_>>(), ["host1"]);
+        assert_eq!(log.unreadable, vec![6]);
+    }
+
+    /// Nodes by localRanks round up; one GPU per node where every line on several hosts is
+    /// device 0; the hosts named, at least two where a connection crosses the network.
+    #[test]
+    fn nodes_are_counted_or_guessed_and_said() {
+        let log = parse("a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 9 localRanks 4 localRank 0\n");
+        assert_eq!(log.nodes, Some(3));
+        let log = parse(
+            "a:1:1 [0] NCCL INFO Channel 00/01 :    0   1   2   3\n\
+             b:1:1 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1\n",
+        );
+        assert_eq!(log.nodes, Some(4));
+        assert!(log.nodes_from.as_deref().is_some_and(|w| w.starts_with("a guess")));
+        let log = parse("a:1:1 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[0] [send] via NET/IB/0\n");
+        assert_eq!((log.ranks, log.nodes), (Some(5), Some(2)));
     }
 }

@@ -212,7 +212,13 @@ pub fn report(
         log.rings.iter().filter(|(_, o)| ring::check_order(o, ranks).is_ok()).map(|(&c, o)| (c, o.clone())).collect();
     let rings_together = match complete.len() {
         0 | 1 => None,
-        _ => Some(rings_together(&complete, &spec, topology, placement)?),
+        _ => match rings_together(&complete, &spec, topology, placement) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                ring_problems.push(format!("the rings together: {e}"));
+                None
+            }
+        },
     };
     // Trees: every channel whose tree is complete; the distinct ones share the data.
     let mut tree_problems = Vec::new();

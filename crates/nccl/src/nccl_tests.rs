@@ -199,42 +199,73 @@ pub const MIN_TIME_US: f64 = 1e-3;
 pub const MAX_TIME_US: f64 = 1e12;
 /// Most rows read.
 pub const MAX_ROWS: usize = 100_000;
+/// Most ranks a test may have (the schedules' own limit).
+pub const MAX_RANKS: usize = 1 << 18;
 
 /// Most tests read from one file.
 pub const MAX_TESTS: usize = 256;
 
+/// Whether a line (launcher tags stripped, trimmed) is a result row: a size in bytes
+/// and at least 10 more columns (the oldest layout has 11 in all).
+fn looks_like_row(t: &str) -> bool {
+    !t.starts_with('#')
+        && t.split_whitespace().count() >= 11
+        && t.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok())
+}
+
 /// The tests of a file that holds several, one after another (what cluster scripts
-/// write): each begins at a `# Collective test starting` line, or — in outputs that
-/// print none — at a `# nThread` header that follows result rows. Each part is the
-/// line number it starts at (from 0) and its text; lines before the first test go
-/// with it.
+/// write). After result rows, a new test begins at a header line (`# Collective test
+/// starting`, `# nThread`, `# Using devices`, the column line, `# nccl-tests version`:
+/// the run of comment lines it is in goes with it) or at a row whose size is below the
+/// last one's (nccl-tests' sizes only grow). Each part is the line number it starts at
+/// (from 0) and its text; lines before the first test go with it.
 pub fn split_tests(text: &str) -> Vec<(usize, &str)> {
     let mut parts: Vec<(usize, usize)> = vec![(0, 0)];
-    let (mut offset, mut rows_seen, mut after_start) = (0usize, false, false);
+    let (mut offset, mut rows_seen, mut last_size) = (0usize, false, None::<u64>);
+    // Where the run of comment lines the current line is in began.
+    let mut comments_from: Option<(usize, usize)> = None;
     for (i, line) in text.split_inclusive('\n').enumerate() {
         let cleaned = strip_launcher_tags(line);
         let t = cleaned.trim();
-        let starts = t.starts_with('#') && t.contains("Collective test starting:");
-        let header = t.starts_with("# nThread") && !after_start;
-        if (starts || header) && rows_seen {
-            parts.push((i, offset));
-            rows_seen = false;
+        if t.starts_with('#') {
+            comments_from.get_or_insert((i, offset));
+            let c = t.trim_start_matches('#').trim_start();
+            let header = c.starts_with("Collective test starting:")
+                || c.starts_with("nThread")
+                || c.starts_with("Using devices")
+                || c.starts_with("nccl-tests version")
+                || matches!(c.split_whitespace().next(), Some("size" | "bytes"));
+            if header && rows_seen {
+                parts.push(comments_from.unwrap_or((i, offset)));
+                (rows_seen, last_size) = (false, None);
+            }
+        } else if looks_like_row(t) {
+            let size = t.split_whitespace().next().and_then(|w| w.parse::<u64>().ok());
+            if rows_seen && size < last_size {
+                parts.push(comments_from.unwrap_or((i, offset)));
+            }
+            (rows_seen, last_size, comments_from) = (true, size, None);
+        } else if !t.is_empty() {
+            comments_from = None;
         }
-        let tokens = t.split_whitespace().count();
-        if !t.starts_with('#') && tokens >= 11 && t.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok())
-        {
-            rows_seen = true;
-        }
-        after_start = starts || (after_start && t.is_empty());
         offset += line.len();
     }
     let ends: Vec<usize> = parts.iter().skip(1).map(|&(_, o)| o).chain([text.len()]).collect();
     parts.iter().zip(ends).map(|(&(line, start), end)| (line, &text[start..end])).collect()
 }
 
-/// Every test of a file (see `split_tests`), each parsed as `parse` does; errors name
-/// the file's own line numbers.
-pub fn parse_all(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<Vec<TestsOutput>, NcclError> {
+/// The tests of a file: those that read, and those that did not (each its number from
+/// 1, its first line and why).
+#[derive(Debug)]
+pub struct Tests {
+    pub read: Vec<TestsOutput>,
+    pub failed: Vec<(usize, usize, String)>,
+}
+
+/// Every test of a file (see `split_tests`), each parsed as `parse` does, with the
+/// file's own line numbers; a test that does not read is said, not fatal, unless none
+/// does. At most `MAX_TESTS` tests and `MAX_ROWS` rows in all.
+pub fn parse_all(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Result<Tests, NcclError> {
     let parts = split_tests(text);
     if parts.len() > MAX_TESTS {
         return Err(NcclError::BadInput {
@@ -242,7 +273,33 @@ pub fn parse_all(text: &str, kind: Option<TestKind>, ranks: Option<usize>) -> Re
             message: format!("{} tests in one file; at most {MAX_TESTS} are read", parts.len()),
         });
     }
-    parts.into_iter().map(|(first_line, part)| parse_at(part, first_line, kind, ranks)).collect()
+    let several = parts.len() > 1;
+    let mut tests = Tests { read: Vec::new(), failed: Vec::new() };
+    let mut rows = 0usize;
+    for (n, (first_line, part)) in parts.into_iter().enumerate() {
+        match parse_at(part, first_line, kind, ranks) {
+            Ok(t) => {
+                rows += t.rows.len();
+                if rows > MAX_ROWS {
+                    return Err(NcclError::BadInput {
+                        field: "input".into(),
+                        message: format!("more than {MAX_ROWS} rows in the file's tests"),
+                    });
+                }
+                tests.read.push(t);
+            }
+            Err(e) if several => tests.failed.push((n + 1, first_line + 1, e.to_string())),
+            Err(e) => return Err(e),
+        }
+    }
+    if tests.read.is_empty() {
+        let (n, line, why) = &tests.failed[0];
+        return Err(NcclError::BadInput {
+            field: "input".into(),
+            message: format!("no test reads; test {n} (from line {line}): {why}"),
+        });
+    }
+    Ok(tests)
 }
 
 /// Parse nccl-tests output of one test. `kind` and `ranks` say what the output may not
@@ -262,7 +319,7 @@ fn parse_at(
     if scan.rows.is_empty() {
         return Err(NcclError::BadInput {
             field: "input".into(),
-            message: "no result rows (lines starting with a size in bytes followed by 11 or more columns)".into(),
+            message: "no result rows (lines starting with a size in bytes followed by 10 or more columns)".into(),
         });
     }
     let parsed = scan
@@ -384,7 +441,7 @@ impl Scan {
                 continue;
             }
             let tokens: Vec<&str> = t.split_whitespace().collect();
-            if tokens[0].parse::<u64>().is_ok() && tokens.len() >= 11 {
+            if looks_like_row(t) {
                 if scan.rows.len() == MAX_ROWS {
                     return Err(NcclError::Line { line: n, message: format!("more than {MAX_ROWS} rows") });
                 }
@@ -405,8 +462,9 @@ impl Scan {
             self.version = v.split_whitespace().next().map(str::to_string);
         } else if let Some(rest) = c.strip_prefix("Rank") {
             if let Some(d) = rank_line(rest) {
-                // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective.
-                if d.group == 0 {
+                // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective. A
+                // rank listed twice (concatenated or duplicated output) counts once.
+                if d.group == 0 && !self.devices.iter().any(|x| x.rank == d.rank) && self.devices.len() < MAX_RANKS {
                     self.devices.push(d);
                 }
             }
@@ -640,15 +698,21 @@ fn ranks_of(
         })
         .collect();
     let from_count = match counted.first() {
-        Some(&n)
-            if n >= 1 && n <= u32::MAX as u64 && counted.iter().all(|&m| m == n) && counted.len() == parsed.len() =>
-        {
-            Some(n as usize)
-        }
+        Some(&n) if n >= 1 && counted.iter().all(|&m| m == n) && counted.len() == parsed.len() => Some(n),
         _ => None,
     };
+    if let Some(n) = from_count.filter(|&n| n > MAX_RANKS as u64) {
+        return Err(NcclError::BadInput {
+            field: "ranks".into(),
+            message: format!("size / (count × type size) = {n} ranks in every row; at most {MAX_RANKS} are read"),
+        });
+    }
+    let from_count = from_count.map(|n| n as usize);
     let (ranks, ranks_from) = match given {
         Some(0) => return Err(NcclError::BadInput { field: "ranks".into(), message: "0: at least 1".into() }),
+        Some(r) if r > MAX_RANKS => {
+            return Err(NcclError::BadInput { field: "ranks".into(), message: format!("{r}: at most {MAX_RANKS}") })
+        }
         Some(r) => (r, "given".to_string()),
         // An excerpt may list some ranks only: the highest index says at least how many,
         // and busbw/algbw more where the lines were cut short.
@@ -656,7 +720,7 @@ fn ranks_of(
             let highest = devices.iter().map(|d| d.rank).max().unwrap_or(0) + 1;
             let listed = devices.len();
             match from_count.map(|n| (n, 0.0)).or(from_ratio) {
-                Some((n, _)) if from_count.is_some() && n > highest => (
+                Some((n, _)) if from_count.is_some() && n != listed => (
                     n,
                     format!("size / (count × type size) = {n} in every row (the rank lines list {listed}, up to rank {})", highest - 1),
                 ),
@@ -824,7 +888,7 @@ mod tests {
         };
         let text = test("all_reduce_perf_mpi", "1048576 262144 float sum -1 20.00 52.43 91.75 0 20.00 52.43 91.75 0")
             + &test("all_gather_perf", "1048576 32768 float none -1 20.00 52.43 45.88 0 20.00 52.43 45.88 0");
-        let tests = parse_all(&text, None, None).unwrap();
+        let tests = parse_all(&text, None, None).unwrap().read;
         assert_eq!(
             tests.iter().map(|t| (t.kind, t.ranks)).collect::<Vec<_>>(),
             [(TestKind::AllReduce, 8), (TestKind::AllGather, 8)]

@@ -42,6 +42,8 @@ pub enum Verdict {
     Slow,
     FasterThanTheModelAllows,
     WrongResults,
+    /// No algorithm railyard models runs here (each skipped, the notes say why).
+    NotJudged,
 }
 
 impl Verdict {
@@ -50,7 +52,10 @@ impl Verdict {
             Verdict::AsExpected => "as expected",
             Verdict::FasterThanExpected => "faster than expected",
             Verdict::Slow => "slow",
-            Verdict::WrongResults => "wrong results (#wrong is not 0)",
+            Verdict::WrongResults => {
+                "wrong results (#wrong above 0, or the old error column above nccl-tests' tolerance)"
+            }
+            Verdict::NotJudged => "not judged: no algorithm railyard models runs here",
             Verdict::FasterThanTheModelAllows => "faster than the model allows: the topology is wrong",
         }
     }
@@ -128,11 +133,13 @@ struct ScaledReference {
     family: Option<Option<Plan>>,
 }
 
-/// `plan` with every transfer `k` times longer: each algorithm's bound and expected
-/// time scaled (`Breakdown::scaled`); None if one of them cannot be (host costs), or
-/// one was pipelined (its chunk choice depends on the size).
+/// `plan` with every transfer `k` times longer: each algorithm's bound, expected time,
+/// transfer time and byte totals scaled (`Breakdown::scaled`); its per-round, per-stage
+/// and per-resource detail is dropped rather than left at the reference size. None if
+/// one cannot be scaled (host costs), or was pipelined (its chunks depend on the size).
 fn scaled_plan(plan: &Plan, k: f64) -> Option<Plan> {
     let mut out = plan.clone();
+    out.bytes = (plan.bytes as f64 * k) as u64;
     for b in &mut out.algorithms {
         if b.pipeline_chunks.is_some_and(|c| c > 1) {
             return None;
@@ -141,6 +148,17 @@ fn scaled_plan(plan: &Plan, k: f64) -> Option<Plan> {
         b.total_secs = total;
         b.expected_secs = expected;
         b.protocol = protocol;
+        b.transfer_secs *= k;
+        b.bytes_sent_total *= k;
+        b.cross_server_bytes *= k;
+        b.spine_bytes *= k;
+        for v in b.cross_server_bytes_by_direction.values_mut().chain(b.spine_bytes_by_direction.values_mut()) {
+            *v *= k;
+        }
+        (b.bottleneck, b.expected_limit) = (None, None);
+        b.per_round.clear();
+        b.stages.clear();
+        b.resources.clear();
     }
     Some(out)
 }
@@ -185,6 +203,10 @@ pub fn analyze(
     // One route table for every size: routes on a large fabric cost more than a plan.
     let mut routes = RouteTable::new(topology);
     let mut scaled_reference: Option<ScaledReference> = None;
+    // Algorithms skipped at some size for being over a limit (too many transfers to
+    // list), said once; those that do not apply here (NVLS without one) are not news.
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    let mut nothing_runs_said = false;
     for row in &output.rows {
         let best = if row.out_of_place.time_us.value <= row.in_place.time_us.value {
             &row.out_of_place
@@ -236,6 +258,22 @@ pub fn analyze(
             Some(p) => Some(p),
             None => plan(&mut routes, &request)?,
         };
+        if costed.is_none() && !nothing_runs_said {
+            notes.push(format!(
+                "no algorithm railyard models runs {} over {} ranks on this topology (each is over a limit or does \
+                 not apply): those sizes are not judged",
+                railyard_collective.as_str(),
+                output.ranks
+            ));
+            nothing_runs_said = true;
+        }
+        // With an algorithm left out, the fastest costed is no bound on the hardware.
+        let partial = costed.as_ref().is_some_and(|p| p.skipped.iter().any(|s| s.over_a_limit));
+        for s in costed.iter().flat_map(|p| &p.skipped).filter(|s| s.over_a_limit) {
+            if !skipped.iter().any(|(name, _)| *name == s.name) && skipped.len() < 16 {
+                skipped.push((s.name.clone(), s.reason.clone()));
+            }
+        }
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
         let fastest = algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
         let in_switch = choice
@@ -304,7 +342,9 @@ pub fn analyze(
             .any(|w| crate::nccl_tests::wrong_results(w, &row.dtype));
         let verdict = if wrong {
             Verdict::WrongResults
-        } else if bound_us.is_some_and(|b| measured < b * BOUND_RATIO) {
+        } else if !expected_us.is_finite() && bound_us.is_none() {
+            Verdict::NotJudged
+        } else if !partial && bound_us.is_some_and(|b| measured < b * BOUND_RATIO) {
             Verdict::FasterThanTheModelAllows
         } else if ratio > SLOW_RATIO {
             Verdict::Slow
@@ -338,6 +378,9 @@ pub fn analyze(
                 && sizes[i..].iter().all(|s| s.verdict != Verdict::AsExpected)
         })
         .map(|i| sizes[i].bytes);
+    for (name, reason) in skipped {
+        notes.push(format!("{name} not costed: {reason}"));
+    }
     Ok(Analysis { sizes, leaves_model_at_bytes, notes })
 }
 

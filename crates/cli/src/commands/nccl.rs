@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use railyard_nccl::nccl_tests::{self, TestKind, TestsOutput};
 use railyard_nccl::shape::{self, Overrides, Shape};
 use railyard_nccl::tuner::{self, Arch, Coll};
-use railyard_nccl::verdict::{self, Analysis};
+use railyard_nccl::verdict::{self, Analysis, Verdict};
 use railyard_schedule::Collective;
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
@@ -148,10 +148,12 @@ pub struct AnalyzeTestsArgs {
     /// after another is read as several: each analyzed in turn (JSON: {"tests": [...]})
     pub file: PathBuf,
     /// The test, where the output has no `# Collective test starting` line:
-    /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv
+    /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv (in a
+    /// file of several tests, for every one of them)
     #[arg(long)]
     pub collective: Option<String>,
-    /// Ranks, where the output has no `#  Rank` lines (else inferred from busbw/algbw)
+    /// Ranks, where the output has no `#  Rank` lines (else inferred from size / count or busbw/algbw; in a
+    /// file of several tests, for every one of them)
     #[arg(long)]
     pub ranks: Option<usize>,
     /// Topology to compare with (a preset, or a file `topo import` made of the same machines)
@@ -400,19 +402,21 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
     };
     let text = railyard_topology::file::read_text(&args.file, nccl_tests::MAX_INPUT_BYTES)?;
     let kind = args.collective.as_deref().map(test_kind).transpose()?;
-    let outputs = nccl_tests::parse_all(&text, kind, args.ranks).with_context(|| format!("{}", args.file.display()))?;
-    let several = outputs.len() > 1;
+    let tests = nccl_tests::parse_all(&text, kind, args.ranks).with_context(|| format!("{}", args.file.display()))?;
+    let outputs = &tests.read;
+    let several = outputs.len() + tests.failed.len() > 1;
+    // Loaded once for every test of the file.
+    let topology = args.topo.as_ref().map(|t| TopologyArgs { topo: t.clone(), routing: None }.load()).transpose()?;
     let mut analyses = Vec::with_capacity(outputs.len());
     for (i, output) in outputs.iter().enumerate() {
-        let analysis = match &args.topo {
+        let analysis = match &topology {
             None => None,
-            Some(spec) => {
-                let topology = TopologyArgs { topo: spec.clone(), routing: None }.load()?;
+            Some(topology) => {
                 let ranks = output.ranks.max(2);
-                let placement = placement_from_ranks(&topology, output, ranks)?;
+                let placement = placement_from_ranks(topology, output, ranks)?;
                 let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
-                let shape = args.shape.shape(&topology, &placement, collective)?;
-                Some((verdict::analyze(output, &topology, &placement, &shape)?, shape, topology.name.clone()))
+                let shape = args.shape.shape(topology, &placement, collective)?;
+                Some((verdict::analyze(output, topology, &placement, &shape)?, shape, topology.name.clone()))
             }
         };
         if let Some(path) = &args.svg {
@@ -440,6 +444,8 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
             #[derive(Serialize)]
             struct Several<'a> {
                 tests: Vec<Out<'a>>,
+                /// Tests that did not read: (number from 1, first line, why).
+                failed: &'a [(usize, usize, String)],
             }
             let mut outs: Vec<Out> = outputs
                 .iter()
@@ -449,7 +455,7 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
             // One test: its object; several (a file of concatenated tests): `{"tests": [...]}`.
             let text = match several {
                 false => serde_json::to_string_pretty(&outs.remove(0))?,
-                true => serde_json::to_string_pretty(&Several { tests: outs })?,
+                true => serde_json::to_string_pretty(&Several { tests: outs, failed: &tests.failed })?,
             };
             Ok(text + "\n")
         }
@@ -457,12 +463,16 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
             let mut markdown = Vec::new();
             if several {
                 let names: Vec<&str> = outputs.iter().map(|o| o.kind.binary()).collect();
-                markdown.push(format!(
-                    "{} holds {} tests, one after another: {}.\n",
+                let mut head = format!(
+                    "{} holds {} tests, one after another: {}",
                     args.file.display(),
-                    outputs.len(),
+                    outputs.len() + tests.failed.len(),
                     names.join(", ")
-                ));
+                );
+                for (n, line, why) in &tests.failed {
+                    head.push_str(&format!("; test {n} (from line {line}) does not read: {why}"));
+                }
+                markdown.push(head + ".\n");
             }
             for (output, a) in outputs.iter().zip(&analyses) {
                 markdown.push(tests_markdown(output, a.as_ref().map(|(a, s, n)| (a, s, n.as_str()))));
@@ -484,6 +494,15 @@ fn verdict_headline(a: &Analysis, name: &str) -> String {
         }
     }
     let counts: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
+    if last.verdict == Verdict::NotJudged {
+        return format!(
+            "**not judged** on {name} at {}: no algorithm railyard models runs here (the notes below say why). \
+             Over all {} sizes: {}.\n\n",
+            format_bytes(last.bytes as f64),
+            a.sizes.len(),
+            counts.join(", ")
+        );
+    }
     format!(
         "**{}** on {name} at {}: {:.2} GB/s busbw measured where railyard expects {:.2} GB/s ({:.2} of it). \
          Over all {} sizes: {}.\n\n",
@@ -639,20 +658,52 @@ fn analyze_log(args: &AnalyzeLogArgs) -> Result<String> {
     use railyard_nccl::log_report::{self, LogReport};
     let text = railyard_topology::file::read_text(&args.file, log::MAX_LOG_BYTES)?;
     let parsed = log::parse(&text);
-    let ranks = parsed.ranks.with_context(|| match parsed.problems.first() {
-        Some((line, why)) => format!("{}: line {line}: {why}", args.file.display()),
-        None => format!(
-            "{}: no `comm … rank r nRanks n` line and no ring, tree or connection line naming ranks among {} lines; \
-             is it an NCCL_DEBUG=INFO log?",
-            args.file.display(),
-            parsed.lines
-        ),
-    })?;
+    #[derive(Serialize)]
+    struct Out<'a> {
+        log: &'a NcclLog,
+        topology: Option<&'a str>,
+        topology_derived: bool,
+        /// What the costs below do not stand for (a derived topology that is not the machine).
+        warnings: Vec<String>,
+        report: Option<&'a LogReport>,
+    }
+    let Some(ranks) = parsed.ranks else {
+        if let Some((line, why)) = parsed.problems.first() {
+            anyhow::bail!("{}: line {line}: {why}", args.file.display());
+        }
+        let nothing_of_nccl = parsed.version.is_none()
+            && parsed.hosts.is_empty()
+            && parsed.unknown_info_lines == 0
+            && parsed.env.is_empty()
+            && parsed.patterns.is_empty()
+            && parsed.tuned.is_empty();
+        if nothing_of_nccl {
+            anyhow::bail!(
+                "{}: no NCCL INFO line among {} lines; is it an NCCL_DEBUG=INFO log?",
+                args.file.display(),
+                parsed.lines
+            );
+        }
+        // An excerpt that names no rank: what it holds, and that nothing can be costed.
+        const NOTHING: &str = "No line names a rank (no `comm … nRanks`, ring, tree or connection line): no rings or \
+                               trees to cost.\n";
+        return match args.format {
+            Format::Json => Ok(serde_json::to_string_pretty(&Out {
+                log: &parsed,
+                topology: None,
+                topology_derived: false,
+                warnings: vec![NOTHING.trim_end().to_string()],
+                report: None,
+            })? + "\n"),
+            Format::Md => Ok(log_head(&parsed) + "\n" + NOTHING),
+        };
+    };
     let (spec, derived) = match &args.topo {
         Some(t) => (t.clone(), false),
         None => {
-            let nodes = parsed.nodes.unwrap_or(1).max(1);
-            let local = parsed.local_ranks.unwrap_or(ranks / nodes).max(1);
+            // Enough GPUs per server for every rank, however the nodes were counted.
+            let nodes = parsed.nodes.unwrap_or(1).clamp(1, ranks);
+            let local = parsed.local_ranks.unwrap_or(ranks.div_ceil(nodes)).max(1);
             (format!("rail:servers={nodes},gpus={local}"), true)
         }
     };
@@ -660,21 +711,26 @@ fn analyze_log(args: &AnalyzeLogArgs) -> Result<String> {
     let placement = placement(&topology, Some(ranks))?;
     let shape = log_report::shape_from_log(&parsed, args.arch);
     let report = log_report::report(&parsed, &topology, &placement, args.size - args.size % 4, shape.as_ref())?;
-    #[derive(Serialize)]
-    struct Out<'a> {
-        log: &'a NcclLog,
-        topology: &'a str,
-        topology_derived: bool,
-        report: &'a LogReport,
-    }
+    let warnings: Vec<String> = parsed
+        .pcie_inside_nodes()
+        .filter(|_| derived)
+        .map(|why| {
+            format!(
+                "The derived topology puts each node's GPUs on an NVSwitch, but {why}: the times are NVLink's, not \
+                 this machine's. Give --topo a file of the machine (`railyard topo import --nvidia-smi`)."
+            )
+        })
+        .into_iter()
+        .collect();
     match args.format {
         Format::Json => Ok(serde_json::to_string_pretty(&Out {
             log: &parsed,
-            topology: &spec,
+            topology: Some(&spec),
             topology_derived: derived,
-            report: &report,
+            warnings,
+            report: Some(&report),
         })? + "\n"),
-        Format::Md => Ok(log_markdown(&parsed, &report, &spec, derived)),
+        Format::Md => Ok(log_markdown(&parsed, &report, &spec, derived, &warnings)),
     }
 }
 
@@ -696,15 +752,11 @@ fn checked_words(checked: Option<bool>) -> String {
     }
 }
 
-fn log_markdown(
-    log: &railyard_nccl::log::NcclLog,
-    r: &railyard_nccl::log_report::LogReport,
-    topo: &str,
-    derived: bool,
-) -> String {
+/// What the log says of itself: ranks, nodes, hosts, graph, environment, transports.
+fn log_head(log: &railyard_nccl::log::NcclLog) -> String {
     let mut out = format!(
         "# NCCL log: {} ranks on {} node(s){}\n\n",
-        log.ranks.unwrap_or(0),
+        log.ranks.map_or("?".to_string(), |n| n.to_string()),
         log.nodes.map_or("?".to_string(), |n| n.to_string()),
         log.version.as_ref().map_or(String::new(), |v| format!(", NCCL {v}"))
     );
@@ -716,7 +768,13 @@ fn log_markdown(
         out.push_str(&format!("Ranks: {} at least, from {from}.\n", log.ranks.unwrap_or(0)));
     }
     match &log.nodes_from {
-        Some(from) if from != "nNodes" => out.push_str(&format!("Nodes: from {from}.\n")),
+        Some(from) if from != "nNodes" => {
+            let n = log.nodes.map_or("?".to_string(), |n| n.to_string());
+            match from.starts_with("a guess") {
+                true => out.push_str(&format!("Nodes: {n}, {from}.\n")),
+                false => out.push_str(&format!("Nodes: {n}, from {from}.\n")),
+            }
+        }
         None => out.push_str("Nodes: the log does not say (no nNodes, no host names); taken as 1.\n"),
         _ => {}
     }
@@ -759,10 +817,22 @@ fn log_markdown(
     for (k, v) in &log.env {
         out.push_str(&format!("{k}={v} (set by the environment).\n"));
     }
-    if !r.transports.is_empty() {
-        let t: Vec<String> = r.transports.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    let transports = log.transports();
+    if !transports.is_empty() {
+        let t: Vec<String> = transports.iter().map(|(k, n)| format!("{k} {n}")).collect();
         out.push_str(&format!("Connections by transport: {}.\n", t.join(", ")));
     }
+    out
+}
+
+fn log_markdown(
+    log: &railyard_nccl::log::NcclLog,
+    r: &railyard_nccl::log_report::LogReport,
+    topo: &str,
+    derived: bool,
+    warnings: &[String],
+) -> String {
+    let mut out = log_head(log);
     if !out.ends_with("\n\n") {
         out.push('\n');
     }
@@ -772,11 +842,8 @@ fn log_markdown(
         topo,
         if derived { " (derived from the log's nodes and local ranks; --topo to give yours)" } else { "" }
     ));
-    if let Some(why) = log.pcie_inside_nodes().filter(|_| derived) {
-        out.push_str(&format!(
-            "**The derived topology puts each node's GPUs on an NVSwitch, but {why}**: the times below are \
-             NVLink's, not this machine's. Give --topo a file of the machine (`railyard topo import --nvidia-smi`).\n\n"
-        ));
+    for w in warnings {
+        out.push_str(&format!("**{w}**\n\n"));
     }
     let mut t = Table::new(["schedule", "channels", "checker", "model time", "bottleneck"]);
     for ring in &r.rings {

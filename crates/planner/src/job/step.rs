@@ -44,6 +44,8 @@ use crate::error::PlannerError;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CommLine {
     pub name: String,
+    /// Where in the step it runs: inside each micro-batch's slot, or after the pipeline.
+    pub phase: CommPhase,
     pub collective: String,
     pub ranks: usize,
     pub bytes: f64,
@@ -54,6 +56,16 @@ pub struct CommLine {
     pub calls: f64,
     /// What of their time the step waits for.
     pub exposed_secs: f64,
+}
+
+/// Where a communication line runs in the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommPhase {
+    /// Each micro-batch's exchanges (TP, CP, EP, PP), inside its slot.
+    PerMicroBatch,
+    /// Data parallelism's reductions and ZeRO's gathers, around the pipeline.
+    DataParallel,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -192,6 +204,8 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
     let layers = shape.layers as f64 * l.stage_share(shape.layers);
     let moe_layers = shape.moe_layers() as f64 * l.stage_share(shape.layers);
     let mut lines = Vec::new();
+    // Which part of the step the lines costed now belong to.
+    let phase = std::cell::Cell::new(CommPhase::PerMicroBatch);
     // Cost `calls` calls among `ranks`, `hide` seconds of them behind compute, `share`
     // of the rest exposed: (exposed, total) seconds.
     let mut line = |name: &str, ranks: Vec<u64>, coll: Collective, bytes: f64, calls: f64, hide: f64, share: f64| {
@@ -199,6 +213,7 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         let exposed = (t.secs * calls - hide).max(0.0) * share;
         lines.push(CommLine {
             name: name.into(),
+            phase: phase.get(),
             collective: coll.as_str().into(),
             ranks: ranks.len(),
             bytes,
@@ -281,6 +296,7 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
     // that hides them is one budget, spent by the dense reduction first, then the
     // experts'.
     let (dense, experts) = params_per_gpu(shape, l);
+    phase.set(CommPhase::DataParallel);
     let mut dp_exposed = 0.0;
     let mut grad_window = match (job.overlap_grad_reduce, job.zero) {
         (false, _) => 0.0,

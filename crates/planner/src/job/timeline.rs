@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::step::Step;
+use super::step::{CommPhase, Step};
 
 /// What a span is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -53,15 +53,10 @@ pub struct Span {
 /// The tracks' names, by `Span::track`.
 pub const TRACKS: [&str; 2] = ["busiest stage", "hidden behind compute"];
 
-/// Whether a communication line is the data-parallel reduction or ZeRO's gathers (after
-/// the pipeline), not a per-micro-batch exchange (inside its slots).
-fn data_parallel(name: &str) -> bool {
-    name.starts_with("DP") || name.starts_with("ZeRO")
-}
-
 pub fn spans(st: &Step) -> Vec<Span> {
-    let in_slot: f64 = st.comms.iter().filter(|c| !data_parallel(&c.name)).map(|c| c.exposed_secs).sum();
-    let dp: f64 = st.comms.iter().filter(|c| data_parallel(&c.name)).map(|c| c.exposed_secs).sum();
+    let exposed =
+        |phase: CommPhase| -> f64 { st.comms.iter().filter(|c| c.phase == phase).map(|c| c.exposed_secs).sum() };
+    let (in_slot, dp) = (exposed(CommPhase::PerMicroBatch), exposed(CommPhase::DataParallel));
     let mut out = Vec::new();
     let mut t = 0.0;
     for (name, secs, kind) in [

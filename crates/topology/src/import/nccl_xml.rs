@@ -33,6 +33,22 @@ fn lane_bytes_per_sec(speed: &str) -> Option<f64> {
     Some(units_of_100mbps / 80.0 * 1e9)
 }
 
+/// A GPU known by its PCI class alone: a 3D controller (0x0302), or a VGA controller
+/// (0x0300) from NVIDIA (0x10de) — not a board's management VGA (ASPEED's BMC). A vendor
+/// other than NVIDIA's is no GPU NCCL runs on.
+fn is_bare_gpu(class: &str, vendor: Option<&str>) -> bool {
+    let nvidia = vendor.map(|v| v.eq_ignore_ascii_case("0x10de"));
+    (class.starts_with("0x0302") && nvidia != Some(false)) || (class.starts_with("0x0300") && nvidia == Some(true))
+}
+
+/// A NIC known by its PCI class alone: InfiniBand (0x0207), or Ethernet (0x0200) from
+/// the vendors whose NICs carry NCCL's traffic (Mellanox/NVIDIA 0x15b3, Amazon's EFA
+/// 0x1d0f; no vendor given: the file lists it for NCCL) — not a management port.
+fn is_bare_nic(class: &str, vendor: Option<&str>) -> bool {
+    let carrier = vendor.is_none_or(|v| ["0x15b3", "0x1d0f"].iter().any(|k| v.eq_ignore_ascii_case(k)));
+    class.starts_with("0x0207") || (class.starts_with("0x0200") && carrier)
+}
+
 struct Importer<'a> {
     b: TopologyBuilder,
     defaults: &'a LinkDefaults,
@@ -49,6 +65,8 @@ struct Importer<'a> {
     bare_nics: usize,
     /// Over every host.
     bare_gpus_total: usize,
+    /// Every GPU, bare or with its <gpu> element.
+    gpus_total: usize,
 }
 
 impl Importer<'_> {
@@ -59,22 +77,24 @@ impl Importer<'_> {
         })
     }
 
-    /// link_width × per-lane rate. Absent, empty, "Unknown" or width 0 mean NCCL could
-    /// not read it, and the default is used as NCCL does; anything else that does not
+    /// link_width × per-lane rate. Absent, empty or "Unknown" mean NCCL could not read
+    /// it, and the default is used; width 0 is 16 lanes, as NCCL takes it (`if (width ==
+    /// 0) width = 16;`, ncclTopoAddPci, src/graph/topo.cc); anything else that does not
     /// read (`link_speed="NaN"`) is refused rather than silently replaced.
     fn pci_bandwidth(&self, node: Node) -> Result<f64, TopologyError> {
         let line = || node.document().text_pos_at(node.range().start).row;
         let unknown =
             |v: Option<&str>| v.is_none_or(|v| v.trim().is_empty() || v.trim().eq_ignore_ascii_case("unknown"));
         let (width, speed) = (node.attribute("link_width"), node.attribute("link_speed"));
-        if unknown(width) || unknown(speed) || width.is_some_and(|w| w.trim() == "0") {
+        if unknown(width) || unknown(speed) {
             return Ok(self.defaults.pcie_bytes_per_sec);
         }
         let (width, speed) = (width.unwrap_or_default(), speed.unwrap_or_default());
         let lanes: u32 =
-            width.trim().parse().ok().filter(|w| (1..=64).contains(w)).ok_or_else(|| {
+            width.trim().parse().ok().filter(|w| (0..=64).contains(w)).ok_or_else(|| {
                 err(format!("line {}: link_width=\"{width}\" is not a lane count from 1 to 64", line()))
             })?;
+        let lanes = if lanes == 0 { 16 } else { lanes };
         let lane = lane_bytes_per_sec(speed.trim()).ok_or_else(|| {
             err(format!("line {}: link_speed=\"{speed}\" is not a PCIe rate (2.5, 5, 8, 16, 32 or 64 GT/s)", line()))
         })?;
@@ -106,6 +126,7 @@ impl Importer<'_> {
             let dev = Self::attr(g, "dev")?;
             let n = self.name(&format!("gpu{dev}"));
             let id = self.b.device(n, DeviceKind::Gpu, Some(&server));
+            self.gpus_total += 1;
             for l in g.children().filter(|c| c.has_tag_name("nvlink")) {
                 let target = Self::attr(l, "target")?.to_string();
                 let count: f64 = Self::attr(l, "count")?
@@ -117,15 +138,16 @@ impl Importer<'_> {
                 self.nvlinks.push((id, target, count, l.attribute("tclass").unwrap_or("").to_string()));
             }
             id
-        } else if class.starts_with("0x0302") || class.starts_with("0x0300") {
+        } else if is_bare_gpu(class, node.attribute("vendor")) {
             // A GPU by its PCI class (3D or VGA controller): vendor topology files (Azure
             // ND, AWS p4d) list no <gpu> element, so no NVLink either — NCCL learns those
             // from the driver.
             let n = self.name(&format!("gpu{}", self.bare_gpus));
             self.bare_gpus += 1;
             self.bare_gpus_total += 1;
+            self.gpus_total += 1;
             self.b.device(n, DeviceKind::Gpu, Some(&server))
-        } else if class.starts_with("0x02") && nic.is_none() {
+        } else if nic.is_none() && is_bare_nic(class, node.attribute("vendor")) {
             // A network controller without <nic>: one port at the default rate.
             let port = self.name(&format!("nicpci{}", self.counter));
             let id = self.b.device(port, DeviceKind::PcieSwitch, Some(&server));
@@ -234,6 +256,7 @@ pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topolog
         bare_gpus: 0,
         bare_nics: 0,
         bare_gpus_total: 0,
+        gpus_total: 0,
     };
     imp.b.description(format!("imported from NCCL topology XML: {} server(s)", hosts.len()));
     imp.b.round_startup_secs(defaults.round_startup_secs);
@@ -273,6 +296,10 @@ pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topolog
             let target_l = target.to_ascii_lowercase();
             if tclass.starts_with("0x03") {
                 if let Some(&other) = imp.by_busid.get(&target_l) {
+                    // A GPU's NVLinks to itself (Azure's NC A100 v4 file) carry nothing.
+                    if other == gpu {
+                        continue;
+                    }
                     let key = (gpu.min(other), gpu.max(other));
                     if !gpu_pairs_done.contains(&key) {
                         gpu_pairs_done.push(key);
@@ -305,6 +332,12 @@ pub fn import(text: &str, name: &str, defaults: &LinkDefaults) -> Result<Topolog
                 imp.b.duplex(nic, f, bw, 0.0, &[]);
             }
         }
+    }
+    if imp.gpus_total == 0 {
+        return Err(err(
+            "no GPU in the file (no <gpu> element, no PCI device of class 0x0302): a skeleton that NCCL completes \
+             with what it detects on the machine (NCCL_TOPO_FILE); import an NCCL_TOPO_DUMP_FILE written on it instead",
+        ));
     }
     if imp.bare_gpus_total > 0 {
         imp.b.description(format!(
@@ -470,7 +503,9 @@ mod tests {
             t.links[t.out_links(g)[0]].bytes_per_sec
         };
         assert_eq!(gpu_link(&import(&one_gpu("32.0 GT/s PCIe", "16", "400000"), "x", &d).unwrap()), 48e9);
-        for (speed, width) in [("Unknown", "16"), ("", "16"), ("32.0 GT/s PCIe", "0")] {
+        // Width 0 is 16 lanes, as NCCL takes it.
+        assert_eq!(gpu_link(&import(&one_gpu("32.0 GT/s PCIe", "0", "400000"), "x", &d).unwrap()), 48e9);
+        for (speed, width) in [("Unknown", "16"), ("", "16")] {
             let t = import(&one_gpu(speed, width, "400000"), "x", &d).unwrap();
             assert_eq!(gpu_link(&t), d.pcie_bytes_per_sec, "{speed} x{width}");
         }
@@ -498,6 +533,16 @@ mod tests {
                    <pci busid=\"0002:00:00.0\" class=\"0x030200\" link_speed=\"16 GT/s\" link_width=\"16\"/>\
                    </pci></cpu></system>";
         let t = import(xml, "ndv4", &d).unwrap();
+        let kind = |k: DeviceKind| t.devices.iter().filter(|x| x.kind == k).count();
+        assert_eq!((kind(DeviceKind::Gpu), kind(DeviceKind::Nic)), (2, 1));
+        // A board's management VGA (ASPEED) and an Intel management port are neither.
+        let bmc = xml.replace(
+            "<pci busid=\"0002:00:00.0\" class=\"0x030200\"",
+            "<pci busid=\"0003:00:00.0\" class=\"0x030000\" vendor=\"0x1a03\" link_speed=\"\" link_width=\"0\"/>\
+             <pci busid=\"0004:00:00.0\" class=\"0x020000\" vendor=\"0x8086\" link_speed=\"\" link_width=\"0\"/>\
+             <pci busid=\"0002:00:00.0\" class=\"0x030200\"",
+        );
+        let t = import(&bmc, "bmc", &d).unwrap();
         let kind = |k: DeviceKind| t.devices.iter().filter(|x| x.kind == k).count();
         assert_eq!((kind(DeviceKind::Gpu), kind(DeviceKind::Nic)), (2, 1));
         assert!(t.device_id("gpu1").is_some());
