@@ -410,3 +410,41 @@ fn the_published_logs_and_topology_files_read() {
         assert!(out.code == 0 || out.stderr.contains("skeleton"), "{}: {}", f.display(), out.stderr);
     }
 }
+
+/// Users pick MSCCL programs by size range: a sweep costs a program beside the built-in
+/// algorithms at every size MSCCL would run it (its minBytes..maxBytes, a whole element
+/// per chunk), and shows `-` elsewhere; asked for alone outside its range, it says why.
+#[test]
+fn msccl_programs_sweep_over_their_size_range() {
+    let ring = std::fs::read_to_string(msccl("allreduce_ring_8gpu.xml")).unwrap();
+    let ranged = ring.replacen("<algo ", "<algo minBytes=\"1024\" maxBytes=\"2097152\" ", 1);
+    let dir = std::env::temp_dir().join(format!("railyard-msccl-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ranged.xml");
+    std::fs::write(&path, ranged).unwrap();
+    let algo = format!("ring,{}", path.display());
+    let v = json(&[
+        "plan",
+        "--topo",
+        "hgx-h100x2",
+        "--ranks",
+        "8",
+        "--algo",
+        &algo,
+        "--sweep",
+        "512B:8MiB",
+        "--sweep-factor",
+        "4",
+        "--format",
+        "json",
+    ]);
+    let series = v["series"].as_array().unwrap();
+    let program = series.iter().find(|s| s["algorithm"].as_str().unwrap().starts_with("msccl:")).unwrap();
+    let sizes: Vec<u64> = program["points"].as_array().unwrap().iter().map(|p| p["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, [2048, 8192, 32768, 131072, 524288, 2097152]);
+    let out =
+        railyard(&["plan", "--topo", "hgx-h100x2", "--ranks", "8", "--algo", path.to_str().unwrap(), "--size", "8MiB"]);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("MSCCL runs this program from 1 KiB to 2 MiB"), "{}", out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -35,6 +35,13 @@ pub enum ModelError {
     MscclUnreadable { file: String, message: String },
     #[error("{} is less than one element per chunk of the program ({chunks} chunks)", railyard_units::units::format_bytes(*bytes as f64))]
     MscclTooSmall { bytes: u64, chunks: u64 },
+    #[error(
+        "{}: MSCCL runs this program from {} to {} (its minBytes and maxBytes)",
+        railyard_units::units::format_bytes(*bytes as f64),
+        railyard_units::units::format_bytes(*min_bytes as f64),
+        if *max_bytes == u64::MAX { "any size".to_string() } else { railyard_units::units::format_bytes(*max_bytes as f64) }
+    )]
+    MscclOutOfRange { bytes: u64, min_bytes: u64, max_bytes: u64 },
     #[error("{file}: {problem}")]
     Msccl { file: String, problem: MscclProblem },
     /// The algorithm needs hardware the topology does not have.

@@ -380,7 +380,18 @@ pub(crate) fn resolve_with_routes(
     }
     for spec_of in &request.algorithms {
         if let AlgorithmSpec::Msccl { file, text } = spec_of {
-            let mut v = msccl_variant(file, text, request, placement.len())?;
+            // Beside other algorithms (a sweep, a comparison), a program MSCCL would not
+            // run at this size (outside its minBytes..maxBytes, or less than a chunk each)
+            // is skipped and said; asked for alone, that is the answer.
+            let mut v = match msccl_variant(file, text, request, placement.len()) {
+                Err(e @ (ModelError::MscclTooSmall { .. } | ModelError::MscclOutOfRange { .. }))
+                    if request.algorithms.len() > 1 =>
+                {
+                    skipped.push(Skipped { name: file.clone(), over_a_limit: false, reason: e.to_string() });
+                    continue;
+                }
+                v => v?,
+            };
             if costs == Costs::Every {
                 v.breakdown = Some(cost_with(&v.schedule, routes, placement)?);
             }
@@ -477,6 +488,13 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
 /// the checker.
 fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usize) -> Result<Variant, ModelError> {
     let (schedule, info, problem) = msccl_program(file, text, request.bytes, request.elem_bytes)?;
+    if !info.runs_at(request.bytes) {
+        return Err(ModelError::MscclOutOfRange {
+            bytes: request.bytes,
+            min_bytes: info.min_bytes,
+            max_bytes: info.max_bytes.unwrap_or(u64::MAX),
+        });
+    }
     let refuse = |problem| ModelError::Msccl { file: file.to_string(), problem };
     if info.collective != request.collective {
         return Err(refuse(MscclProblem::Collective { program: info.collective, asked: request.collective }));

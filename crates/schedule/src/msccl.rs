@@ -123,6 +123,16 @@ pub struct MscclInfo {
     pub protocol: String,
     pub channels: usize,
     pub steps: usize,
+    /// The sizes MSCCL's executor picks it for (`minBytes`, `maxBytes`; absent or 0 `maxBytes`: no limit).
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
+}
+
+impl MscclInfo {
+    /// Whether MSCCL's executor runs the program for a call of `bytes`.
+    pub fn runs_at(&self, bytes: u64) -> bool {
+        bytes >= self.min_bytes && self.max_bytes.is_none_or(|m| bytes <= m)
+    }
 }
 
 /// The 1-based line of byte `pos` of `text` (for errors only: it scans the text).
@@ -395,6 +405,14 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
         protocol: algo.attribute("proto").unwrap_or("Simple").to_string(),
         channels: channels as usize,
         steps: steps_total,
+        min_bytes: match algo.attribute("minBytes") {
+            Some(_) => number(algo, "minBytes")?,
+            None => 0,
+        },
+        max_bytes: match algo.attribute("maxBytes") {
+            Some(_) => Some(number::<u64>(algo, "maxBytes")?).filter(|&m| m > 0),
+            None => None,
+        },
     };
     Ok((info, per_gpu, sizes))
 }
@@ -1238,6 +1256,22 @@ mod tests {
         let (pairs, info) = import(ALLPAIRS, 8 * 2, 4).unwrap();
         assert_eq!(info.name, "allreduce_pairs");
         check(&pairs.expand()).unwrap();
+    }
+
+    /// The sizes MSCCL's executor picks a program for: `minBytes`..`maxBytes`, where a
+    /// `maxBytes` of 0 (or none) is no limit; a negative one is refused.
+    #[test]
+    fn min_and_max_bytes_say_when_msccl_runs_a_program() {
+        let (_, info) = import(RING, 8 * 4, 4).unwrap();
+        assert!(info.runs_at(1) && info.runs_at(u64::MAX));
+        let ranged = RING.replacen("<algo ", "<algo minBytes=\"1024\" maxBytes=\"1048576\" ", 1);
+        let (_, info) = import(&ranged, 8 * 4, 4).unwrap();
+        assert_eq!((info.min_bytes, info.max_bytes), (1024, Some(1 << 20)));
+        assert!(!info.runs_at(512) && info.runs_at(1024) && info.runs_at(1 << 20) && !info.runs_at((1 << 20) + 1));
+        let open = RING.replacen("<algo ", "<algo maxBytes=\"0\" ", 1);
+        assert_eq!(import(&open, 8 * 4, 4).unwrap().1.max_bytes, None);
+        let bad = RING.replacen("<algo ", "<algo minBytes=\"-1\" ", 1);
+        assert!(import(&bad, 8 * 4, 4).unwrap_err().to_string().contains("minBytes=\"-1\" is negative"));
     }
 
     /// One step of the ring changed from receive-reduce-send to receive-copy-send drops a

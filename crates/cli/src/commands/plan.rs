@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use railyard_model::selection::Choice;
 use railyard_model::sweep::{sweep, sweep_sizes, Sweep};
-use railyard_model::{plan, AlgorithmSpec, Breakdown, Plan, RoundCost};
+use railyard_model::{plan, Breakdown, Plan, RoundCost};
 use railyard_units::units::{format_bytes, format_bytes_per_sec, format_secs};
 use railyard_units::Table;
 
@@ -46,9 +46,6 @@ pub fn run(args: &PlanArgs) -> Result<String> {
     let topology = args.request.topology.load()?;
     let request = args.request.request()?;
     if let Some(range) = &args.sweep {
-        if request.algorithms.iter().any(|a| matches!(a, AlgorithmSpec::Msccl { .. })) {
-            bail!("--sweep compares the built-in algorithms; cost an MSCCL file at one --size");
-        }
         let (from, to) = range.split_once(':').context("--sweep takes FROM:TO, e.g. 8B:16GiB")?;
         let sizes = sweep_sizes(
             parse_size(from).map_err(anyhow::Error::msg)?,
@@ -104,7 +101,7 @@ fn sweep_markdown(s: &Sweep) -> String {
     let mut headers = vec!["size".to_string(), "fastest".into(), "NCCL rule".into()];
     headers.extend(s.series.iter().map(|x| x.algorithm.clone()));
     let mut t = Table::new(headers);
-    for (i, row) in s.rows.iter().enumerate() {
+    for row in &s.rows {
         let mut cells = vec![
             format_bytes(row.bytes as f64),
             row.fastest.clone(),
@@ -122,13 +119,17 @@ fn sweep_markdown(s: &Sweep) -> String {
             ),
         ];
         cells.extend(s.series.iter().map(|x| {
-            x.points.get(i).filter(|p| p.bytes == row.bytes).map_or("-".into(), |p| {
+            // A series may start late (an MSCCL program from its minBytes or first chunk).
+            x.points.iter().find(|p| p.bytes == row.bytes).map_or("-".into(), |p| {
                 format!("{} ({})", format_secs(p.secs), format_bytes_per_sec(p.busbw_bytes_per_sec))
             })
         }));
         t.row(cells);
     }
-    out.push_str("Each cell: time (bus bandwidth).\n\n");
+    out.push_str(
+        "Each cell: time (bus bandwidth); `-`: not run at that size (an MSCCL program below one element per chunk \
+         or outside its minBytes..maxBytes, or a schedule over a size limit).\n\n",
+    );
     out.push_str(&t.render());
     out.push_str("\nCrossovers:\n\n");
     if s.crossovers.is_empty() {
