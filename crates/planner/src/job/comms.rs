@@ -7,10 +7,14 @@
 //! same few many times.
 //!
 //! With `Engine::Sim` the fastest algorithm's schedule also runs through the flow-level
-//! simulator, at line rates as the model's bound is; what the simulator adds over that
-//! bound (flows sharing links, ECMP collisions, rounds not in lockstep) scales the
-//! expected time: secs = expected × simulated / bound. The achievable rates stay the
-//! model's; the contention is the simulator's.
+//! simulator (its defaults: rank-order start, paths split over equal-cost routes), at
+//! line rates as the model's bound is, and the simulated makespan over that bound scales
+//! the expected time: secs = expected × simulated / bound. The achievable rates stay the
+//! model's; flows sharing links within the group and rounds not in lockstep are the
+//! simulator's (the factor is below 1 where rounds overlap). One group is simulated
+//! alone: the groups of a dimension that run at once (every DP group) do not meet here,
+//! so traffic between them is not seen. Groups of more than `MAX_SIM_RANKS` ranks are
+//! timed by the model, and counted (`simulated_by_model`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -51,11 +55,25 @@ pub struct Comms<'a> {
     /// One route table for every costing: its index of a large fabric is built once.
     routes: RefCell<RouteTable<'a>>,
     known: RefCell<HashMap<Key, Costed>>,
+    /// Under `Engine::Sim`, collectives whose group was too large to simulate.
+    too_large_to_simulate: std::cell::Cell<usize>,
 }
 
 impl<'a> Comms<'a> {
     pub fn new(topology: &'a Topology, engine: Engine) -> Self {
-        Comms { topology, engine, routes: RefCell::new(RouteTable::new(topology)), known: RefCell::new(HashMap::new()) }
+        Comms {
+            topology,
+            engine,
+            routes: RefCell::new(RouteTable::new(topology)),
+            known: RefCell::new(HashMap::new()),
+            too_large_to_simulate: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Under `Engine::Sim`, how many collectives had groups over `MAX_SIM_RANKS` ranks and
+    /// were timed by the model alone.
+    pub fn simulated_by_model(&self) -> usize {
+        self.too_large_to_simulate.get()
     }
 
     /// Whether job ranks `a` and `b` sit in one server (ranks beyond the topology's GPUs
@@ -154,6 +172,10 @@ impl<'a> Comms<'a> {
             .ok_or_else(|| PlannerError::bad("job", format!("no algorithm runs a {collective:?} here")))?;
         let secs = match self.engine {
             Engine::Model => best.expected_secs,
+            Engine::Sim if placement.len() > MAX_SIM_RANKS => {
+                self.too_large_to_simulate.set(self.too_large_to_simulate.get() + 1);
+                best.expected_secs
+            }
             Engine::Sim => {
                 let railyard_model::AlgorithmRef::Builtin(algorithm) = best.algorithm.clone() else {
                     return Err(PlannerError::bad(
@@ -178,15 +200,6 @@ impl<'a> Comms<'a> {
         algorithm: Algorithm,
         chunks: usize,
     ) -> Result<f64, PlannerError> {
-        if placement.len() > MAX_SIM_RANKS {
-            return Err(PlannerError::bad(
-                "job",
-                format!(
-                    "a group of {} ranks: --engine sim runs groups of at most {MAX_SIM_RANKS} ranks (use --engine model)",
-                    placement.len()
-                ),
-            ));
-        }
         let model_err = |cause| PlannerError::Model { field: "job".into(), cause: Box::new(cause) };
         let one = CollectiveRequest {
             algorithms: vec![railyard_model::AlgorithmSpec::Builtin(algorithm)],

@@ -251,6 +251,8 @@ pub struct JobReport {
     pub costings: usize,
     /// What timed them.
     pub engine: Engine,
+    /// Under `Engine::Sim`: those over the simulator's group size, timed by the model.
+    pub timed_by_model: usize,
 }
 
 impl JobInput {
@@ -451,6 +453,7 @@ pub fn evaluate_with(
         why,
         costings: comms.costings(),
         engine,
+        timed_by_model: comms.simulated_by_model(),
     })
 }
 

@@ -131,11 +131,18 @@ impl JobReport {
             match self.engine {
                 crate::Engine::Model => "per-round model at the rates NCCL-class software reaches",
                 crate::Engine::Sim => {
-                    "per-round model at the rates NCCL-class software reaches, times what the flow-level simulator \
-                     adds over the line-rate bound"
+                    "per-round model at the rates NCCL-class software reaches, scaled by the flow-level simulator's \
+                     makespan over the line-rate bound, each group simulated alone"
                 }
             }
         );
+        if self.timed_by_model > 0 {
+            s += &format!(
+                "{} of them had groups of more than {} ranks: timed by the model alone.\n",
+                self.timed_by_model,
+                crate::comm::MAX_SIM_RANKS
+            );
+        }
         s
     }
 }

@@ -311,9 +311,8 @@ fn ascending(mut v: Vec<u64>) -> Vec<u64> {
     v
 }
 
-/// `--solve` for `input`, whose own report is `report`. `load` builds (or reuses) a
-/// topology from its spec.
-/// The solve of `input`'s job (whose plan is `report`), every layout timed by `engine`.
+/// `--solve` for `input`, whose own report is `report`, every layout timed by `engine`.
+/// `load` builds (or reuses) a topology from its spec.
 pub fn solve(
     input: &JobInput,
     report: &JobReport,
