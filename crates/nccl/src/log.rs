@@ -187,11 +187,8 @@ pub fn parse(text: &str) -> NcclLog {
                     ("", 0, 0, line.trim())
                 }
                 // nccl-tests and applications print the bare version line.
-                None => match line.split_once("NCCL version ") {
-                    Some((_, v)) => {
-                        log.version = v.split_whitespace().next().map(str::to_string);
-                        continue;
-                    }
+                None => match line.find("NCCL version ") {
+                    Some(at) => ("", 0, 0, &line[at..]),
                     None => {
                         log.other_lines += 1;
                         continue;
@@ -392,14 +389,17 @@ fn trees_line(log: &mut NcclLog, rest: &str) -> bool {
     any
 }
 
+/// The channel a ring or connection line names: `Channel 00/16` (`Ring 00` before 2.8).
+fn channel_of(head: &str) -> Option<usize> {
+    let head = head.trim();
+    let channel = head.strip_prefix("Channel ").or_else(|| head.strip_prefix("Ring "))?;
+    channel.split('/').next().and_then(num::<usize>)
+}
+
 /// `Channel 00/16 :    0   1   2   3` (`Ring 00 : …` before 2.8)
 fn ring_line(log: &mut NcclLog, m: &str) -> bool {
     let Some((head, ranks)) = m.split_once(':') else { return false };
-    let head = head.trim();
-    let channel = head.strip_prefix("Channel ").or_else(|| head.strip_prefix("Ring "));
-    let Some(channel) = channel.and_then(|c| c.split('/').next()).and_then(num::<usize>) else {
-        return false;
-    };
+    let Some(channel) = channel_of(head) else { return false };
     let order: Option<Vec<usize>> = ranks.split_whitespace().map(num).collect();
     match order {
         Some(order)
@@ -418,11 +418,7 @@ fn ring_line(log: &mut NcclLog, m: &str) -> bool {
 /// `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC` (also `[send]`/`[receive]` words).
 fn connection_line(log: &mut NcclLog, m: &str) -> bool {
     let Some((head, rest)) = m.split_once(':') else { return false };
-    let head = head.trim();
-    let channel = head.strip_prefix("Channel ").or_else(|| head.strip_prefix("Ring "));
-    let Some(channel) = channel.and_then(|c| c.split('/').next()).and_then(num::<usize>) else {
-        return false;
-    };
+    let Some(channel) = channel_of(head) else { return false };
     let Some((pair, via)) = rest.split_once(" via ") else { return false };
     let ends: Vec<&str> = pair.split("->").collect();
     if ends.len() != 2 {

@@ -9,7 +9,9 @@ use serde::Serialize;
 use railyard_model::per_round::cost;
 use railyard_model::ring_search::best_ring;
 use railyard_schedule::tree::all_reduce_over_trees;
-use railyard_schedule::{check, generate_compact, ring, Algorithm, Collective, CollectiveSpec};
+use railyard_schedule::{
+    check, generate_compact, ring, Algorithm, Collective, CollectiveSpec, CompactSchedule, ScheduleError,
+};
 use railyard_topology::{Placement, Topology};
 
 use crate::error::NcclError;
@@ -73,6 +75,29 @@ fn small(spec: &CollectiveSpec) -> CollectiveSpec {
     CollectiveSpec::new(spec.collective, spec.ranks, 64 * spec.ranks as u64)
 }
 
+/// A ring schedule `make` builds for a spec: proved on the small instance (up to
+/// `CHECK_MAX_RANKS`) and costed at `spec`'s size, for the rows of the report.
+fn costed(
+    make: impl Fn(&CollectiveSpec) -> Result<CompactSchedule, ScheduleError>,
+    channels: Vec<usize>,
+    order: Vec<usize>,
+    spec: &CollectiveSpec,
+    topology: &Topology,
+    placement: &Placement,
+    field: String,
+) -> Result<CostedRing, NcclError> {
+    let bad = |e: String| NcclError::BadInput { field: field.clone(), message: e };
+    let schedule = make(spec).map_err(|e| bad(e.to_string()))?;
+    let checked = if spec.ranks <= CHECK_MAX_RANKS {
+        let proof = make(&small(spec)).map_err(|e| bad(e.to_string()))?;
+        Some(check(&proof.expand()).is_ok())
+    } else {
+        None
+    };
+    let b = cost(&schedule, topology, placement).map_err(|e| bad(e.to_string()))?;
+    Ok(CostedRing { channels, order, checked, secs: b.total_secs, bottleneck: b.bottleneck.map(|x| x.resource) })
+}
+
 fn costed_ring(
     order: &[usize],
     channels: Vec<usize>,
@@ -80,26 +105,10 @@ fn costed_ring(
     topology: &Topology,
     placement: &Placement,
 ) -> Result<CostedRing, NcclError> {
-    let bad = |e: String| NcclError::BadInput {
-        field: format!("ring of channel {}", channels.first().map_or("(searched)".into(), |c| c.to_string())),
-        message: e,
-    };
+    let field = format!("ring of channel {}", channels.first().map_or("(searched)".into(), |c| c.to_string()));
     let options = railyard_model::gen_options(Algorithm::Ring, 1, 1, Some(order), vec![], Default::default());
-    let schedule = generate_compact(Algorithm::Ring, spec, &options, 4).map_err(|e| bad(e.to_string()))?;
-    let checked = if spec.ranks <= CHECK_MAX_RANKS {
-        let proof = generate_compact(Algorithm::Ring, &small(spec), &options, 4).map_err(|e| bad(e.to_string()))?;
-        Some(check(&proof.expand()).is_ok())
-    } else {
-        None
-    };
-    let b = cost(&schedule, topology, placement).map_err(|e| bad(e.to_string()))?;
-    Ok(CostedRing {
-        channels,
-        order: order.to_vec(),
-        checked,
-        secs: b.total_secs,
-        bottleneck: b.bottleneck.as_ref().map(|x| x.resource.clone()),
-    })
+    let make = |spec: &CollectiveSpec| generate_compact(Algorithm::Ring, spec, &options, 4);
+    costed(make, channels, order.to_vec(), spec, topology, placement, field)
 }
 
 /// The logged rings side by side, channel c over its own order and carrying the c-th
@@ -110,23 +119,10 @@ fn rings_together(
     topology: &Topology,
     placement: &Placement,
 ) -> Result<CostedRing, NcclError> {
-    let bad = |e: String| NcclError::BadInput { field: "rings".into(), message: e };
     let orders: Vec<Vec<usize>> = channels.iter().map(|(_, o)| o.clone()).collect();
-    let schedule = ring::ring_orders(spec, &orders, 4, "nccl-rings").map_err(|e| bad(e.to_string()))?;
-    let checked = if spec.ranks <= CHECK_MAX_RANKS {
-        let proof = ring::ring_orders(&small(spec), &orders, 4, "nccl-rings").map_err(|e| bad(e.to_string()))?;
-        Some(check(&proof.expand()).is_ok())
-    } else {
-        None
-    };
-    let b = cost(&schedule, topology, placement).map_err(|e| bad(e.to_string()))?;
-    Ok(CostedRing {
-        channels: channels.iter().map(|(c, _)| *c).collect(),
-        order: orders[0].clone(),
-        checked,
-        secs: b.total_secs,
-        bottleneck: b.bottleneck.as_ref().map(|x| x.resource.clone()),
-    })
+    let make = |spec: &CollectiveSpec| ring::ring_orders(spec, &orders, 4, "nccl-rings");
+    let numbers = channels.iter().map(|(c, _)| *c).collect();
+    costed(make, numbers, orders[0].clone(), spec, topology, placement, "rings".into())
 }
 
 /// Which algorithm/protocol a logged index or name means.

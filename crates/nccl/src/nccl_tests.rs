@@ -356,12 +356,10 @@ fn parse_at(
         .collect();
     let busbw_sum: f64 =
         rows.iter().map(|r| r.out_of_place.busbw_gb_per_s.value + r.in_place.busbw_gb_per_s.value).sum();
-    let mut hosts: Vec<String> = Vec::new();
-    for d in &scan.devices {
-        if !hosts.contains(&d.host) {
-            hosts.push(d.host.clone());
-        }
-    }
+    // In first-seen order, each once (a set finds repeats: thousands of hosts).
+    let mut seen = std::collections::HashSet::new();
+    let hosts: Vec<String> =
+        scan.devices.iter().filter(|d| seen.insert(d.host.as_str())).map(|d| d.host.clone()).collect();
     let avg_busbw_of_rows = busbw_sum / (2 * rows.len()) as f64;
     Ok(TestsOutput {
         kind,
@@ -386,6 +384,8 @@ struct Scan {
     kind: Option<TestKind>,
     version: Option<String>,
     devices: Vec<RankDevice>,
+    /// The ranks `devices` holds, so a rank listed twice is found without a scan.
+    ranks_listed: std::collections::HashSet<usize>,
     /// How many columns come before the times, as the header's column line says.
     leading: Option<usize>,
     rows: Vec<(usize, Vec<String>)>,
@@ -401,6 +401,7 @@ impl Scan {
             kind: None,
             version: None,
             devices: Vec::new(),
+            ranks_listed: std::collections::HashSet::new(),
             leading: None,
             rows: Vec::new(),
             avg_busbw_printed: None,
@@ -464,7 +465,7 @@ impl Scan {
             if let Some(d) = rank_line(rest) {
                 // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective. A
                 // rank listed twice (concatenated or duplicated output) counts once.
-                if d.group == 0 && !self.devices.iter().any(|x| x.rank == d.rank) && self.devices.len() < MAX_RANKS {
+                if d.group == 0 && self.devices.len() < MAX_RANKS && self.ranks_listed.insert(d.rank) {
                     self.devices.push(d);
                 }
             }

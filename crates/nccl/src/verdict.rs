@@ -125,12 +125,11 @@ pub use railyard_model::nccl_family::nccl_algorithms;
 /// (its schedules list ranks² transfers: 4.7 M at 2,160 ranks, seconds per plan).
 pub const SCALED_ALL_TO_ALL_RANKS: usize = 256;
 
-/// The plans of an all-to-all at one element per pair, for `scaled_plan`.
+/// The plan of an all-to-all at one element per pair, for `scaled_plan`. (NCCL's
+/// algorithms for it, `direct`, are taken from the scaled plan itself.)
 struct ScaledReference {
     elem_bytes: u64,
     plan: Option<Plan>,
-    /// NCCL's algorithms' plan, costed when first asked for.
-    family: Option<Option<Plan>>,
 }
 
 /// `plan` with every transfer `k` times longer: each algorithm's bound, expected time,
@@ -247,8 +246,7 @@ pub fn analyze(
             Some(k) => {
                 if scaled_reference.as_ref().is_none_or(|r: &ScaledReference| r.elem_bytes != elem_bytes) {
                     let one = CollectiveRequest { bytes: per_pair, ..request.clone() };
-                    scaled_reference =
-                        Some(ScaledReference { elem_bytes, plan: plan(&mut routes, &one)?, family: None });
+                    scaled_reference = Some(ScaledReference { elem_bytes, plan: plan(&mut routes, &one)? });
                 }
                 scaled_reference.as_ref().and_then(|r| r.plan.as_ref()).and_then(|p| scaled_plan(p, k as f64))
             }
@@ -308,18 +306,7 @@ pub fn analyze(
                 p
             })
             .filter(|p| p.algorithms.len() == family.len());
-        let family_plan = match (from_main, scale, scaled_reference.as_mut()) {
-            (Some(p), _, _) => Some(p),
-            (None, Some(k), Some(reference)) => {
-                if reference.family.is_none() {
-                    let one = CollectiveRequest { bytes: per_pair, ..family_request.clone() };
-                    reference.family = Some(plan(&mut routes, &one)?);
-                }
-                reference.family.as_ref().and_then(|f| f.as_ref()).and_then(|p| scaled_plan(p, k as f64))
-            }
-            _ => None,
-        };
-        let family_plan = match family_plan {
+        let family_plan = match from_main {
             Some(p) => Some(p),
             None => plan(&mut routes, &family_request)?,
         };

@@ -180,8 +180,10 @@ fn placement_from_ranks(t: &Topology, o: &TestsOutput, ranks: usize) -> Result<P
     let mut per_host: Vec<usize> = vec![0; o.hosts.len()];
     let mut by_rank: Vec<&railyard_nccl::nccl_tests::RankDevice> = o.devices.iter().collect();
     by_rank.sort_by_key(|d| d.rank);
+    let host_index: std::collections::HashMap<&str, usize> =
+        o.hosts.iter().enumerate().map(|(i, h)| (h.as_str(), i)).collect();
     for d in by_rank {
-        let h = o.hosts.iter().position(|x| *x == d.host).unwrap_or(0);
+        let h = host_index.get(d.host.as_str()).copied().unwrap_or(0);
         let i = per_host[h];
         per_host[h] += 1;
         let server = servers.get(h).with_context(|| {

@@ -204,8 +204,9 @@ impl<'a> Comms<'a> {
         let one = CollectiveRequest {
             algorithms: vec![railyard_model::AlgorithmSpec::Builtin(algorithm)],
             chunks: ChunkPolicy::Fixed(chunks),
-            // As the plan crossed servers for it (a tree for NCCL's hierarchical ones).
-            inter_stage: nccl_inter_stage(request.collective, &[algorithm]),
+            // As the plan crossed servers for it; an algorithm that crosses no other way
+            // takes the default (the request refuses an option nothing asked for uses).
+            inter_stage: if algorithm.uses_inter_stage() { request.inter_stage } else { Default::default() },
             ..request.clone()
         };
         let resolved = resolve_on(self.topology, placement, &one).map_err(model_err)?;
