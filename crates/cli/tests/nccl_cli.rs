@@ -272,16 +272,24 @@ fn msccl(name: &str) -> String {
 }
 
 /// msccl-tools' 8-GPU ring all-reduce imports as a 14-round schedule the checker proves,
-/// costs as railyard's own ring does on one HGX node, and enters plan's table; a copy with
-/// one receive-reduce-send turned into receive-copy-send is refused with the element named.
+/// costs as railyard's own ring does on one HGX node where MSCCL moves it in one pass,
+/// and enters plan's table; a copy with one receive-reduce-send turned into
+/// receive-copy-send is refused with the element named.
 #[test]
 fn an_msccl_all_reduce_is_checked_costed_and_planned() {
     let ring = msccl("allreduce_ring_8gpu.xml");
-    let v = json(&["schedule", "import", "--msccl", &ring, "--format", "json"]);
+    let v = json(&["schedule", "import", "--msccl", &ring, "--size", "1MiB", "--format", "json"]);
     let c = &v["costed"];
     assert_eq!((v["gpus"].as_u64(), v["chunks"].as_u64(), c["rounds"].as_u64()), (Some(8), Some(8), Some(14)));
     let ours = c["railyard"].as_array().unwrap().iter().find(|x| x[0] == "ring").unwrap()[1].as_f64().unwrap();
     assert!((c["secs"].as_f64().unwrap() - ours).abs() < 1e-12, "{v}");
+    // At 192 MiB its chunks of 24 MiB take 44 LL128 passes of 576,000 B; a thread block
+    // starts a pass when it ends the one before, so the rounds add up past one ring's.
+    let v = json(&["schedule", "import", "--msccl", &ring, "--format", "json"]);
+    let c = &v["costed"];
+    assert_eq!((c["passes"].as_u64(), c["pass_bytes"].as_u64()), (Some(44), Some(576_000)), "{v}");
+    let ours = c["railyard"].as_array().unwrap().iter().find(|x| x[0] == "ring").unwrap()[1].as_f64().unwrap();
+    assert!(c["rounds"].as_u64().unwrap() > 14 * 2 && c["secs"].as_f64().unwrap() > ours, "{v}");
     let plan = json(&["plan", "--ranks", "8", "--algo", &format!("ring,{ring}"), "--format", "json"]);
     let names: Vec<&str> = plan["algorithms"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["ring", "msccl:allreduce_ring_8channelsperring"]);
@@ -337,9 +345,10 @@ fn our_ring_exports_to_msccl_and_back() {
     let p = path.to_str().unwrap();
     let out = railyard(&["schedule", "export", "--msccl", "--algo", "ring", "--ranks", "8", "-o", p]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let v = json(&["schedule", "import", "--msccl", p, "--format", "json"]);
+    // 8 MiB: chunks of 1 MiB, one Simple pass of MSCCL's loop.
+    let v = json(&["schedule", "import", "--msccl", p, "--size", "8MiB", "--format", "json"]);
     let c = &v["costed"];
-    assert_eq!((c["rounds"].as_u64(), v["in_place"].as_bool()), (Some(14), Some(false)));
+    assert_eq!((c["rounds"].as_u64(), c["passes"].as_u64(), v["in_place"].as_bool()), (Some(14), Some(1), Some(false)));
     let ring = c["railyard"].as_array().unwrap().iter().find(|x| x[0] == "ring").unwrap()[1].as_f64().unwrap();
     assert!((c["secs"].as_f64().unwrap() / ring - 1.0).abs() < 1e-9, "{v}");
     let out = railyard(&["schedule", "export", "--algo", "ring"]);

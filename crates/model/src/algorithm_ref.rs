@@ -27,9 +27,12 @@ impl AlgorithmRef {
 }
 
 /// An algorithm's name with the options that shaped it, as every table shows it:
-/// "tree (8 chunks)", "ring (2 channels)", "halving-doubling".
+/// "tree (8 chunks)", "ring (2 channels)", "halving-doubling"; an MSCCL program's
+/// pieces are its executor's passes over the buffer ("msccl:ring (64 passes)"), not the
+/// chunks the program names.
 pub fn shaped_name(name: &str, pipeline_chunks: Option<usize>, channels: usize) -> String {
     match (pipeline_chunks, channels) {
+        (Some(c), _) if c > 1 && name.starts_with("msccl:") => format!("{name} ({c} passes)"),
         (Some(c), _) if c > 1 => format!("{name} ({c} chunks)"),
         (_, k) if k > 1 => format!("{name} ({k} channels)"),
         _ => name.to_string(),

@@ -507,8 +507,9 @@ fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usi
     }
     Ok(Variant {
         algorithm: AlgorithmRef::Named(format!("msccl:{}", info.name)),
+        // The passes of MSCCL's loop over the buffer, pipelined along the program.
+        pipeline_chunks: (schedule.pipeline_chunks > 1).then_some(schedule.pipeline_chunks),
         schedule,
-        pipeline_chunks: None,
         channels: 1,
         breakdown: None,
     })

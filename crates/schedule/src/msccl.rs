@@ -39,6 +39,28 @@ pub const MAX_XML_BYTES: usize = 16 << 20;
 pub const MAX_PROOF_ELEMENTS: u64 = 1 << 24;
 /// Deepest element nesting (algo > gpu > tb > step is 4).
 pub const MAX_NESTING: usize = 16;
+/// Most transfers and local steps a schedule of several passes holds (see
+/// [`pass_bytes`]): past it the passes are fewer and larger than the executor's, a
+/// coarser pipeline that is slower by at most one pass's fill.
+pub const MAX_PASS_WORK: u64 = 1 << 18;
+
+/// Bytes of each chunk MSCCL's executor moves in one pass of its loop over the buffer
+/// (`runInterpreter`, msccl's `msccl_interpreter.h`: a thread block runs all its steps
+/// on the first piece of every chunk, then all of them on the next piece). At NCCL's
+/// default buffer sizes (nccl-facts.md): Simple, MSCCL_CHUNKSTEPS = NCCL_STEPS/2 = 4
+/// steps of NCCL_BUFFSIZE/NCCL_STEPS = 512 KiB, 2 MiB; LL, one step of 4,096 lines of 8
+/// data bytes (512 KiB over 8 steps of 16-byte lines), 32 KiB; LL128, one step of its
+/// 4,915,200-byte buffer (120 elements × 640 threads × 8 steps × 8 B) at 15 of 16 words
+/// data, 576,000 B.
+pub fn pass_bytes(protocol: &str) -> u64 {
+    if protocol.eq_ignore_ascii_case("LL") {
+        32 << 10
+    } else if protocol.eq_ignore_ascii_case("LL128") {
+        576_000
+    } else {
+        2 << 20
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -504,7 +526,7 @@ pub fn import(text: &str, count: u64, elem_bytes: u64) -> Result<(CompactSchedul
 }
 
 /// An MSCCL program read once: what it declares, its steps, which send meets which
-/// receive and the round each step is done in — all independent of the size, so one
+/// receive and the order its steps run in — all independent of the size, so one
 /// program makes schedules of any size (the checker's small one, the costed one).
 pub struct Program<'a> {
     text: &'a str,
@@ -512,10 +534,12 @@ pub struct Program<'a> {
     gpus: Vec<Vec<Tb>>,
     sizes: Vec<BufferChunks>,
     meets: HashMap<At, At>,
-    done: HashMap<At, usize>,
     /// Every step, in the order they run: by round, and inside a round local steps after
     /// what they wait for.
     all: Vec<At>,
+    /// Transfers and local steps of one pass over pieces of every chunk (a step of `cnt`
+    /// chunks is `cnt` of them): what a pass adds to a schedule.
+    work: u64,
 }
 
 impl<'a> Program<'a> {
@@ -568,13 +592,14 @@ impl<'a> Program<'a> {
                 ),
             ));
         }
-        let (meets, done, all) = rounds(text, &gpus)?;
+        let (meets, all) = rounds(text, &gpus)?;
         let fed_by: HashMap<At, At> = meets.iter().map(|(&s, &r)| (r, s)).collect();
         // Aliasing differs between the modes: each declared is checked.
         for in_place in [(info.in_place, true), (info.out_of_place, false)].into_iter().filter(|m| m.0).map(|m| m.1) {
             races(text, &MscclInfo { in_place, ..info.clone() }, &gpus, &sizes, &fed_by)?;
         }
-        Ok(Program { text, info, gpus, sizes, meets, done, all })
+        let work = gpus.iter().flatten().flat_map(|tb| &tb.steps).map(|st| st.cnt.max(1)).fold(0, u64::saturating_add);
+        Ok(Program { text, info, gpus, sizes, meets, all, work })
     }
 
     /// The program as MSCCL runs it for in-place (`true`) and out-of-place calls, where it
@@ -589,7 +614,16 @@ impl<'a> Program<'a> {
             let chunks = self.info.chunks;
             return Err(err(0, format!("{count} elements do not split into the algorithm's {chunks} chunks")));
         }
-        build(self, count, elem_bytes, in_place)
+        build(self, count, elem_bytes, in_place, self.passes(count, elem_bytes))
+    }
+
+    /// The passes MSCCL's executor makes over `count` elements: each chunk moved
+    /// [`pass_bytes`] at a time, in as many passes as [`MAX_PASS_WORK`] allows.
+    pub fn passes(&self, count: u64, elem_bytes: u64) -> u64 {
+        let chunk = count / self.info.chunks.max(1);
+        let piece = (pass_bytes(&self.info.protocol) / elem_bytes.max(1)).max(1);
+        let most = (MAX_PASS_WORK / self.work.max(1)).max(1);
+        chunk.div_ceil(piece).clamp(1, most)
     }
 
     /// The program on `count` elements (a multiple of its chunks), as its first mode runs
@@ -599,10 +633,11 @@ impl<'a> Program<'a> {
     }
 }
 
-/// Which send meets which receive, the round each step is done in, and every step.
-type Rounds = (HashMap<At, At>, HashMap<At, usize>, Vec<At>);
+/// Which send meets which receive, and every step in the order they run.
+type Rounds = (HashMap<At, At>, Vec<At>);
 
-/// Sends matched to receives, and the round each step is done in.
+/// Sends matched to receives, and every step in the order they run (by the round it is
+/// done in, then after what it waits for in that round).
 fn rounds(text: &str, gpus: &[Vec<Tb>]) -> Result<Rounds, ScheduleError> {
     // Match sends to receives: the k-th on (from, to, channel) meets the k-th.
     let mut sends: HashMap<(usize, usize, u32), Vec<At>> = HashMap::new();
@@ -663,7 +698,7 @@ fn rounds(text: &str, gpus: &[Vec<Tb>]) -> Result<Rounds, ScheduleError> {
     let (done, depth) = finish_all(text, &all, gpus, &fed_by)?;
     let mut all = all;
     all.sort_by_key(|at| (done[at], depth[at]));
-    Ok((meets, done, all))
+    Ok((meets, all))
 }
 
 /// `msccl_races::check` on the program as read, its findings as errors at their lines.
@@ -770,15 +805,31 @@ fn place(info: &MscclInfo, sizes: &[BufferChunks], g: usize, b: char, off: u64) 
     }
 }
 
-/// The schedule of a read program on `count` elements.
-fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Result<CompactSchedule, ScheduleError> {
-    let Program { text, info, gpus, sizes, meets, done, all } = program;
+/// The schedule of a read program on `count` elements, in `passes` passes of MSCCL's
+/// loop over the buffer (see [`pass_bytes`]).
+///
+/// Pass k moves the k-th piece of every chunk. A thread block runs its steps in order,
+/// pass after pass, so the first step of its pass k waits for its last step of pass
+/// k − 1; a dependency waits for the same pass of the step it names (the executor's
+/// flags count passes). Passes therefore overlap along the program's critical path:
+/// a chain of thread blocks streams its pieces as a pipeline does.
+fn build(
+    program: &Program,
+    count: u64,
+    elem_bytes: u64,
+    in_place: bool,
+    passes: u64,
+) -> Result<CompactSchedule, ScheduleError> {
+    let Program { text, info, gpus, sizes, meets, all, .. } = program;
     let info = &MscclInfo { in_place, ..info.clone() };
     let spec = CollectiveSpec::new(info.collective, info.gpus, count);
     let chunk = count / info.chunks;
     let share = info.chunks / info.gpus as u64;
-    // Region of a chunk range in GPU g's buffer; `i` and `o` are one buffer in place.
-    let region = |g: usize, (b, off): (char, u64), cnt: u64, pos: usize| -> Result<Region, ScheduleError> {
+    // Equal pieces, the last one shorter; no pass is left empty.
+    let piece = chunk.div_ceil(passes.max(1));
+    let passes = chunk.div_ceil(piece);
+    // The first chunk of a chunk range in GPU g's buffer; `i` and `o` are one buffer in place.
+    let chunks_at = |g: usize, (b, off): (char, u64), cnt: u64, pos: usize| -> Result<(Buffer, u64), ScheduleError> {
         let (buffer, at, chunks, name) = place(info, sizes, g, b, off);
         if off.checked_add(cnt).is_none_or(|end| end > chunks) {
             return Err(err(
@@ -789,26 +840,37 @@ fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Resu
                 ),
             ));
         }
-        Ok(Region::new(buffer, at * chunk..(at + cnt) * chunk))
+        Ok((buffer, at))
+    };
+    // What pass k touches of `cnt` chunks from `at`: all of them in one pass, else each
+    // chunk's k-th piece.
+    let pieces = |(buffer, at): (Buffer, u64), cnt: u64, k: u64| -> Vec<Region> {
+        if passes == 1 {
+            return vec![Region::new(buffer, at * chunk..(at + cnt) * chunk)];
+        }
+        (at..at + cnt)
+            .map(|c| {
+                let start = c * chunk + k * piece;
+                Region::new(buffer, start..(start + piece).min((c + 1) * chunk))
+            })
+            .collect()
     };
     let mut builder = ScheduleBuilder::new(spec.clone(), info.name.clone(), elem_bytes);
     // The program's own scratch on each GPU, then a staging slot per message received
-    // (the connection's buffer the message waits in until its receive runs).
+    // (the connection's buffer the message waits in until its receive runs), in chunks.
     let alias = alias_chunks(info);
-    let mut scratch: Vec<u64> =
-        gpus.iter().map(|tbs| alias.saturating_add(own_scratch(tbs)).saturating_mul(chunk)).collect();
-    let mut staging: HashMap<At, Region> = HashMap::new();
+    let mut scratch: Vec<u64> = gpus.iter().map(|tbs| alias.saturating_add(own_scratch(tbs))).collect();
+    let mut staging: HashMap<At, (Buffer, u64)> = HashMap::new();
     for &(g, t, s) in all {
         let st = &gpus[g][t].steps[s];
         if st.kind.receives() {
-            let len = st.cnt * chunk;
-            staging.insert((g, t, s), Region::new(Buffer::Scratch, scratch[g]..scratch[g] + len));
-            scratch[g] += len;
+            staging.insert((g, t, s), (Buffer::Scratch, scratch[g]));
+            scratch[g] += st.cnt;
         }
     }
     for (g, &n) in scratch.iter().enumerate() {
         if n > 0 {
-            builder.scratch(g, n);
+            builder.scratch(g, n * chunk);
         }
     }
     if info.in_place {
@@ -837,76 +899,87 @@ fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Resu
             }
         }
     }
-    let rounds = done.values().copied().max().unwrap_or(0);
-    let mut steps: Vec<Step> = (0..rounds).map(|_| Step::default()).collect();
-    // A local step after round `round` (before any round: the prologue).
-    let mut local = |builder: &mut ScheduleBuilder, round: usize, op: LocalOp| match round.checked_sub(1) {
-        Some(k) => steps[k].local.push(op),
-        None => {
-            builder.prologue(op);
-        }
-    };
+    let waits = pass_waits(text, all, gpus, meets)?;
+    let mut steps: Vec<Step> = Vec::new();
     let mut transfers: Vec<(usize, Transfer)> = Vec::new();
-    for &(g, t, s) in all {
-        let st = &gpus[g][t].steps[s];
-        let round = done[&(g, t, s)];
-        let op = |read: Region, write: Region, op: Op| LocalOp { rank: g, read, write, op };
-        let slot =
-            || staging.get(&(g, t, s)).copied().ok_or_else(|| err(line_at(text, st.pos), "a receive no send feeds"));
-        // What the step does on its own GPU once its message is in.
-        match st.kind {
-            Kind::Copy => local(
-                &mut builder,
-                round,
-                op(region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy),
-            ),
-            Kind::Reduce => local(
-                &mut builder,
-                round,
-                op(region(g, st.src, st.cnt, st.pos)?, region(g, st.dst, st.cnt, st.pos)?, Op::Reduce),
-            ),
-            // The message stays in its slot: a forwarding step sends the slot on, as the
-            // executor forwards what it received (not what `dst` holds a round later).
-            Kind::Recv | Kind::RecvCopySend => {
-                local(&mut builder, round, op(slot()?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy))
-            }
-            // src ⊕ message, made in the slot, then stored in `dst`.
-            Kind::RecvReduceCopy | Kind::RecvReduceCopySend => {
-                local(&mut builder, round, op(region(g, st.src, st.cnt, st.pos)?, slot()?, Op::Reduce));
-                local(&mut builder, round, op(slot()?, region(g, st.dst, st.cnt, st.pos)?, Op::Copy));
-            }
-            // The sum is sent on from the slot; nothing of this GPU's changes.
-            Kind::RecvReduceSend => {
-                local(&mut builder, round, op(region(g, st.src, st.cnt, st.pos)?, slot()?, Op::Reduce))
-            }
-            Kind::Send | Kind::Nop => {}
+    let mut previous: Option<Vec<usize>> = None;
+    for k in 0..passes {
+        let (done, depth) = pass_rounds(&waits, all, gpus, previous.as_deref());
+        let last = done.iter().copied().max().unwrap_or(0);
+        if steps.len() < last + 1 {
+            steps.resize_with(last + 1, Step::default);
         }
-        if let Some(&(rg, rt, rs)) = meets.get(&(g, t, s)) {
-            let rst = &gpus[rg][rt].steps[rs];
-            if rst.cnt != st.cnt {
-                return Err(err(
-                    line_at(text, st.pos),
-                    format!(
-                        "sends {} chunks to GPU {rg}, whose receive (line {}) takes {}",
-                        st.cnt,
-                        line_at(text, rst.pos),
-                        rst.cnt
-                    ),
-                ));
-            }
-            // A send reads its source when it runs; a forwarding step its slot, in the
-            // round after its receive completed there.
-            let (read, at) = match st.kind {
-                Kind::Send => (region(g, st.src, st.cnt, st.pos)?, round),
-                _ => (slot()?, round + 1),
+        // Inside a round, local steps after what they wait for.
+        let mut order: Vec<usize> = (0..all.len()).collect();
+        order.sort_by_key(|&i| (done[i], depth[i]));
+        for i in order {
+            let (g, t, s) = all[i];
+            let st = &gpus[g][t].steps[s];
+            let round = done[i];
+            let mut local = |read: (Buffer, u64), write: (Buffer, u64), op: Op| {
+                for (read, write) in pieces(read, st.cnt, k).into_iter().zip(pieces(write, st.cnt, k)) {
+                    let op = LocalOp { rank: g, read, write, op };
+                    // A local step after round `round` (before any round: the prologue).
+                    match round.checked_sub(1) {
+                        Some(r) => steps[r].local.push(op),
+                        None => {
+                            builder.prologue(op);
+                        }
+                    }
+                }
             };
-            let write = staging[&(rg, rt, rs)];
-            let channel = gpus[g][t].chan;
-            transfers.push((at, Transfer { from: g, to: rg, read, write, op: Op::Copy, shard: None, channel }));
+            let slot = || {
+                staging.get(&(g, t, s)).copied().ok_or_else(|| err(line_at(text, st.pos), "a receive no send feeds"))
+            };
+            let src = || chunks_at(g, st.src, st.cnt, st.pos);
+            let dst = || chunks_at(g, st.dst, st.cnt, st.pos);
+            // What the step does on its own GPU once its message is in.
+            match st.kind {
+                Kind::Copy => local(src()?, dst()?, Op::Copy),
+                Kind::Reduce => local(src()?, dst()?, Op::Reduce),
+                // The message stays in its slot: a forwarding step sends the slot on, as the
+                // executor forwards what it received (not what `dst` holds a round later).
+                Kind::Recv | Kind::RecvCopySend => local(slot()?, dst()?, Op::Copy),
+                // src ⊕ message, made in the slot, then stored in `dst`.
+                Kind::RecvReduceCopy | Kind::RecvReduceCopySend => {
+                    local(src()?, slot()?, Op::Reduce);
+                    local(slot()?, dst()?, Op::Copy);
+                }
+                // The sum is sent on from the slot; nothing of this GPU's changes.
+                Kind::RecvReduceSend => local(src()?, slot()?, Op::Reduce),
+                Kind::Send | Kind::Nop => {}
+            }
+            if let Some(&(rg, rt, rs)) = meets.get(&(g, t, s)) {
+                let rst = &gpus[rg][rt].steps[rs];
+                if rst.cnt != st.cnt {
+                    return Err(err(
+                        line_at(text, st.pos),
+                        format!(
+                            "sends {} chunks to GPU {rg}, whose receive (line {}) takes {}",
+                            st.cnt,
+                            line_at(text, rst.pos),
+                            rst.cnt
+                        ),
+                    ));
+                }
+                // A send reads its source when it runs; a forwarding step its slot, in the
+                // round after its receive completed there.
+                let (read, at) = match st.kind {
+                    Kind::Send => (src()?, round),
+                    _ => (slot()?, round + 1),
+                };
+                let write = staging[&(rg, rt, rs)];
+                let channel = gpus[g][t].chan;
+                for (read, write) in pieces(read, st.cnt, k).into_iter().zip(pieces(write, st.cnt, k)) {
+                    transfers.push((at, Transfer { from: g, to: rg, read, write, op: Op::Copy, shard: None, channel }));
+                }
+            }
         }
+        previous = Some(done);
     }
+    let rounds = steps.len().saturating_sub(1);
     for (at, transfer) in transfers {
-        // A transfer's round is at most its receive's (`finish_all`), so within the rounds.
+        // A transfer's round is at most its receive's (`pass_rounds`), so within the rounds.
         let round = at.checked_sub(1).and_then(|k| steps.get_mut(k));
         let Some(round) = round else {
             return Err(err(0, format!("a transfer placed in round {at} of {rounds}")));
@@ -917,7 +990,72 @@ fn build(program: &Program, count: u64, elem_bytes: u64, in_place: bool) -> Resu
     let mut schedule = builder.build_compact();
     // MSCCL runs a program under the protocol it names (`proto`), never another.
     schedule.protocol = Some(info.protocol.clone());
+    // Every round's latency counts (`path_rounds` stays 0): a thread block begins a pass
+    // only once its previous pass has ended, so passes do not stream through a step as
+    // NCCL's chunks do — what MSCCL's multiple instances of a program are for.
+    schedule.pipeline_chunks = passes as usize;
     Ok(schedule)
+}
+
+/// What each step (by its place in `all`) waits for in a pass: in the same pass, its
+/// own waits and its sender's (see [`waits`]); in the pass before, its thread block's
+/// last step where it is its block's first, and likewise for a plain send that feeds it.
+struct PassWaits {
+    own: Vec<usize>,
+    own_before: Option<usize>,
+    sender: Vec<usize>,
+    sender_before: Option<usize>,
+}
+
+fn pass_waits(
+    text: &str,
+    all: &[At],
+    gpus: &[Vec<Tb>],
+    meets: &HashMap<At, At>,
+) -> Result<Vec<PassWaits>, ScheduleError> {
+    let index: HashMap<At, usize> = all.iter().enumerate().map(|(i, &at)| (at, i)).collect();
+    let fed_by: HashMap<At, At> = meets.iter().map(|(&s, &r)| (r, s)).collect();
+    // The block's last step, for its first (the block starts pass k after ending k − 1).
+    let before = |(g, t, s): At| (s == 0).then(|| index[&(g, t, gpus[g][t].steps.len() - 1)]);
+    all.iter()
+        .map(|&at| {
+            let (own, sender) = waits(text, at, gpus, &fed_by)?;
+            let plain_send = fed_by.get(&at).filter(|&&(g, t, s)| gpus[g][t].steps[s].kind == Kind::Send);
+            Ok(PassWaits {
+                own: own.iter().map(|w| index[w]).collect(),
+                own_before: before(at),
+                sender: sender.iter().map(|w| index[w]).collect(),
+                sender_before: plain_send.and_then(|&from| before(from)),
+            })
+        })
+        .collect()
+}
+
+/// Each step's round in one pass (`previous`: the pass before's, none for the first),
+/// by `finish_all`'s rule, and its depth among same-round steps. `all` lists the steps
+/// in an order where each comes after what it waits for in its pass.
+fn pass_rounds(
+    waits: &[PassWaits],
+    all: &[At],
+    gpus: &[Vec<Tb>],
+    previous: Option<&[usize]>,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut done = vec![0usize; all.len()];
+    let mut depth = vec![0usize; all.len()];
+    let before = |w: Option<usize>| w.and_then(|j| previous.map(|p| p[j])).unwrap_or(0);
+    for (i, w) in waits.iter().enumerate() {
+        let ready = w.own.iter().map(|&j| done[j]).max().unwrap_or(0).max(before(w.own_before));
+        let sent = w.sender.iter().map(|&j| done[j]).max().unwrap_or(0).max(before(w.sender_before));
+        let (g, t, s) = all[i];
+        let end = match gpus[g][t].steps[s].kind {
+            k if k.receives() => ready.max(sent + 1),
+            Kind::Send => ready + 1,
+            _ => ready,
+        };
+        depth[i] = w.own.iter().chain(&w.sender).filter(|&&j| done[j] == end).map(|&j| depth[j] + 1).max().unwrap_or(0);
+        done[i] = end;
+    }
+    (done, depth)
 }
 
 /// What step `at` waits for: its block's previous step and its dependency (`own`), and for
@@ -1283,6 +1421,75 @@ mod tests {
         let (schedule, _) = import(&broken, 8, 4).unwrap();
         let e = check(&schedule.expand()).unwrap_err().to_string();
         assert!(e.contains("element") && e.contains("rank"), "{e}");
+    }
+
+    /// A 4-GPU chain broadcast of one chunk, each GPU receiving and sending it on.
+    fn chain(proto: &str) -> String {
+        let mut text =
+            format!(r#"<algo name="chain" proto="{proto}" nchunksperloop="1" ngpus="4" coll="broadcast" inplace="0">"#);
+        for g in 0..4 {
+            let (send, recv) = (if g < 3 { g as i64 + 1 } else { -1 }, g as i64 - 1);
+            let kind = match g {
+                0 => "s",
+                3 => "r",
+                _ => "rcs",
+            };
+            let src = if g == 0 { "i" } else { "o" };
+            // The root's own output is a copy of its input.
+            let copy = match g {
+                0 => {
+                    r#"<step s="1" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>"#
+                }
+                _ => "",
+            };
+            text += &format!(
+                r#"<gpu id="{g}" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" send="{send}" recv="{recv}" chan="0"><step s="0" type="{kind}" srcbuf="{src}" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>{copy}</tb></gpu>"#
+            );
+        }
+        text + "</algo>"
+    }
+
+    /// MSCCL's executor moves each chunk a pass at a time and a thread block starts its
+    /// next pass as soon as it ends this one: a 3-hop chain of 4 passes takes 3 + 3
+    /// rounds, not 3 × 4 — and every pass still delivers its piece (the checker proves
+    /// the looped schedule, the all-pairs program's local steps and dependencies too).
+    #[test]
+    fn passes_over_the_buffer_pipeline_along_the_program() {
+        let text = chain("Simple");
+        let program = Program::parse(&text).unwrap();
+        let one = build(&program, 8, 4, false, 1).unwrap();
+        assert_eq!((one.rounds(), one.pipeline_chunks), (3, 1));
+        let four = build(&program, 8, 4, false, 4).unwrap();
+        assert_eq!((four.rounds(), four.pipeline_chunks), (6, 4));
+        check(&four.expand()).unwrap();
+        // Uneven pieces: 7 elements in 3 passes of 3, 3 and 1.
+        check(&build(&program, 7, 4, false, 3).unwrap().expand()).unwrap();
+        for (xml, count) in [(RING, 8 * 3), (ALLPAIRS, 8 * 2 * 2)] {
+            let program = Program::parse(xml).unwrap();
+            let looped = build(&program, count, 4, program.info.in_place, 2).unwrap();
+            check(&looped.expand()).unwrap();
+            assert!(looped.rounds() > build(&program, count, 4, program.info.in_place, 1).unwrap().rounds());
+        }
+    }
+
+    /// Passes by protocol at NCCL's default buffer sizes: 2 MiB of each chunk per pass
+    /// under Simple, 576,000 B under LL128, 32 KiB under LL; at most `MAX_PASS_WORK`.
+    #[test]
+    fn passes_follow_the_protocol_s_step() {
+        let ring = Program::parse(RING).unwrap();
+        // 1 GiB of floats in 8 chunks of 128 MiB: LL128 passes of 576,000 B.
+        assert_eq!(ring.info.protocol, "LL128");
+        assert_eq!(ring.passes(1 << 28, 4), (128u64 << 20).div_ceil(576_000));
+        assert_eq!(ring.passes(8, 4), 1);
+        for (proto, bytes, passes) in [("Simple", 4u64 << 20, 2), ("LL128", 1_152_000, 2), ("LL", 64 << 10, 2)] {
+            let text = chain(proto);
+            let program = Program::parse(&text).unwrap();
+            assert_eq!(program.passes(bytes / 4, 4), passes, "{proto}");
+            assert_eq!(program.passes(bytes / 4 + 1, 4), passes + 1, "{proto}");
+        }
+        // A huge buffer is cut into no more passes than the schedule can hold.
+        let most = ring.passes(u64::MAX / 8, 4);
+        assert!(most >= 2 && most * ring.work <= MAX_PASS_WORK, "{most}");
     }
 
     /// A thread block of 60,000 sends and the receives that take them: evaluated without

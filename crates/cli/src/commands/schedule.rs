@@ -93,6 +93,9 @@ struct Report<'a> {
 #[derive(Serialize)]
 struct Costed {
     rounds: usize,
+    /// Passes of MSCCL's loop over the buffer (each moving `pass_bytes` of every chunk).
+    passes: usize,
+    pass_bytes: u64,
     bytes: u64,
     secs: f64,
     bottleneck: Option<String>,
@@ -178,6 +181,8 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
             let program = programs.first().context("plan returned no cost of the program")?;
             Ok(Costed {
                 rounds: program.rounds,
+                passes: program.pipeline_chunks.unwrap_or(1),
+                pass_bytes: railyard_schedule::msccl::pass_bytes(&info.protocol),
                 bytes,
                 secs: program.total_secs,
                 bottleneck: program.bottleneck.as_ref().map(|x| x.resource.clone()),
@@ -231,8 +236,17 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
             match (&report.costed, &report.not_costed) {
                 (None, why) => out.push_str(&format!("Not costed: {}.\n", why.as_deref().unwrap_or("-"))),
                 (Some(c), _) => {
+                    let passes = match c.passes {
+                        1 => String::new(),
+                        n => format!(
+                            ", in {n} passes of MSCCL's loop over the buffer ({} of each chunk per pass under {}; \
+                             a thread block starts a pass when it has ended the one before)",
+                            format_bytes(c.pass_bytes as f64),
+                            report.protocol
+                        ),
+                    };
                     out.push_str(&format!(
-                        "{} rounds as a railyard schedule. On {} at {} (per-round model):\n\n",
+                        "{} rounds as a railyard schedule{passes}. On {} at {} (per-round model):\n\n",
                         c.rounds,
                         report.topology,
                         format_bytes(c.bytes as f64)
