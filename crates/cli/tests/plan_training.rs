@@ -497,3 +497,28 @@ fn a_jobs_collectives_run_through_the_simulator() {
         md.stdout
     );
 }
+
+/// The groups of a dimension run their collective at once: with TP 4 inside servers of
+/// two NICs, the four data-parallel groups cross through the same two NICs of each
+/// server. Simulated beside each other, their all-reduce takes twice what one group
+/// alone (the model's view) takes; the model is unchanged.
+#[test]
+fn groups_that_share_a_servers_nics_are_simulated_together() {
+    let path = scenario_file(
+        "job-sim-shared.toml",
+        "[job]\ntopo = \"dgx-h100:nodes=4,nics=2\"\nglobal_batch = 64\nzero = 0\n\
+         layout = { tp = 4, pp = 1, dp = 8, micro_batch = 1 }\n[job.model]\nname = \"tiny\"\nlayers = 4\n\
+         hidden = 2048\nffn = 8192\nheads = 16\nvocab = 32000\nseq_len = 1024\n",
+    );
+    let p = path.to_str().unwrap();
+    let dp_secs = |v: &Value| {
+        let lines = v["job"]["ranked"][0]["step"]["comms"].as_array().unwrap().clone();
+        let dp = lines.iter().find(|c| c["name"] == "DP dense gradient all-reduce").unwrap().clone();
+        f(&dp["secs"])
+    };
+    let m = json(&["plan-training", "--scenario", p, "--format", "json"]);
+    let s = json(&["plan-training", "--scenario", p, "--format", "json", "--engine", "sim"]);
+    let ratio = dp_secs(&s) / dp_secs(&m);
+    assert!((1.8..2.2).contains(&ratio), "sim / model {ratio}");
+    assert_eq!(s["job"]["simulated_without_all_neighbours"], 0);
+}

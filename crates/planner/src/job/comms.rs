@@ -10,11 +10,13 @@
 //! simulator (its defaults: rank-order start, paths split over equal-cost routes), at
 //! line rates as the model's bound is, and the simulated makespan over that bound scales
 //! the expected time: secs = expected × simulated / bound. The achievable rates stay the
-//! model's; flows sharing links within the group and rounds not in lockstep are the
-//! simulator's (the factor is below 1 where rounds overlap). One group is simulated
-//! alone: the groups of a dimension that run at once (every DP group) do not meet here,
-//! so traffic between them is not seen. Groups of more than `MAX_SIM_RANKS` ranks are
-//! timed by the model, and counted (`simulated_by_model`).
+//! model's; flows sharing links are the simulator's (the factor is below 1 where rounds
+//! overlap). The group runs beside the other groups of its dimension that share a server
+//! with it (they run the same collective at the same time, through the same NICs and
+//! switches), as many whole groups as fit in `MAX_SIM_RANKS` ranks with it; groups left
+//! out for that are counted (`simulated_without_all_neighbours`), and groups of more
+//! than `MAX_SIM_RANKS` ranks are timed by the model, and counted (`simulated_by_model`).
+//! Groups on other servers meet only above the leaves, which this does not see.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -37,6 +39,8 @@ pub const MAX_COSTED_BYTES: f64 = (1u64 << 50) as f64;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     ranks: Vec<u64>,
+    /// The groups simulated beside it (none under the model).
+    beside: Vec<Vec<u64>>,
     collective: Collective,
     bytes: u64,
 }
@@ -57,6 +61,9 @@ pub struct Comms<'a> {
     known: RefCell<HashMap<Key, Costed>>,
     /// Under `Engine::Sim`, collectives whose group was too large to simulate.
     too_large_to_simulate: std::cell::Cell<usize>,
+    /// Under `Engine::Sim`, collectives simulated without some of the groups that share
+    /// their servers (more ranks than `MAX_SIM_RANKS` together).
+    crowded: std::cell::Cell<usize>,
 }
 
 impl<'a> Comms<'a> {
@@ -67,7 +74,14 @@ impl<'a> Comms<'a> {
             routes: RefCell::new(RouteTable::new(topology)),
             known: RefCell::new(HashMap::new()),
             too_large_to_simulate: std::cell::Cell::new(0),
+            crowded: std::cell::Cell::new(0),
         }
+    }
+
+    /// Under `Engine::Sim`, how many collectives were simulated without some of the
+    /// groups sharing their servers (over `MAX_SIM_RANKS` ranks together).
+    pub fn simulated_without_all_neighbours(&self) -> usize {
+        self.crowded.get()
     }
 
     /// Under `Engine::Sim`, how many collectives had groups over `MAX_SIM_RANKS` ranks and
@@ -90,9 +104,16 @@ impl<'a> Comms<'a> {
     }
 
     /// The time of `collective` of `bytes` (the large buffer, as nccl-tests counts it)
-    /// among `ranks` (job ranks, placed on the topology's GPUs in order). One rank, or
-    /// nothing to move, costs nothing.
-    pub fn time(&self, ranks: &[u64], collective: Collective, bytes: f64) -> Result<Costed, PlannerError> {
+    /// among `ranks` (job ranks, placed on the topology's GPUs in order), while `groups`
+    /// (every group of its dimension, asked for only by the simulator) run it too. One
+    /// rank, or nothing to move, costs nothing.
+    pub fn time(
+        &self,
+        ranks: &[u64],
+        groups: &dyn Fn() -> Vec<Vec<u64>>,
+        collective: Collective,
+        bytes: f64,
+    ) -> Result<Costed, PlannerError> {
         if ranks.len() < 2 || bytes < 1.0 {
             return Ok(Costed { secs: 0.0, algorithm: "none".into() });
         }
@@ -110,7 +131,11 @@ impl<'a> Comms<'a> {
             ));
         }
         let bytes = ((bytes / unit).round().max(1.0) * unit) as u64;
-        let key = Key { ranks: ranks.to_vec(), collective, bytes };
+        let beside = match self.engine {
+            Engine::Sim if ranks.len() <= MAX_SIM_RANKS => self.neighbours(ranks, groups()),
+            _ => Vec::new(),
+        };
+        let key = Key { ranks: ranks.to_vec(), beside, collective, bytes };
         if let Some(c) = self.known.borrow().get(&key) {
             return Ok(c.clone());
         }
@@ -122,12 +147,34 @@ impl<'a> Comms<'a> {
                 ),
             ));
         }
-        let costed = self.cost(ranks, collective, bytes)?;
+        let costed = self.cost(ranks, &key.beside, collective, bytes)?;
         self.known.borrow_mut().insert(key, costed.clone());
         Ok(costed)
     }
 
-    fn cost(&self, ranks: &[u64], collective: Collective, bytes: u64) -> Result<Costed, PlannerError> {
+    /// The groups of `groups` other than `ranks` with a rank on one of its servers, in
+    /// order, as many as fit in `MAX_SIM_RANKS` ranks beside it (those left out counted).
+    fn neighbours(&self, ranks: &[u64], groups: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
+        let t = self.topology;
+        let server = |r: &u64| t.default_ranks.get(*r as usize).map(|&d| t.server_of(d));
+        let servers: std::collections::HashSet<_> = ranks.iter().filter_map(server).collect();
+        let mut room = MAX_SIM_RANKS.saturating_sub(ranks.len());
+        let mut beside = Vec::new();
+        for g in groups {
+            if g.as_slice() == ranks || !g.iter().filter_map(server).any(|s| servers.contains(&s)) {
+                continue;
+            }
+            if g.len() > room {
+                self.crowded.set(self.crowded.get() + 1);
+                break;
+            }
+            room -= g.len();
+            beside.push(g);
+        }
+        beside
+    }
+
+    fn placement(&self, ranks: &[u64]) -> Result<Placement, PlannerError> {
         let t = self.topology;
         let mut devices = Vec::with_capacity(ranks.len());
         for &r in ranks {
@@ -139,7 +186,18 @@ impl<'a> Comms<'a> {
             };
             devices.push(d);
         }
-        let placement = Placement { devices };
+        Ok(Placement { devices })
+    }
+
+    fn cost(
+        &self,
+        ranks: &[u64],
+        beside: &[Vec<u64>],
+        collective: Collective,
+        bytes: u64,
+    ) -> Result<Costed, PlannerError> {
+        let t = self.topology;
+        let placement = self.placement(ranks)?;
         // Point to point (a pipeline stage's activations) is a two-rank broadcast.
         let (collective, mut algorithms) = match collective {
             Collective::SendRecv => (Collective::Broadcast, vec![Algorithm::Direct]),
@@ -184,7 +242,11 @@ impl<'a> Comms<'a> {
                     ));
                 };
                 let chunks = best.pipeline_chunks.unwrap_or(1);
-                let simulated = self.simulate(&placement, &request, algorithm, chunks)?;
+                let mut placements = vec![placement];
+                for g in beside {
+                    placements.push(self.placement(g)?);
+                }
+                let simulated = self.simulate(&placements, &request, algorithm, chunks)?;
                 best.expected_secs * simulated / best.total_secs
             }
         };
@@ -192,10 +254,10 @@ impl<'a> Comms<'a> {
     }
 
     /// The makespan of `algorithm` (cut into `chunks`) for `request` in the flow-level
-    /// simulator.
+    /// simulator, run at once by a group on each of `placements`.
     fn simulate(
         &self,
-        placement: &Placement,
+        placements: &[Placement],
         request: &CollectiveRequest,
         algorithm: Algorithm,
         chunks: usize,
@@ -209,14 +271,25 @@ impl<'a> Comms<'a> {
             inter_stage: if algorithm.uses_inter_stage() { request.inter_stage } else { Default::default() },
             ..request.clone()
         };
-        let resolved = resolve_on(self.topology, placement, &one).map_err(model_err)?;
-        let variant = resolved
-            .variants
-            .into_iter()
-            .next()
-            .ok_or_else(|| PlannerError::bad("job", format!("{algorithm} does not run here")))?;
-        let job = JobSpec::new(algorithm.to_string(), &variant.schedule, placement.clone(), 0.0);
-        let report = simulate(self.topology, &[job], &SimOptions::default())
+        let mut schedules = Vec::with_capacity(placements.len());
+        for placement in placements {
+            let resolved = resolve_on(self.topology, placement, &one).map_err(model_err)?;
+            let variant = resolved
+                .variants
+                .into_iter()
+                .next()
+                .ok_or_else(|| PlannerError::bad("job", format!("{algorithm} does not run here")))?;
+            schedules.push(variant.schedule);
+        }
+        let jobs: Vec<JobSpec> = schedules
+            .iter()
+            .zip(placements)
+            .enumerate()
+            .map(|(i, (schedule, placement))| {
+                JobSpec::new(format!("{algorithm} {i}"), schedule, placement.clone(), 0.0)
+            })
+            .collect();
+        let report = simulate(self.topology, &jobs, &SimOptions::default())
             .map_err(|e| PlannerError::Sim { field: "job".into(), message: e.to_string() })?;
         Ok(report.makespan_secs)
     }

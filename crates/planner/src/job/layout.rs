@@ -148,6 +148,49 @@ impl Layout {
         }
     }
 
+    /// Every group of `dim`, `group(dim)` first: it moved to each place of the other
+    /// dimensions, so that every rank is in exactly one. The groups of a dimension run
+    /// their collective at the same time.
+    pub fn groups(&self, dim: Dim) -> Vec<Vec<u64>> {
+        let (tp, cp, pp, dp) = (self.tp, self.cp, self.pp, self.dp);
+        let rank = |t: u64, c: u64, p: u64, d: u64| t + tp * (c + cp * (p + pp * d));
+        let moved = |shifts: Vec<u64>, first: Vec<u64>| -> Vec<Vec<u64>> {
+            shifts.into_iter().map(|s| first.iter().map(|r| r + s).collect()).collect()
+        };
+        let each = |n: u64| 0..n;
+        match dim {
+            Dim::Tp => moved(
+                each(dp).flat_map(|d| each(pp).flat_map(move |p| each(cp).map(move |c| rank(0, c, p, d)))).collect(),
+                self.group(dim),
+            ),
+            Dim::Cp => moved(
+                each(dp).flat_map(|d| each(pp).flat_map(move |p| each(tp).map(move |t| rank(t, 0, p, d)))).collect(),
+                self.group(dim),
+            ),
+            Dim::Pp => moved(
+                each(dp).flat_map(|d| each(cp).flat_map(move |c| each(tp).map(move |t| rank(t, c, 0, d)))).collect(),
+                self.group(dim),
+            ),
+            Dim::DenseDp => {
+                moved(each(pp).flat_map(|p| each(tp).map(move |t| rank(t, 0, p, 0))).collect(), self.group(dim))
+            }
+            Dim::Ep => self
+                .groups(Dim::DenseDp)
+                .into_iter()
+                .flat_map(|g| g.chunks(self.ep.max(1) as usize).map(<[u64]>::to_vec).collect::<Vec<_>>())
+                .collect(),
+            Dim::ExpertDp => self
+                .groups(Dim::DenseDp)
+                .into_iter()
+                .flat_map(|g| {
+                    (0..self.ep.max(1) as usize)
+                        .map(|o| g.iter().skip(o).step_by(self.ep.max(1) as usize).copied().collect())
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        }
+    }
+
     /// Why this layout cannot run `shape` on `gpus` GPUs with `global_batch` sequences
     /// (with `domain` GPUs per NVLink domain), or `None`.
     pub fn problem(&self, shape: &ModelShape, gpus: u64, global_batch: u64, domain: u64) -> Option<String> {
@@ -276,6 +319,28 @@ mod tests {
         assert_eq!(l.group(Dim::DenseDp), vec![0, 2, 8, 10]);
         assert_eq!(l.group(Dim::Ep), vec![0, 2]);
         assert_eq!(l.group(Dim::ExpertDp), vec![0, 8]);
+    }
+
+    /// The groups of each dimension hold every rank once, the first being `group`.
+    #[test]
+    fn the_groups_of_a_dimension_hold_every_rank_once() {
+        for l in [
+            Layout { tp: 2, cp: 2, pp: 2, dp: 2, ep: 2, vpp: 1, micro_batch: 1 },
+            Layout { tp: 8, cp: 1, pp: 4, dp: 6, ep: 3, vpp: 1, micro_batch: 1 },
+            Layout { tp: 1, cp: 3, pp: 1, dp: 4, ep: 4, vpp: 1, micro_batch: 1 },
+        ] {
+            for dim in [Dim::Tp, Dim::Cp, Dim::Pp, Dim::DenseDp, Dim::Ep, Dim::ExpertDp] {
+                let groups = l.groups(dim);
+                assert_eq!(groups[0], l.group(dim), "{l} {dim:?}");
+                assert!(groups.iter().all(|g| g.len() == groups[0].len()), "{l} {dim:?}");
+                let mut all: Vec<u64> = groups.into_iter().flatten().collect();
+                all.sort_unstable();
+                assert_eq!(all, (0..l.gpus()).collect::<Vec<_>>(), "{l} {dim:?}");
+            }
+        }
+        let l = Layout { tp: 2, cp: 2, pp: 2, dp: 2, ep: 2, vpp: 1, micro_batch: 1 };
+        assert_eq!(l.groups(Dim::Pp)[1], vec![1, 5]);
+        assert_eq!(l.groups(Dim::DenseDp)[1], vec![1, 3, 9, 11]);
     }
 
     #[test]

@@ -253,6 +253,9 @@ pub struct JobReport {
     pub engine: Engine,
     /// Under `Engine::Sim`: those over the simulator's group size, timed by the model.
     pub timed_by_model: usize,
+    /// Under `Engine::Sim`: those simulated without some of the groups that share their
+    /// servers (more ranks together than the simulator's group size).
+    pub simulated_without_all_neighbours: usize,
 }
 
 impl JobInput {
@@ -454,6 +457,7 @@ pub fn evaluate_with(
         costings: comms.costings(),
         engine,
         timed_by_model: comms.simulated_by_model(),
+        simulated_without_all_neighbours: comms.simulated_without_all_neighbours(),
     })
 }
 

@@ -132,10 +132,19 @@ impl JobReport {
                 crate::Engine::Model => "per-round model at the rates NCCL-class software reaches",
                 crate::Engine::Sim => {
                     "per-round model at the rates NCCL-class software reaches, scaled by the flow-level simulator's \
-                     makespan over the line-rate bound, each group simulated alone"
+                     makespan over the line-rate bound, each group simulated beside the groups of its dimension that \
+                     share its servers"
                 }
             }
         );
+        if self.simulated_without_all_neighbours > 0 {
+            s += &format!(
+                "{} of them were simulated without some of the groups sharing their servers (more than {} ranks \
+                 together).\n",
+                self.simulated_without_all_neighbours,
+                crate::comm::MAX_SIM_RANKS
+            );
+        }
         if self.timed_by_model > 0 {
             s += &format!(
                 "{} of them had groups of more than {} ranks: timed by the model alone.\n",

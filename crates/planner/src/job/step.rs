@@ -206,10 +206,18 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
     let mut lines = Vec::new();
     // Which part of the step the lines costed now belong to.
     let phase = std::cell::Cell::new(CommPhase::PerMicroBatch);
-    // Cost `calls` calls among `ranks`, `hide` seconds of them behind compute, `share`
-    // of the rest exposed: (exposed, total) seconds.
-    let mut line = |name: &str, ranks: Vec<u64>, coll: Collective, bytes: f64, calls: f64, hide: f64, share: f64| {
-        let t = comms.time(&ranks, coll, bytes)?;
+    // Cost `calls` calls among `ranks` (while every group of `groups` runs them too),
+    // `hide` seconds of them behind compute, `share` of the rest exposed: (exposed,
+    // total) seconds.
+    let mut line = |name: &str,
+                    ranks: Vec<u64>,
+                    groups: &dyn Fn() -> Vec<Vec<u64>>,
+                    coll: Collective,
+                    bytes: f64,
+                    calls: f64,
+                    hide: f64,
+                    share: f64| {
+        let t = comms.time(&ranks, groups, coll, bytes)?;
         let exposed = (t.secs * calls - hide).max(0.0) * share;
         lines.push(CommLine {
             name: name.into(),
@@ -233,6 +241,7 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         per_micro_batch += line(
             "TP exchange per layer",
             l.group(Dim::Tp),
+            &|| l.groups(Dim::Tp),
             Collective::AllReduce,
             bytes,
             calls,
@@ -249,6 +258,7 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         per_micro_batch += line(
             "CP key/value exchange per layer",
             l.group(Dim::Cp),
+            &|| l.groups(Dim::Cp),
             Collective::AllGather,
             kv,
             gathers * layers * m,
@@ -264,6 +274,7 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         per_micro_batch += line(
             "EP dispatch/combine per MoE layer",
             l.group(Dim::Ep),
+            &|| l.groups(Dim::Ep),
             Collective::AllToAll,
             tokens,
             passes * moe_layers * m,
@@ -283,10 +294,21 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         let stages = l.group(Dim::Pp);
         let hop = stages.windows(2).find(|w| !comms.same_server(w[0], w[1])).unwrap_or(&stages[..2]);
         let pair = hop.to_vec();
+        // Every pipeline makes the same hop at once.
+        let at = stages.iter().position(|&r| r == hop[0]).unwrap_or(0);
+        let pairs = || l.groups(Dim::Pp).into_iter().filter_map(|g| g.get(at..at + 2).map(<[u64]>::to_vec)).collect();
         let vpp = l.vpp as f64;
         let calls = 2.0 * vpp * m;
-        let (_, total) =
-            line("PP activation/gradient per micro-batch", pair, Collective::SendRecv, activation, calls, 0.0, 1.0)?;
+        let (_, total) = line(
+            "PP activation/gradient per micro-batch",
+            pair,
+            &pairs,
+            Collective::SendRecv,
+            activation,
+            calls,
+            0.0,
+            1.0,
+        )?;
         per_micro_batch += total / m;
     }
     let slot = forward + backward + c.recompute + per_micro_batch;
@@ -320,26 +342,63 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
         match job.zero {
             0 => {
                 let name = format!("DP {what} gradient all-reduce");
-                let r = line(&name, l.group(dim), Collective::AllReduce, grads, 1.0, grad_window, 1.0)?;
+                let r =
+                    line(&name, l.group(dim), &|| l.groups(dim), Collective::AllReduce, grads, 1.0, grad_window, 1.0)?;
                 dp_exposed += spend(&mut grad_window, r);
             }
             1 | 2 => {
                 let calls = if job.zero == 2 { m } else { 1.0 };
                 let name = format!("DP {what} gradient reduce-scatter");
-                let r = line(&name, l.group(dim), Collective::ReduceScatter, grads, calls, grad_window, 1.0)?;
+                let r = line(
+                    &name,
+                    l.group(dim),
+                    &|| l.groups(dim),
+                    Collective::ReduceScatter,
+                    grads,
+                    calls,
+                    grad_window,
+                    1.0,
+                )?;
                 dp_exposed += spend(&mut grad_window, r);
                 let name = format!("DP {what} weight all-gather");
-                let r = line(&name, l.group(dim), Collective::AllGather, weights, 1.0, gather_window, 1.0)?;
+                let r = line(
+                    &name,
+                    l.group(dim),
+                    &|| l.groups(dim),
+                    Collective::AllGather,
+                    weights,
+                    1.0,
+                    gather_window,
+                    1.0,
+                )?;
                 dp_exposed += spend(&mut gather_window, r);
             }
             _ => {
                 // ZeRO-3: every micro-batch gathers the weights (forward, backward) and
                 // reduce-scatters the gradients, behind its compute.
                 let name = format!("ZeRO-3 {what} weight all-gather");
-                let r = line(&name, l.group(dim), Collective::AllGather, weights, 2.0 * m, zero3_window, 1.0)?;
+                let r = line(
+                    &name,
+                    l.group(dim),
+                    &|| l.groups(dim),
+                    Collective::AllGather,
+                    weights,
+                    2.0 * m,
+                    zero3_window,
+                    1.0,
+                )?;
                 dp_exposed += spend(&mut zero3_window, r);
                 let name = format!("ZeRO-3 {what} gradient reduce-scatter");
-                let r = line(&name, l.group(dim), Collective::ReduceScatter, grads, m, zero3_window, 1.0)?;
+                let r = line(
+                    &name,
+                    l.group(dim),
+                    &|| l.groups(dim),
+                    Collective::ReduceScatter,
+                    grads,
+                    m,
+                    zero3_window,
+                    1.0,
+                )?;
                 dp_exposed += spend(&mut zero3_window, r);
             }
         }
