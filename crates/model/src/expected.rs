@@ -77,6 +77,15 @@ impl ExpectedSums {
         }
     }
 
+    /// These sums with every protocol's latencies `k` times theirs (rounds the schedule
+    /// stands for beyond those it holds, at the held rounds' average).
+    pub fn latencies_scaled(mut self, k: f64) -> Self {
+        for l in &mut self.latency_secs {
+            *l *= k;
+        }
+        self
+    }
+
     /// These sums with only `protocol` allowed (a schedule that names its protocol).
     pub fn only(&self, protocol: Protocol) -> Self {
         let mut sums = self.clone();

@@ -565,7 +565,10 @@ impl<'t> Loads<'t> {
         resources.sort_by(|a, b| b.secs.total_cmp(&a.secs).then_with(|| a.resource.cmp(&b.resource)));
         let alpha = topology.round_startup_secs;
         let transfer_secs: f64 = per_round.iter().map(|r| r.transfer_secs).sum();
-        let alpha_secs = alpha * per_round.len() as f64;
+        // Rounds it stands for without holding them (an MSCCL loop's passes past those
+        // built) start up as the held ones do.
+        let rounds = per_round.len() + schedule.unheld_rounds;
+        let alpha_secs = alpha * rounds as f64;
         let host = host_cost(schedule, topology);
         let link_secs = alpha_secs + transfer_secs;
         let host_secs = host.as_ref().map_or(0.0, |h| h.local_secs + h.message_secs);
@@ -574,6 +577,10 @@ impl<'t> Loads<'t> {
         let expected_sums = match schedule.protocol.as_deref().and_then(named) {
             Some(only) => expected.only(only),
             None => expected.clone(),
+        };
+        let expected_sums = match (schedule.unheld_rounds, per_round.len()) {
+            (0, _) | (_, 0) => expected_sums,
+            (unheld, held) => expected_sums.latencies_scaled((held + unheld) as f64 / held as f64),
         };
         let expected = &expected_sums;
         let expected = expected.finish(&topology.achievable, host_secs, per_round.len(), schedule.path_rounds);
@@ -586,7 +593,7 @@ impl<'t> Loads<'t> {
             expected_secs: expected.secs,
             expected_parts: expected_sums.parts(&topology.achievable, per_round.len(), schedule.path_rounds),
             protocol: expected.protocol,
-            rounds: per_round.len(),
+            rounds,
             alpha_secs,
             transfer_secs,
             bytes_sent_total: per_round.iter().map(|r| r.bytes_sent).sum(),

@@ -27,6 +27,7 @@ impl ScheduleBuilder {
                 pipeline_chunks: 1,
                 path_rounds: 0,
                 protocol: None,
+                unheld_rounds: 0,
             },
         }
     }

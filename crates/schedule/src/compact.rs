@@ -251,6 +251,11 @@ pub struct CompactSchedule {
     /// The one protocol it runs under (`LL`, `LL128`, `Simple`), where it says so (an
     /// MSCCL program's `proto`); else whichever is fastest.
     pub protocol: Option<String>,
+    /// Rounds it stands for beyond those it holds, moving no bytes of their own: an
+    /// MSCCL loop's passes past those built (the built ones carry all the bytes, in
+    /// larger pieces). Their start-ups and latencies are charged as the held rounds'
+    /// average.
+    pub unheld_rounds: usize,
 }
 
 /// Work a schedule puts on the busiest host, beside its link time.

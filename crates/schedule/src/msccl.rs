@@ -40,8 +40,9 @@ pub const MAX_PROOF_ELEMENTS: u64 = 1 << 24;
 /// Deepest element nesting (algo > gpu > tb > step is 4).
 pub const MAX_NESTING: usize = 16;
 /// Most transfers and local steps a schedule of several passes holds (see
-/// [`pass_bytes`]): past it the passes are fewer and larger than the executor's, a
-/// coarser pipeline that is slower by at most one pass's fill.
+/// [`pass_bytes`]): past it fewer passes are built, of larger pieces that carry all the
+/// bytes, and the rounds of the others are added at the pace of the last built ones
+/// (`CompactSchedule::unheld_rounds`).
 pub const MAX_PASS_WORK: u64 = 1 << 18;
 
 /// Bytes of each chunk MSCCL's executor moves in one pass of its loop over the buffer
@@ -618,12 +619,16 @@ impl<'a> Program<'a> {
     }
 
     /// The passes MSCCL's executor makes over `count` elements: each chunk moved
-    /// [`pass_bytes`] at a time, in as many passes as [`MAX_PASS_WORK`] allows.
+    /// [`pass_bytes`] at a time.
     pub fn passes(&self, count: u64, elem_bytes: u64) -> u64 {
         let chunk = count / self.info.chunks.max(1);
         let piece = (pass_bytes(&self.info.protocol) / elem_bytes.max(1)).max(1);
-        let most = (MAX_PASS_WORK / self.work.max(1)).max(1);
-        chunk.div_ceil(piece).clamp(1, most)
+        chunk.div_ceil(piece).max(1)
+    }
+
+    /// Of `passes`, how many a schedule holds: as many as [`MAX_PASS_WORK`] allows.
+    pub fn held_passes(&self, passes: u64) -> u64 {
+        passes.clamp(1, (MAX_PASS_WORK / self.work.max(1)).max(1))
     }
 
     /// The program on `count` elements (a multiple of its chunks), as its first mode runs
@@ -806,7 +811,8 @@ fn place(info: &MscclInfo, sizes: &[BufferChunks], g: usize, b: char, off: u64) 
 }
 
 /// The schedule of a read program on `count` elements, in `passes` passes of MSCCL's
-/// loop over the buffer (see [`pass_bytes`]).
+/// loop over the buffer (see [`pass_bytes`]), of which it holds at most
+/// `Program::held_passes`.
 ///
 /// Pass k moves the k-th piece of every chunk. A thread block runs its steps in order,
 /// pass after pass, so the first step of its pass k waits for its last step of pass
@@ -825,9 +831,14 @@ fn build(
     let spec = CollectiveSpec::new(info.collective, info.gpus, count);
     let chunk = count / info.chunks;
     let share = info.chunks / info.gpus as u64;
-    // Equal pieces, the last one shorter; no pass is left empty.
-    let piece = chunk.div_ceil(passes.max(1));
-    let passes = chunk.div_ceil(piece);
+    // Equal pieces, the last one shorter; no pass is left empty. Past what a schedule
+    // holds, fewer and larger pieces carry the bytes; the other passes' rounds are added
+    // below.
+    let passes = passes.clamp(1, chunk.max(1));
+    let capped = program.held_passes(passes) < passes;
+    let piece = chunk.div_ceil(program.held_passes(passes));
+    let held = chunk.div_ceil(piece);
+    let passes = if capped { passes } else { held };
     // The first chunk of a chunk range in GPU g's buffer; `i` and `o` are one buffer in place.
     let chunks_at = |g: usize, (b, off): (char, u64), cnt: u64, pos: usize| -> Result<(Buffer, u64), ScheduleError> {
         let (buffer, at, chunks, name) = place(info, sizes, g, b, off);
@@ -845,7 +856,7 @@ fn build(
     // What pass k touches of `cnt` chunks from `at`: all of them in one pass, else each
     // chunk's k-th piece.
     let pieces = |(buffer, at): (Buffer, u64), cnt: u64, k: u64| -> Vec<Region> {
-        if passes == 1 {
+        if held == 1 {
             return vec![Region::new(buffer, at * chunk..(at + cnt) * chunk)];
         }
         (at..at + cnt)
@@ -867,6 +878,18 @@ fn build(
             staging.insert((g, t, s), (Buffer::Scratch, scratch[g]));
             scratch[g] += st.cnt;
         }
+    }
+    // Every element addressed must be a u64 (a huge size of a program with a large
+    // scratch would wrap).
+    let declared = sizes.iter().flat_map(|s| [s.input, s.output]).flatten().max().unwrap_or(0);
+    let most_chunks = scratch.iter().copied().max().unwrap_or(0).max(declared).max(info.chunks);
+    if most_chunks.checked_mul(chunk).is_none() {
+        return Err(err(
+            0,
+            format!(
+                "{most_chunks} chunks of {chunk} elements: more elements than a buffer of this program can address"
+            ),
+        ));
     }
     for (g, &n) in scratch.iter().enumerate() {
         if n > 0 {
@@ -903,9 +926,12 @@ fn build(
     let mut steps: Vec<Step> = Vec::new();
     let mut transfers: Vec<(usize, Transfer)> = Vec::new();
     let mut previous: Option<Vec<usize>> = None;
-    for k in 0..passes {
+    // The rounds done after each pass.
+    let mut ends: Vec<usize> = Vec::with_capacity(held as usize);
+    for k in 0..held {
         let (done, depth) = pass_rounds(&waits, all, gpus, previous.as_deref());
         let last = done.iter().copied().max().unwrap_or(0);
+        ends.push(last.max(ends.last().copied().unwrap_or(0)));
         if steps.len() < last + 1 {
             steps.resize_with(last + 1, Step::default);
         }
@@ -994,6 +1020,17 @@ fn build(
     // only once its previous pass has ended, so passes do not stream through a step as
     // NCCL's chunks do — what MSCCL's multiple instances of a program are for.
     schedule.pipeline_chunks = passes as usize;
+    if passes > held {
+        // Passes settle into a period: the rounds each of the last half of the held ones
+        // added (with one held, its own: the passes in series).
+        let h = ends.len();
+        let half = h / 2;
+        let per_pass = match half {
+            0 => ends[h - 1] as f64,
+            _ => (ends[h - 1] - ends[half - 1]) as f64 / (h - half) as f64,
+        };
+        schedule.unheld_rounds = ((passes - held) as f64 * per_pass).round() as usize;
+    }
     Ok(schedule)
 }
 
@@ -1487,9 +1524,26 @@ mod tests {
             assert_eq!(program.passes(bytes / 4, 4), passes, "{proto}");
             assert_eq!(program.passes(bytes / 4 + 1, 4), passes + 1, "{proto}");
         }
-        // A huge buffer is cut into no more passes than the schedule can hold.
-        let most = ring.passes(u64::MAX / 8, 4);
+        // A huge buffer: the executor's passes, of which a schedule holds what fits.
+        let most = ring.held_passes(ring.passes(u64::MAX / 8, 4));
         assert!(most >= 2 && most * ring.work <= MAX_PASS_WORK, "{most}");
+    }
+
+    /// Past what a schedule holds, fewer passes of larger pieces carry the bytes, and
+    /// the others' rounds are added at the pace of the last held ones: the ring's
+    /// passes run in series, so twice the passes it can hold stand for twice its rounds.
+    #[test]
+    fn passes_past_the_limit_add_their_rounds() {
+        let ring = Program::parse(RING).unwrap();
+        let most = ring.held_passes(u64::MAX);
+        let count = 8 * 4 * most;
+        let held = build(&ring, count, 4, true, most).unwrap();
+        assert_eq!((held.unheld_rounds, held.pipeline_chunks), (0, most as usize));
+        let twice = build(&ring, count, 4, true, 2 * most).unwrap();
+        assert_eq!((twice.rounds(), twice.pipeline_chunks), (held.rounds(), 2 * most as usize));
+        let total = (twice.rounds() + twice.unheld_rounds) as f64;
+        assert!((total / (2 * held.rounds()) as f64 - 1.0).abs() < 0.02, "{total} vs {}", 2 * held.rounds());
+        check(&twice.expand()).unwrap();
     }
 
     /// A thread block of 60,000 sends and the receives that take them: evaluated without

@@ -314,7 +314,10 @@ pub fn simulate_with_progress(
             return Err(SimError::BadAfter { job: spec.name.clone(), after: bad, jobs: jobs.len() });
         }
         let mut job = Job::new(s, options.dependencies, alpha, reuse, MAX_HELD_ITEMS);
-        job.host = Picos::ceil_secs(host_secs(s, topology)).ok_or(SimError::TimeOverflow)?;
+        // The rounds it stands for without holding them (an MSCCL loop's passes past those
+        // built) start up after the held ones, as the model charges them.
+        let unheld = topology.round_startup_secs * s.unheld_rounds as f64;
+        job.host = Picos::ceil_secs(host_secs(s, topology) + unheld).ok_or(SimError::TimeOverflow)?;
         states.push(job);
     }
     let n = topology.resource_count();

@@ -11,15 +11,17 @@
 //! line rates as the model's bound is, and the simulated makespan over that bound scales
 //! the expected time: secs = expected × simulated / bound. The achievable rates stay the
 //! model's; flows sharing links are the simulator's (the factor is below 1 where rounds
-//! overlap). The group runs beside the other groups of its dimension that share a server
-//! with it (they run the same collective at the same time, through the same NICs and
-//! switches), as many whole groups as fit in `MAX_SIM_RANKS` ranks with it; groups left
-//! out for that are counted (`simulated_without_all_neighbours`), and groups of more
-//! than `MAX_SIM_RANKS` ranks are timed by the model, and counted (`simulated_by_model`).
-//! Groups on other servers meet only above the leaves, which this does not see.
+//! overlap). The group runs beside the other groups of its dimension that share a NIC
+//! side with it — a GPU on the same server and rail (its NIC and PCIe switch) — since
+//! they run the same collective at the same time through the same NIC; those sharing
+//! most first, as many whole groups as fit in `MAX_SIM_RANKS` ranks with it. Collectives
+//! that left some out for that are counted (`simulated_without_all_neighbours`), and
+//! groups of more than `MAX_SIM_RANKS` ranks are timed by the model, and counted
+//! (`simulated_by_model`). Groups that share only a server meet at its NVSwitch (a port
+//! per GPU); groups on other servers only above the leaves, which this does not see.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use railyard_model::nccl_family::{nccl_algorithms, nccl_inter_stage};
 use railyard_model::{plan_with_routes, resolve_on, ChunkPolicy, CollectiveRequest};
@@ -131,9 +133,9 @@ impl<'a> Comms<'a> {
             ));
         }
         let bytes = ((bytes / unit).round().max(1.0) * unit) as u64;
-        let beside = match self.engine {
+        let (beside, left_out) = match self.engine {
             Engine::Sim if ranks.len() <= MAX_SIM_RANKS => self.neighbours(ranks, groups()),
-            _ => Vec::new(),
+            _ => (Vec::new(), false),
         };
         let key = Key { ranks: ranks.to_vec(), beside, collective, bytes };
         if let Some(c) = self.known.borrow().get(&key) {
@@ -148,30 +150,57 @@ impl<'a> Comms<'a> {
             ));
         }
         let costed = self.cost(ranks, &key.beside, collective, bytes)?;
+        if left_out {
+            self.crowded.set(self.crowded.get() + 1);
+        }
         self.known.borrow_mut().insert(key, costed.clone());
         Ok(costed)
     }
 
-    /// The groups of `groups` other than `ranks` with a rank on one of its servers, in
-    /// order, as many as fit in `MAX_SIM_RANKS` ranks beside it (those left out counted).
-    fn neighbours(&self, ranks: &[u64], groups: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
+    /// The groups of `groups` other than `ranks` that share a server's NIC side with it
+    /// — a rank on the same server and rail (its NIC and PCIe switch), or on the same
+    /// server where the topology names no rails — those sharing the most first, as many
+    /// as fit in `MAX_SIM_RANKS` ranks beside it; and whether some that share were left
+    /// out. Groups that share only a server meet at its NVSwitch, one port per GPU.
+    fn neighbours(&self, ranks: &[u64], groups: Vec<Vec<u64>>) -> (Vec<Vec<u64>>, bool) {
         let t = self.topology;
-        let server = |r: &u64| t.default_ranks.get(*r as usize).map(|&d| t.server_of(d));
-        let servers: std::collections::HashSet<_> = ranks.iter().filter_map(server).collect();
+        let port =
+            |r: u64| t.default_ranks.get(r as usize).map(|&d| (t.server_of(d), t.devices.get(d).and_then(|x| x.rail)));
+        // Per server of the group: its rails, and whether one of its GPUs has none.
+        let mut mine: HashMap<&str, (HashSet<u32>, bool)> = HashMap::new();
+        for (server, rail) in ranks.iter().filter_map(|&r| port(r)) {
+            let e = mine.entry(server).or_default();
+            match rail {
+                Some(x) => {
+                    e.0.insert(x);
+                }
+                None => e.1 = true,
+            }
+        }
+        let shares = |r: u64| {
+            port(r).is_some_and(|(server, rail)| {
+                mine.get(server).is_some_and(|(rails, any)| *any || rail.is_none_or(|x| rails.contains(&x)))
+            })
+        };
+        let mut sharing: Vec<(usize, Vec<u64>)> = groups
+            .into_iter()
+            .filter(|g| g.as_slice() != ranks)
+            .map(|g| (g.iter().filter(|&&r| shares(r)).count(), g))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        sharing.sort_by_key(|s| std::cmp::Reverse(s.0));
         let mut room = MAX_SIM_RANKS.saturating_sub(ranks.len());
         let mut beside = Vec::new();
-        for g in groups {
-            if g.as_slice() == ranks || !g.iter().filter_map(server).any(|s| servers.contains(&s)) {
-                continue;
-            }
+        let mut left_out = false;
+        for (_, g) in sharing {
             if g.len() > room {
-                self.crowded.set(self.crowded.get() + 1);
-                break;
+                left_out = true;
+                continue;
             }
             room -= g.len();
             beside.push(g);
         }
-        beside
+        (beside, left_out)
     }
 
     fn placement(&self, ranks: &[u64]) -> Result<Placement, PlannerError> {

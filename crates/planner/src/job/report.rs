@@ -133,22 +133,24 @@ impl JobReport {
                 crate::Engine::Sim => {
                     "per-round model at the rates NCCL-class software reaches, scaled by the flow-level simulator's \
                      makespan over the line-rate bound, each group simulated beside the groups of its dimension that \
-                     share its servers"
+                     share its servers' NICs"
                 }
             }
         );
+        // "1 of them was", "3 of them were".
+        let of_them = |n: usize| format!("{n} of them {}", if n == 1 { "was" } else { "were" });
         if self.simulated_without_all_neighbours > 0 {
             s += &format!(
-                "{} of them were simulated without some of the groups sharing their servers (more than {} ranks \
-                 together).\n",
-                self.simulated_without_all_neighbours,
+                "{} simulated without some of the groups sharing their NICs (more than {} ranks together): \
+                 those collectives may be faster here than they run.\n",
+                of_them(self.simulated_without_all_neighbours),
                 crate::comm::MAX_SIM_RANKS
             );
         }
         if self.timed_by_model > 0 {
             s += &format!(
-                "{} of them had groups of more than {} ranks: timed by the model alone.\n",
-                self.timed_by_model,
+                "{} timed by the model alone (groups of more than {} ranks).\n",
+                of_them(self.timed_by_model),
                 crate::comm::MAX_SIM_RANKS
             );
         }
