@@ -335,6 +335,65 @@ fn an_msccl_all_reduce_is_checked_costed_and_planned() {
     assert!(small["not_costed"].as_str().unwrap().contains("at least 8 GPUs"), "{small}");
 }
 
+fn corpus_msccl(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../corpus/msccl").join(name).display().to_string()
+}
+
+/// msccl-tools' solver writes its broadcasts and reduces as coll="custom": refused
+/// without a collective, saying what to name; read as a broadcast, the root the program
+/// has (the GPU that never receives: 1) is found and the program proved; plan refuses
+/// it for another root; the solver's reduce, which writes an input buffer, is refused.
+#[test]
+fn custom_msccl_programs_are_read_as_the_collective_named() {
+    let bcast = corpus_msccl("sccl-ring4-broadcast-root1-s2.xml");
+    let out = railyard(&["schedule", "import", "--msccl", &bcast, "--topo", "rail:servers=1,gpus=4"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("coll=\"custom\"") && out.stderr.contains("name the collective"), "{}", out.stderr);
+    let v = json(&[
+        "schedule",
+        "import",
+        "--msccl",
+        &bcast,
+        "--topo",
+        "rail:servers=1,gpus=4",
+        "--collective",
+        "broadcast",
+        "--format",
+        "json",
+    ]);
+    assert_eq!((v["collective"].as_str(), v["gpus"].as_u64()), (Some("broadcast"), Some(4)), "{v}");
+    let plan = |root: &str| {
+        railyard(&[
+            "plan",
+            "--topo",
+            "rail:servers=1,gpus=4",
+            "--ranks",
+            "4",
+            "--collective",
+            "broadcast",
+            "--root",
+            root,
+            "--algo",
+            &bcast,
+        ])
+    };
+    let wrong_root = plan("0");
+    assert!(wrong_root.stderr.contains("its root is rank 1, the plan's is 0"), "{}", wrong_root.stderr);
+    assert_eq!(plan("1").code, 0);
+    let reduce = corpus_msccl("sccl-ring4-reduce-root2-s2.xml");
+    let out = railyard(&[
+        "schedule",
+        "import",
+        "--msccl",
+        &reduce,
+        "--topo",
+        "rail:servers=1,gpus=4",
+        "--collective",
+        "reduce",
+    ]);
+    assert!(out.stderr.contains("read as reduce") && out.stderr.contains("overwritten"), "{}", out.stderr);
+}
+
 /// railyard's ring written as MSCCL XML reads back as a correct 14-round program that
 /// costs what the ring costs.
 #[test]

@@ -69,6 +69,8 @@ pub enum MscclProblem {
     Collective { program: Collective, asked: Collective },
     #[error("written for {gpus} GPUs, the plan has {ranks} ranks")]
     Ranks { gpus: usize, ranks: usize },
+    #[error("its root is rank {program}, the plan's is {asked}")]
+    Root { program: usize, asked: usize },
     #[error("the checker refuses it: {problem}")]
     Refused { problem: String },
 }

@@ -487,7 +487,9 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
 /// chunks. Refused if it is not the collective asked, does not fit the ranks, or fails
 /// the checker.
 fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usize) -> Result<Variant, ModelError> {
-    let (schedule, info, problem) = msccl_program(file, text, request.bytes, request.elem_bytes)?;
+    // A custom program is read as the collective asked (it names none of its own).
+    let (schedule, info, problem) =
+        msccl_program(file, text, request.bytes, request.elem_bytes, Some(request.collective))?;
     if !info.runs_at(request.bytes) {
         return Err(ModelError::MscclOutOfRange {
             bytes: request.bytes,
@@ -501,6 +503,9 @@ fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usi
     }
     if info.gpus != ranks {
         return Err(refuse(MscclProblem::Ranks { gpus: info.gpus, ranks }));
+    }
+    if info.collective.rooted() && info.root != request.root {
+        return Err(refuse(MscclProblem::Root { program: info.root, asked: request.root }));
     }
     if let Some(p) = problem {
         return Err(refuse(MscclProblem::Refused { problem: p }));
@@ -516,18 +521,20 @@ fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usi
 }
 
 /// An MSCCL program's schedule at `bytes` (rounded down to whole chunks), what it says
-/// of itself, and the symbolic checker's objection if it has one.
+/// of itself, and the symbolic checker's objection if it has one; a `coll="custom"`
+/// program read as `custom_as` (refused without).
 pub fn msccl_program(
     file: &str,
     text: &str,
     bytes: u64,
     elem_bytes: u64,
+    custom_as: Option<Collective>,
 ) -> Result<(CompactSchedule, msccl::MscclInfo, Option<String>), ModelError> {
     let unreadable = |e: railyard_schedule::ScheduleError| ModelError::MscclUnreadable {
         file: file.to_string(),
         message: e.to_string(),
     };
-    let program = msccl::Program::parse(text).map_err(unreadable)?;
+    let program = msccl::Program::parse_as(text, custom_as).map_err(unreadable)?;
     let chunks = program.info.chunks;
     // Proved in every mode MSCCL runs it in (in place, out of place, or both).
     let mut problem = None;
@@ -535,7 +542,13 @@ pub fn msccl_program(
         let proof = program.schedule_mode(chunks, elem_bytes, in_place).map_err(unreadable)?;
         if let Err(e) = check(&proof.expand()) {
             let mode = if in_place { "in place" } else { "out of place" };
-            problem = Some(format!("{mode}: {e}"));
+            // A custom program was read as the collective asked: say so, since that
+            // may be what is wrong.
+            let read_as = match program.info.custom {
+                true => format!(" (coll=\"custom\" read as {})", program.info.collective.as_str()),
+                false => String::new(),
+            };
+            problem = Some(format!("{mode}{read_as}: {e}"));
             break;
         }
     }

@@ -137,6 +137,11 @@ struct Tb {
 pub struct MscclInfo {
     pub name: String,
     pub collective: Collective,
+    /// A broadcast's or reduce's root (`root`, else the GPU that never receives or never
+    /// sends); 0 for the others.
+    pub root: Rank,
+    /// Whether the file says `coll="custom"` and was read as `collective`.
+    pub custom: bool,
     pub gpus: usize,
     pub chunks: u64,
     pub in_place: bool,
@@ -193,7 +198,9 @@ fn number<T: std::str::FromStr>(n: Node, name: &str) -> Result<T, ScheduleError>
 /// A program as read: what it declares, per GPU its thread blocks and buffer sizes.
 type Read = (MscclInfo, Vec<Vec<Tb>>, Vec<BufferChunks>);
 
-fn read(text: &str) -> Result<Read, ScheduleError> {
+/// `custom_as`: the collective a `coll="custom"` program is read as (microsoft/msccl's
+/// custom collectives name none; msccl-tools' solver writes its broadcasts and reduces so).
+fn read(text: &str, custom_as: Option<Collective>) -> Result<Read, ScheduleError> {
     if text.len() > MAX_XML_BYTES {
         return Err(err(0, format!("more than {MAX_XML_BYTES} bytes")));
     }
@@ -252,6 +259,13 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
         "alltoall" => Collective::AllToAll,
         "broadcast" => Collective::Broadcast,
         "reduce" => Collective::Reduce,
+        "custom" => custom_as.ok_or_else(|| {
+            err(
+                1,
+                "coll=\"custom\": a custom collective promises no result to prove or cost; name the collective it \
+                 implements (allreduce, allgather, reducescatter, alltoall, broadcast or reduce) to read it as one",
+            )
+        })?,
         _ => {
             return Err(err(
                 1,
@@ -418,9 +432,31 @@ fn read(text: &str) -> Result<Read, ScheduleError> {
         .enumerate()
         .map(|(g, t)| t.ok_or_else(|| err(1, format!("no <gpu id=\"{g}\">"))))
         .collect::<Result<_, _>>()?;
+    // A broadcast's root is the one GPU that never receives, a reduce's the one that
+    // never sends (as msccl-tools' solver writes them), unless the file says (`root`).
+    let root = match algo.attribute("root") {
+        Some(_) => number(algo, "root")?,
+        None => {
+            let does = |tbs: &Vec<Tb>, f: fn(Kind) -> bool| tbs.iter().flat_map(|tb| &tb.steps).any(|st| f(st.kind));
+            let candidates: Vec<usize> = match collective {
+                Collective::Broadcast => (0..gpus).filter(|&g| !does(&per_gpu[g], Kind::receives)).collect(),
+                Collective::Reduce => (0..gpus).filter(|&g| !does(&per_gpu[g], Kind::sends)).collect(),
+                _ => Vec::new(),
+            };
+            match candidates.as_slice() {
+                [one] => *one,
+                _ => 0,
+            }
+        }
+    };
+    if root >= gpus {
+        return Err(err(line_of(algo), format!("root=\"{root}\": not one of the {gpus} GPUs")));
+    }
     let info = MscclInfo {
         name: algo.attribute("name").unwrap_or("msccl").to_string(),
         collective,
+        root,
+        custom: custom_as.is_some() && coll.eq_ignore_ascii_case("custom"),
         gpus,
         chunks,
         in_place,
@@ -545,7 +581,12 @@ pub struct Program<'a> {
 
 impl<'a> Program<'a> {
     pub fn parse(text: &'a str) -> Result<Self, ScheduleError> {
-        let (info, gpus, sizes) = read(text)?;
+        Self::parse_as(text, None)
+    }
+
+    /// [`Program::parse`], a `coll="custom"` program read as `custom_as`.
+    pub fn parse_as(text: &'a str, custom_as: Option<Collective>) -> Result<Self, ScheduleError> {
+        let (info, gpus, sizes) = read(text, custom_as)?;
         let aliases =
             matches!(info.collective, Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter);
         if info.in_place && !aliases {
@@ -828,7 +869,7 @@ fn build(
 ) -> Result<CompactSchedule, ScheduleError> {
     let Program { text, info, gpus, sizes, meets, all, .. } = program;
     let info = &MscclInfo { in_place, ..info.clone() };
-    let spec = CollectiveSpec::new(info.collective, info.gpus, count);
+    let spec = CollectiveSpec::new(info.collective, info.gpus, count).with_root(info.root);
     let chunk = count / info.chunks;
     let share = info.chunks / info.gpus as u64;
     // Equal pieces, the last one shorter; no pass is left empty. Past what a schedule

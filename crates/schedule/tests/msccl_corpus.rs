@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use railyard_schedule::{check, msccl};
+use railyard_schedule::{check, msccl, Collective};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -18,6 +18,11 @@ struct Sources {
 struct Entry {
     name: String,
     interp: String,
+    /// For a coll="custom" program: the collective the interpreter was told it is
+    /// (`["--coll", NAME]`), and its verdict so.
+    #[serde(default)]
+    interp_args: Vec<String>,
+    interp_with_args: Option<String>,
 }
 
 fn corpus() -> PathBuf {
@@ -25,9 +30,9 @@ fn corpus() -> PathBuf {
 }
 
 /// railyard's verdict: Ok when the program reads and proves correct on one element per
-/// chunk in every mode it runs in, else what refused it.
-fn verdict(text: &str) -> Result<(), String> {
-    let program = msccl::Program::parse(text).map_err(|e| e.to_string())?;
+/// chunk in every mode it runs in, else what refused it; a custom program read as `as_`.
+fn verdict(text: &str, as_: Option<Collective>) -> Result<(), String> {
+    let program = msccl::Program::parse_as(text, as_).map_err(|e| e.to_string())?;
     for in_place in program.modes() {
         let schedule = program.schedule_mode(program.info.chunks, 4, in_place).map_err(|e| e.to_string())?;
         check(&schedule.expand()).map_err(|e| e.to_string())?;
@@ -40,17 +45,28 @@ fn railyard_certifies_exactly_the_programs_the_interpreter_finds_correct() {
     let sources: Sources =
         toml::from_str(&std::fs::read_to_string(corpus().join("SOURCES.toml")).expect("SOURCES.toml")).expect("parses");
     assert!(sources.file.len() >= 100, "{} programs", sources.file.len());
-    let (mut certified, mut refused) = (0, 0);
+    let (mut certified, mut refused, mut read_as) = (0, 0, 0);
     let mut disagree = Vec::new();
     for entry in &sources.file {
         let text = std::fs::read_to_string(corpus().join(&entry.name)).expect("the program is there");
-        let ours = verdict(&text);
-        match (&ours, entry.interp.as_str()) {
-            (Ok(()), "correct") => certified += 1,
-            (Err(_), verdict) if verdict != "correct" => refused += 1,
-            (ours, interp) => disagree.push(format!("{}: interpreter {interp}, railyard {ours:?}", entry.name)),
+        let mut cases = vec![(verdict(&text, None), entry.interp.as_str())];
+        // A custom program read as the collective the interpreter was told it is.
+        let args: Vec<&str> = entry.interp_args.iter().map(String::as_str).collect();
+        if let (["--coll", name], Some(with)) = (args.as_slice(), entry.interp_with_args.as_deref()) {
+            let collective: Collective = name.parse().expect("a collective");
+            cases.push((verdict(&text, Some(collective)), with));
+            read_as += 1;
+        }
+        for (ours, interp) in cases {
+            match (&ours, interp) {
+                (Ok(()), "correct") => certified += 1,
+                (Err(_), verdict) if verdict != "correct" => refused += 1,
+                (ours, interp) => disagree.push(format!("{}: interpreter {interp}, railyard {ours:?}", entry.name)),
+            }
         }
     }
     assert!(disagree.is_empty(), "{} disagreements:\n{}", disagree.len(), disagree.join("\n"));
     assert!(certified >= 80 && refused >= 20, "certified {certified}, refused {refused}");
+    // The solver's broadcasts and reduces (coll="custom") were read as what they are.
+    assert!(read_as >= 3, "{read_as} custom programs read as a collective");
 }

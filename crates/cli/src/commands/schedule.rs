@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use railyard_model::request::{msccl_count, msccl_program, AlgorithmSpec};
 use railyard_model::{gen_options, plan_on, CollectiveRequest};
-use railyard_schedule::msccl;
+use railyard_schedule::{msccl, Collective};
 use railyard_topology::{Placement, PlacementPolicy};
 use railyard_units::units::{format_bytes, format_secs};
 use railyard_units::Table;
@@ -64,6 +64,11 @@ pub struct ImportArgs {
     /// Size of the large buffer to cost it at
     #[arg(long, default_value = "192MiB", value_parser = parse_size)]
     pub size: u64,
+    /// The collective a coll="custom" program implements (msccl-tools' solver writes its
+    /// broadcasts and reduces so): allreduce, allgather, reducescatter, alltoall,
+    /// broadcast, reduce. Other programs say their own.
+    #[arg(long)]
+    pub collective: Option<Collective>,
     #[arg(long, value_enum, default_value = "md")]
     pub format: Format,
 }
@@ -159,7 +164,14 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     // Read and proved here for what it says of itself (its ranks place it); costed by plan
     // beside railyard's algorithms, on one-byte elements so --size is rounded only to
     // whole chunks.
-    let (_, info, problem) = msccl_program(&file, &text, a.size, 1).map_err(model_error)?;
+    let (_, info, problem) = msccl_program(&file, &text, a.size, 1, a.collective).map_err(model_error)?;
+    if let Some(asked) = a.collective.filter(|&c| !info.custom && c != info.collective) {
+        bail!(
+            "{file} is an MSCCL {} program, not {}: --collective names what a coll=\"custom\" program implements",
+            info.collective.as_str(),
+            asked.as_str()
+        );
+    }
     if let Some(p) = &problem {
         bail!("{file}: the symbolic checker refuses it, so it is not costed: {p}");
     }
@@ -174,6 +186,7 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
         Ok(placement) => {
             let bytes = msccl_count(info.chunks, a.size, 1).map_err(model_error)?;
             let mut request = CollectiveRequest::all(info.collective, bytes, 1);
+            request.root = info.root;
             request.algorithms.push(AlgorithmSpec::Msccl { file, text: text.into() });
             let planned = plan_on(&topology, &placement, &request).map_err(model_error)?;
             let (programs, ours): (Vec<_>, Vec<_>) =
