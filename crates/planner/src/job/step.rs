@@ -339,67 +339,30 @@ pub fn step(shape: &ModelShape, l: &Layout, job: &Job, comms: &Comms, global_bat
             *window = (*window - (total - exposed)).max(0.0);
             exposed
         };
+        // Every call of this dimension runs among its group, beside its other groups.
+        let mut call = |name: String, coll: Collective, bytes: f64, calls: f64, window: &mut f64| {
+            let r = line(&name, l.group(dim), &|| l.groups(dim), coll, bytes, calls, *window, 1.0)?;
+            Ok::<f64, PlannerError>(spend(window, r))
+        };
         match job.zero {
             0 => {
                 let name = format!("DP {what} gradient all-reduce");
-                let r =
-                    line(&name, l.group(dim), &|| l.groups(dim), Collective::AllReduce, grads, 1.0, grad_window, 1.0)?;
-                dp_exposed += spend(&mut grad_window, r);
+                dp_exposed += call(name, Collective::AllReduce, grads, 1.0, &mut grad_window)?;
             }
             1 | 2 => {
                 let calls = if job.zero == 2 { m } else { 1.0 };
                 let name = format!("DP {what} gradient reduce-scatter");
-                let r = line(
-                    &name,
-                    l.group(dim),
-                    &|| l.groups(dim),
-                    Collective::ReduceScatter,
-                    grads,
-                    calls,
-                    grad_window,
-                    1.0,
-                )?;
-                dp_exposed += spend(&mut grad_window, r);
+                dp_exposed += call(name, Collective::ReduceScatter, grads, calls, &mut grad_window)?;
                 let name = format!("DP {what} weight all-gather");
-                let r = line(
-                    &name,
-                    l.group(dim),
-                    &|| l.groups(dim),
-                    Collective::AllGather,
-                    weights,
-                    1.0,
-                    gather_window,
-                    1.0,
-                )?;
-                dp_exposed += spend(&mut gather_window, r);
+                dp_exposed += call(name, Collective::AllGather, weights, 1.0, &mut gather_window)?;
             }
             _ => {
                 // ZeRO-3: every micro-batch gathers the weights (forward, backward) and
                 // reduce-scatters the gradients, behind its compute.
                 let name = format!("ZeRO-3 {what} weight all-gather");
-                let r = line(
-                    &name,
-                    l.group(dim),
-                    &|| l.groups(dim),
-                    Collective::AllGather,
-                    weights,
-                    2.0 * m,
-                    zero3_window,
-                    1.0,
-                )?;
-                dp_exposed += spend(&mut zero3_window, r);
+                dp_exposed += call(name, Collective::AllGather, weights, 2.0 * m, &mut zero3_window)?;
                 let name = format!("ZeRO-3 {what} gradient reduce-scatter");
-                let r = line(
-                    &name,
-                    l.group(dim),
-                    &|| l.groups(dim),
-                    Collective::ReduceScatter,
-                    grads,
-                    m,
-                    zero3_window,
-                    1.0,
-                )?;
-                dp_exposed += spend(&mut zero3_window, r);
+                dp_exposed += call(name, Collective::ReduceScatter, grads, m, &mut zero3_window)?;
             }
         }
     }
