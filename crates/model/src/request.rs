@@ -487,9 +487,10 @@ fn check_options(request: &CollectiveRequest, asked: &[Algorithm], ranks: usize)
 /// chunks. Refused if it is not the collective asked, does not fit the ranks, or fails
 /// the checker.
 fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usize) -> Result<Variant, ModelError> {
-    // A custom program is read as the collective asked (it names none of its own).
-    let (schedule, info, problem) =
-        msccl_program(file, text, request.bytes, request.elem_bytes, Some(request.collective))?;
+    // A custom program is read as the collective asked (it names none of its own), and a
+    // root its file and steps do not tell is the one asked.
+    let read_as = msccl::ReadAs { custom: Some(request.collective), root: Some(request.root) };
+    let (schedule, info, problem) = msccl_program(file, text, request.bytes, request.elem_bytes, read_as)?;
     if !info.runs_at(request.bytes) {
         return Err(ModelError::MscclOutOfRange {
             bytes: request.bytes,
@@ -521,20 +522,20 @@ fn msccl_variant(file: &str, text: &str, request: &CollectiveRequest, ranks: usi
 }
 
 /// An MSCCL program's schedule at `bytes` (rounded down to whole chunks), what it says
-/// of itself, and the symbolic checker's objection if it has one; a `coll="custom"`
-/// program read as `custom_as` (refused without).
+/// of itself, and the symbolic checker's objection if it has one; what the file does
+/// not say (a custom program's collective, a root) read as `read_as` says.
 pub fn msccl_program(
     file: &str,
     text: &str,
     bytes: u64,
     elem_bytes: u64,
-    custom_as: Option<Collective>,
+    read_as: msccl::ReadAs,
 ) -> Result<(CompactSchedule, msccl::MscclInfo, Option<String>), ModelError> {
     let unreadable = |e: railyard_schedule::ScheduleError| ModelError::MscclUnreadable {
         file: file.to_string(),
         message: e.to_string(),
     };
-    let program = msccl::Program::parse_as(text, custom_as).map_err(unreadable)?;
+    let program = msccl::Program::parse_as(text, read_as).map_err(unreadable)?;
     let chunks = program.info.chunks;
     // Proved in every mode MSCCL runs it in (in place, out of place, or both).
     let mut problem = None;

@@ -198,9 +198,28 @@ fn number<T: std::str::FromStr>(n: Node, name: &str) -> Result<T, ScheduleError>
 /// A program as read: what it declares, per GPU its thread blocks and buffer sizes.
 type Read = (MscclInfo, Vec<Vec<Tb>>, Vec<BufferChunks>);
 
-/// `custom_as`: the collective a `coll="custom"` program is read as (microsoft/msccl's
-/// custom collectives name none; msccl-tools' solver writes its broadcasts and reduces so).
-fn read(text: &str, custom_as: Option<Collective>) -> Result<Read, ScheduleError> {
+/// How a program that does not say all of it is read: the collective a `coll="custom"`
+/// program implements (microsoft/msccl's custom collectives name none; msccl-tools'
+/// solver writes its broadcasts and reduces so), and the root of a broadcast or reduce
+/// whose file names none and whose steps do not tell.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadAs {
+    pub custom: Option<Collective>,
+    pub root: Option<Rank>,
+}
+
+/// The collectives an MSCCL program may implement.
+const MSCCL_COLLECTIVES: [Collective; 6] = [
+    Collective::AllReduce,
+    Collective::AllGather,
+    Collective::ReduceScatter,
+    Collective::AllToAll,
+    Collective::Broadcast,
+    Collective::Reduce,
+];
+
+fn read(text: &str, read_as: ReadAs) -> Result<Read, ScheduleError> {
+    let custom_as = read_as.custom;
     if text.len() > MAX_XML_BYTES {
         return Err(err(0, format!("more than {MAX_XML_BYTES} bytes")));
     }
@@ -252,27 +271,40 @@ fn read(text: &str, custom_as: Option<Collective>) -> Result<Read, ScheduleError
     }
     let coll = attr(algo, "coll")?;
     // msccl-tools writes `reduce_scatter`; older files `reducescatter`.
-    let collective = match coll.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
-        "allreduce" => Collective::AllReduce,
-        "allgather" => Collective::AllGather,
-        "reducescatter" => Collective::ReduceScatter,
-        "alltoall" => Collective::AllToAll,
-        "broadcast" => Collective::Broadcast,
-        "reduce" => Collective::Reduce,
-        "custom" => custom_as.ok_or_else(|| {
-            err(
-                1,
-                "coll=\"custom\": a custom collective promises no result to prove or cost; name the collective it \
-                 implements (allreduce, allgather, reducescatter, alltoall, broadcast or reduce) to read it as one",
-            )
-        })?,
-        _ => {
-            return Err(err(
-                1,
-                format!("coll=\"{coll}\": allreduce, allgather, reducescatter, alltoall, broadcast or reduce"),
-            ))
-        }
-    };
+    let collective =
+        match coll.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
+            "allreduce" => Collective::AllReduce,
+            "allgather" => Collective::AllGather,
+            "reducescatter" => Collective::ReduceScatter,
+            "alltoall" => Collective::AllToAll,
+            "broadcast" => Collective::Broadcast,
+            "reduce" => Collective::Reduce,
+            "custom" => match custom_as {
+                Some(c) if MSCCL_COLLECTIVES.contains(&c) => c,
+                Some(c) => {
+                    return Err(err(
+                        1,
+                        format!(
+                            "coll=\"custom\" read as {}: an MSCCL program implements allreduce, allgather, \
+                         reducescatter, alltoall, broadcast or reduce",
+                            c.as_str()
+                        ),
+                    ))
+                }
+                None => return Err(err(
+                    1,
+                    "coll=\"custom\": a custom collective promises no result to prove or cost; name the collective \
+                     it implements (allreduce, allgather, reducescatter, alltoall, broadcast or reduce) to read it as \
+                     one",
+                )),
+            },
+            _ => {
+                return Err(err(
+                    1,
+                    format!("coll=\"{coll}\": allreduce, allgather, reducescatter, alltoall, broadcast or reduce"),
+                ))
+            }
+        };
     let in_place = algo.attribute("inplace").is_some_and(|v| v.trim() == "1");
     let out_of_place = match algo.attribute("outofplace") {
         Some(v) => v.trim() == "1",
@@ -432,20 +464,33 @@ fn read(text: &str, custom_as: Option<Collective>) -> Result<Read, ScheduleError
         .enumerate()
         .map(|(g, t)| t.ok_or_else(|| err(1, format!("no <gpu id=\"{g}\">"))))
         .collect::<Result<_, _>>()?;
-    // A broadcast's root is the one GPU that never receives, a reduce's the one that
-    // never sends (as msccl-tools' solver writes them), unless the file says (`root`).
-    let root = match algo.attribute("root") {
-        Some(_) => number(algo, "root")?,
-        None => {
+    // A broadcast's root is what the file says (`root`), else the one GPU that never
+    // receives (a reduce's: never sends; as msccl-tools' solver writes them), else the
+    // root asked for; other collectives have none (0).
+    let root = match (collective.rooted(), algo.attribute("root")) {
+        (false, _) => 0,
+        (true, Some(_)) => number(algo, "root")?,
+        (true, None) => {
             let does = |tbs: &Vec<Tb>, f: fn(Kind) -> bool| tbs.iter().flat_map(|tb| &tb.steps).any(|st| f(st.kind));
+            let never = if collective == Collective::Broadcast { "receive" } else { "send" };
             let candidates: Vec<usize> = match collective {
                 Collective::Broadcast => (0..gpus).filter(|&g| !does(&per_gpu[g], Kind::receives)).collect(),
-                Collective::Reduce => (0..gpus).filter(|&g| !does(&per_gpu[g], Kind::sends)).collect(),
-                _ => Vec::new(),
+                _ => (0..gpus).filter(|&g| !does(&per_gpu[g], Kind::sends)).collect(),
             };
-            match candidates.as_slice() {
-                [one] => *one,
-                _ => 0,
+            match (candidates.as_slice(), read_as.root) {
+                ([one], _) => *one,
+                (_, Some(asked)) => asked,
+                (found, None) => {
+                    return Err(err(
+                        line_of(algo),
+                        format!(
+                            "a {} whose root is not told: the file names none (root=) and {} of its GPUs never \
+                             {never}, where exactly one would be the root",
+                            collective.as_str(),
+                            found.len()
+                        ),
+                    ))
+                }
             }
         }
     };
@@ -581,12 +626,12 @@ pub struct Program<'a> {
 
 impl<'a> Program<'a> {
     pub fn parse(text: &'a str) -> Result<Self, ScheduleError> {
-        Self::parse_as(text, None)
+        Self::parse_as(text, ReadAs::default())
     }
 
-    /// [`Program::parse`], a `coll="custom"` program read as `custom_as`.
-    pub fn parse_as(text: &'a str, custom_as: Option<Collective>) -> Result<Self, ScheduleError> {
-        let (info, gpus, sizes) = read(text, custom_as)?;
+    /// [`Program::parse`], what the file does not say read as `read_as` says.
+    pub fn parse_as(text: &'a str, read_as: ReadAs) -> Result<Self, ScheduleError> {
+        let (info, gpus, sizes) = read(text, read_as)?;
         let aliases =
             matches!(info.collective, Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter);
         if info.in_place && !aliases {
@@ -1585,6 +1630,40 @@ mod tests {
         let total = (twice.rounds() + twice.unheld_rounds) as f64;
         assert!((total / (2 * held.rounds()) as f64 - 1.0).abs() < 0.02, "{total} vs {}", 2 * held.rounds());
         check(&twice.expand()).unwrap();
+    }
+
+    /// A broadcast's root: the file's, else the one GPU that never receives, else the one
+    /// asked for; where none tells, it is refused. Other collectives have none, whatever
+    /// the file says.
+    #[test]
+    fn a_broadcast_s_root_is_told_by_the_file_the_steps_or_the_asker() {
+        let step = |s: usize, kind: &str, src: &str, dst: &str| {
+            format!(
+                r#"<step s="{s}" type="{kind}" srcbuf="{src}" srcoff="0" dstbuf="{dst}" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>"#
+            )
+        };
+        // GPU 0 sends its chunk to GPU 1, which sends it back into GPU 0's scratch: both
+        // receive, so the steps do not tell the root.
+        let text = format!(
+            r#"<algo name="loop" proto="Simple" nchunksperloop="1" ngpus="2" coll="broadcast" inplace="0"><gpu id="0" i_chunks="1" o_chunks="1" s_chunks="1"><tb id="0" send="1" recv="1" chan="0">{}{}{}</tb></gpu><gpu id="1" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" send="0" recv="0" chan="0">{}{}</tb></gpu></algo>"#,
+            step(0, "s", "i", "o"),
+            step(1, "r", "s", "s"),
+            step(2, "cpy", "i", "o"),
+            step(0, "r", "o", "o"),
+            step(1, "s", "o", "s"),
+        );
+        let e = Program::parse(&text).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("root is not told"), "{e}");
+        let asked = Program::parse_as(&text, ReadAs { custom: None, root: Some(0) }).unwrap();
+        assert_eq!(asked.info.root, 0);
+        check(&asked.schedule(1, 4).unwrap().expand()).unwrap();
+        let named = text.replacen("<algo ", r#"<algo root="1" "#, 1);
+        assert_eq!(Program::parse_as(&named, ReadAs { custom: None, root: Some(0) }).unwrap().info.root, 1);
+        // The chain's root never receives.
+        assert_eq!(Program::parse(&chain("Simple")).unwrap().info.root, 0);
+        // An all-reduce has no root, whatever its file says.
+        let ring = RING.replacen("<algo ", r#"<algo root="9" "#, 1);
+        assert_eq!(Program::parse(&ring).unwrap().info.root, 0);
     }
 
     /// A thread block of 60,000 sends and the receives that take them: evaluated without

@@ -32,7 +32,8 @@ fn corpus() -> PathBuf {
 /// railyard's verdict: Ok when the program reads and proves correct on one element per
 /// chunk in every mode it runs in, else what refused it; a custom program read as `as_`.
 fn verdict(text: &str, as_: Option<Collective>) -> Result<(), String> {
-    let program = msccl::Program::parse_as(text, as_).map_err(|e| e.to_string())?;
+    let program =
+        msccl::Program::parse_as(text, msccl::ReadAs { custom: as_, root: None }).map_err(|e| e.to_string())?;
     for in_place in program.modes() {
         let schedule = program.schedule_mode(program.info.chunks, 4, in_place).map_err(|e| e.to_string())?;
         check(&schedule.expand()).map_err(|e| e.to_string())?;

@@ -370,7 +370,10 @@ impl<'a> Fluid<'a> {
             self.state[j].start = None;
             loop {
                 let Some(round) = self.rounds[j].get(self.state[j].round) else {
-                    self.state[j].done = Some(t);
+                    // The rounds it stands for without holding them (an MSCCL loop's
+                    // passes past those built) start up after the held ones.
+                    let unheld = self.jobs[j].schedule.unheld_rounds as f64 * self.topology.round_startup_secs;
+                    self.state[j].done = Some(t + unheld);
                     break;
                 };
                 let placement: &Placement = &self.jobs[j].placement;

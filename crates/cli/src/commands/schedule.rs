@@ -82,6 +82,9 @@ struct Report<'a> {
     name: &'a str,
     collective: &'static str,
     gpus: usize,
+    /// A broadcast's or reduce's root (the file's, else the GPU its steps show).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    root: Option<usize>,
     chunks: u64,
     in_place: bool,
     protocol: &'a str,
@@ -164,7 +167,8 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     // Read and proved here for what it says of itself (its ranks place it); costed by plan
     // beside railyard's algorithms, on one-byte elements so --size is rounded only to
     // whole chunks.
-    let (_, info, problem) = msccl_program(&file, &text, a.size, 1, a.collective).map_err(model_error)?;
+    let read_as = msccl::ReadAs { custom: a.collective, root: None };
+    let (_, info, problem) = msccl_program(&file, &text, a.size, 1, read_as).map_err(model_error)?;
     if let Some(asked) = a.collective.filter(|&c| !info.custom && c != info.collective) {
         bail!(
             "{file} is an MSCCL {} program, not {}: --collective names what a coll=\"custom\" program implements",
@@ -215,6 +219,7 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
         name: &info.name,
         collective: info.collective.as_str(),
         gpus: info.gpus,
+        root: info.collective.rooted().then_some(info.root),
         chunks: info.chunks,
         in_place: info.in_place,
         protocol: &info.protocol,
@@ -234,6 +239,9 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
                 report.collective,
                 report.gpus
             );
+            if let Some(root) = report.root {
+                out.push_str(&format!("Root: GPU {root}.\n"));
+            }
             out.push_str(&format!(
                 "{} chunks, {} channels, {} steps, {}, protocol {}.\n\n",
                 report.chunks,

@@ -346,8 +346,8 @@ fn check_msccl(path: &std::path::Path) -> Result<String> {
     let file = path.display().to_string();
     // The proof runs on one element per chunk; the size only shapes the costed form,
     // which check does not use (any size of at least one element per chunk will do).
-    let (_, info, problem) =
-        railyard_model::request::msccl_program(&file, &text, 1 << 20, 1, None).map_err(crate::args::model_error)?;
+    let (_, info, problem) = railyard_model::request::msccl_program(&file, &text, 1 << 20, 1, Default::default())
+        .map_err(crate::args::model_error)?;
     let head = format!(
         "# MSCCL {} ({file}): {} over {} GPUs, {} chunks\n\n",
         info.name,

@@ -64,7 +64,7 @@ pub struct Comms<'a> {
     /// Under `Engine::Sim`, collectives whose group was too large to simulate.
     too_large_to_simulate: std::cell::Cell<usize>,
     /// Under `Engine::Sim`, collectives simulated without some of the groups that share
-    /// their servers (more ranks than `MAX_SIM_RANKS` together).
+    /// their NICs (more ranks than `MAX_SIM_RANKS` together).
     crowded: std::cell::Cell<usize>,
 }
 
@@ -81,7 +81,7 @@ impl<'a> Comms<'a> {
     }
 
     /// Under `Engine::Sim`, how many collectives were simulated without some of the
-    /// groups sharing their servers (over `MAX_SIM_RANKS` ranks together).
+    /// groups sharing their NICs (over `MAX_SIM_RANKS` ranks together).
     pub fn simulated_without_all_neighbours(&self) -> usize {
         self.crowded.get()
     }
