@@ -208,7 +208,8 @@ pub struct ReadAs {
     pub root: Option<Rank>,
 }
 
-/// The collectives an MSCCL program may implement.
+/// The collectives an MSCCL program may implement, each named in a file (`coll`) as
+/// railyard names it (`Collective::as_str`): what is read, what is written.
 const MSCCL_COLLECTIVES: [Collective; 6] = [
     Collective::AllReduce,
     Collective::AllGather,
@@ -217,6 +218,15 @@ const MSCCL_COLLECTIVES: [Collective; 6] = [
     Collective::Broadcast,
     Collective::Reduce,
 ];
+
+/// "allreduce, allgather, …, broadcast or reduce", for messages.
+fn msccl_collective_names() -> String {
+    let names: Vec<&str> = MSCCL_COLLECTIVES.iter().map(|c| c.as_str()).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 fn read(text: &str, read_as: ReadAs) -> Result<Read, ScheduleError> {
     let custom_as = read_as.custom;
@@ -271,40 +281,26 @@ fn read(text: &str, read_as: ReadAs) -> Result<Read, ScheduleError> {
     }
     let coll = attr(algo, "coll")?;
     // msccl-tools writes `reduce_scatter`; older files `reducescatter`.
-    let collective =
-        match coll.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
-            "allreduce" => Collective::AllReduce,
-            "allgather" => Collective::AllGather,
-            "reducescatter" => Collective::ReduceScatter,
-            "alltoall" => Collective::AllToAll,
-            "broadcast" => Collective::Broadcast,
-            "reduce" => Collective::Reduce,
-            "custom" => match custom_as {
-                Some(c) if MSCCL_COLLECTIVES.contains(&c) => c,
-                Some(c) => {
-                    return Err(err(
-                        1,
-                        format!(
-                            "coll=\"custom\" read as {}: an MSCCL program implements allreduce, allgather, \
-                         reducescatter, alltoall, broadcast or reduce",
-                            c.as_str()
-                        ),
-                    ))
-                }
-                None => return Err(err(
-                    1,
-                    "coll=\"custom\": a custom collective promises no result to prove or cost; name the collective \
-                     it implements (allreduce, allgather, reducescatter, alltoall, broadcast or reduce) to read it as \
-                     one",
-                )),
-            },
-            _ => {
-                return Err(err(
-                    1,
-                    format!("coll=\"{coll}\": allreduce, allgather, reducescatter, alltoall, broadcast or reduce"),
-                ))
-            }
-        };
+    let name = coll.to_ascii_lowercase().replace(['_', '-'], "");
+    let names = msccl_collective_names();
+    let collective = match (name.as_str(), custom_as) {
+        ("custom", Some(c)) if MSCCL_COLLECTIVES.contains(&c) => c,
+        ("custom", Some(c)) => {
+            let message = format!("coll=\"custom\" read as {}: an MSCCL program implements {names}", c.as_str());
+            return Err(err(1, message));
+        }
+        ("custom", None) => {
+            let message = format!(
+                "coll=\"custom\": a custom collective promises no result to prove or cost; name the collective it \
+                 implements ({names}) to read it as one"
+            );
+            return Err(err(1, message));
+        }
+        (name, _) => match MSCCL_COLLECTIVES.into_iter().find(|c| c.as_str() == name) {
+            Some(c) => c,
+            None => return Err(err(1, format!("coll=\"{coll}\": {names}"))),
+        },
+    };
     let in_place = algo.attribute("inplace").is_some_and(|v| v.trim() == "1");
     let out_of_place = match algo.attribute("outofplace") {
         Some(v) => v.trim() == "1",
@@ -1390,15 +1386,10 @@ pub fn export(schedule: &crate::ir::Schedule) -> Result<String, ScheduleError> {
     if !schedule.rounds.iter().all(|r| r.in_network.is_empty()) {
         return Err(err(0, "in-network reductions have no MSCCL form"));
     }
-    let coll = match spec.collective {
-        Collective::AllReduce => "allreduce",
-        Collective::AllGather => "allgather",
-        Collective::ReduceScatter => "reducescatter",
-        Collective::AllToAll => "alltoall",
-        Collective::Broadcast => "broadcast",
-        Collective::Reduce => "reduce",
-        other => return Err(err(0, format!("{} has no MSCCL collective name", other.as_str()))),
-    };
+    if !MSCCL_COLLECTIVES.contains(&spec.collective) {
+        return Err(err(0, format!("{} has no MSCCL collective name", spec.collective.as_str())));
+    }
+    let coll = spec.collective.as_str();
     let mut gpus: Vec<OutGpu> = (0..spec.ranks)
         .map(|_| OutGpu { tbs: Vec::new(), by_key: HashMap::new(), writer: HashMap::new(), readers: HashMap::new() })
         .collect();
