@@ -67,6 +67,25 @@ fn speed_for(speeds: &[f64], total_gb_per_s: f64, channels: usize) -> (f64, usiz
     }
 }
 
+/// A ring's channels across nodes as NCCL's search settles them (`search.cc`): it starts
+/// at the fastest candidate and takes a slower one only when more channels at it carry
+/// more in total, up to half the channels, then duplicates every channel of 25 GB/s or
+/// more at half the speed. The speed and the channels.
+fn ring_speed_across(speeds: &[f64], total_gb_per_s: f64, channels: usize) -> (f64, usize) {
+    let mut best = (speeds[speeds.len() - 1], 1);
+    for c in 1..=(channels / 2).max(1) {
+        if let Some(s) = speeds.iter().copied().find(|&s| s * c as f64 <= total_gb_per_s * (1.0 + 1e-9)) {
+            if s * c as f64 > best.0 * best.1 as f64 * (1.0 + 1e-9) {
+                best = (s, c);
+            }
+        }
+    }
+    match best {
+        (s, c) if s >= 25.0 && 2 * c <= channels => (s / 2.0, 2 * c),
+        other => other,
+    }
+}
+
 /// The GPU generation a topology's name says (`a100-…`, `hgx-h100x2`), if any.
 fn name_arch(name: &str) -> Option<Arch> {
     let n = name.to_ascii_lowercase();
@@ -175,42 +194,102 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         Arch::Blackwell => (&SM100_SPEED_INTRA, &SM100_SPEED_INTER),
         _ => (&SPEED_INTRA, &SPEED_INTER),
     };
-    let bw_intra = match o.bw_intra_gb_per_s {
-        Some(v) => {
-            notes.push(("bw_intra".into(), "given".into()));
-            v
-        }
-        None => {
-            let total = if ppn > 1 { intra_total } else { inter_total };
-            let (s, c) = speed_for(intra_speeds, total, channels);
-            if c < channels && o.channels.is_none() {
-                notes.push((
-                    "channels".into(),
-                    format!("{c}: no candidate speed fits {channels} channels within {total:.1} GB/s"),
-                ));
-                channels = c;
+    let mut tree_intra = None;
+    let mut nvls_intra = None;
+    let (bw_intra, bw_inter) = if nodes == 1 {
+        let s = match o.bw_intra_gb_per_s {
+            Some(v) => {
+                notes.push(("bw_intra".into(), "given".into()));
+                v
             }
-            notes.push((
-                "bw_intra".into(),
-                format!("{s} GB/s: NCCL's largest candidate speed that {channels} channels carry within {total:.1} GB/s (a GPU's widest path in a node)"),
-            ));
-            s
+            None => {
+                let (s, c) = speed_for(intra_speeds, intra_total, channels);
+                if c < channels && o.channels.is_none() {
+                    notes.push((
+                        "channels".into(),
+                        format!("{c}: no candidate speed fits {channels} channels within {intra_total:.1} GB/s"),
+                    ));
+                    channels = c;
+                }
+                notes.push((
+                    "bw_intra".into(),
+                    format!("{s} GB/s: NCCL's largest candidate speed that {channels} channels carry within {intra_total:.1} GB/s (a GPU's widest path in a node)"),
+                ));
+                s
+            }
+        };
+        (s, o.bw_inter_gb_per_s.unwrap_or(s))
+    } else {
+        // Across nodes NCCL's search takes its speeds from the inter-node list and runs a
+        // ring's channel at one speed end to end: into the node through a NIC, through
+        // every GPU of the node over NVLink, out through a NIC (`search.cc`: `bwIntra =
+        // bwInter`). The channels together are bounded by the node's NICs, by each GPU's
+        // own NVLink, and by the ranks' paths to the network.
+        let (net_path, _) = width(&mut routes, servers[0][0], servers[1][0])?;
+        let mut total = inter_total.min(ppn as f64 * net_path);
+        if ppn > 1 {
+            total = total.min(intra_total);
         }
-    };
-    let bw_inter = match o.bw_inter_gb_per_s {
-        Some(v) => {
-            notes.push(("bw_inter".into(), "given".into()));
-            v
+        let inter = match o.bw_inter_gb_per_s {
+            Some(v) => {
+                notes.push(("bw_inter".into(), "given".into()));
+                v
+            }
+            None => {
+                let (s, c) = if o.channels.is_some() {
+                    speed_for(inter_speeds, total, channels)
+                } else {
+                    ring_speed_across(inter_speeds, total, channels)
+                };
+                if c != channels {
+                    notes.push((
+                        "channels".into(),
+                        format!("{c}: the ring channels NCCL's search finds within {total:.1} GB/s, each of 25 GB/s or more split in two"),
+                    ));
+                    channels = c;
+                }
+                notes.push((
+                    "bw_inter".into(),
+                    format!(
+                        "{s} GB/s: {channels} channels within {total:.1} GB/s, the least of the node's NICs \
+                         ({inter_total:.1}), its {ppn} ranks' paths to the network ({ppn} x {net_path:.1}){}",
+                        if ppn > 1 { format!(" and a GPU's NVLink ({intra_total:.1})") } else { String::new() }
+                    ),
+                ));
+                s
+            }
+        };
+        let intra = match o.bw_intra_gb_per_s {
+            Some(v) => {
+                notes.push(("bw_intra".into(), "given".into()));
+                v
+            }
+            None => {
+                notes.push((
+                    "bw_intra".into(),
+                    format!("{inter} GB/s: a ring's channel runs at one speed through NVLink and the NICs"),
+                ));
+                inter
+            }
+        };
+        if ppn > 1 && o.bw_intra_gb_per_s.is_none() {
+            // A tree's intra speed is raised while NVLink carries it, to at most twice the
+            // inter speed; NVLS's graph is searched on NVLink alone.
+            let (nv, _) = speed_for(intra_speeds, intra_total, channels);
+            let tree = nv.min(2.0 * inter).max(intra);
+            if tree != intra {
+                notes.push(("tree bw_intra".into(), format!("{tree} GB/s: NVLink's speed, at most twice bw_inter")));
+                tree_intra = Some(tree);
+            }
+            if nv != intra {
+                notes.push((
+                    "NVLS bw_intra".into(),
+                    format!("{nv} GB/s: NVLink's speed on {channels} channels (NVLS's own graph)"),
+                ));
+                nvls_intra = Some(nv);
+            }
         }
-        None if nodes == 1 => bw_intra,
-        None => {
-            let (s, _) = speed_for(inter_speeds, inter_total, channels);
-            notes.push((
-                "bw_inter".into(),
-                format!("{s} GB/s: the largest candidate that {channels} channels carry within {inter_total} GB/s (a node's NICs)"),
-            ));
-            s
-        }
+        (intra, inter)
     };
     let nvls = o.nvls.unwrap_or(nvswitch && arch >= Arch::Hopper && ppn > 1);
     notes.push((
@@ -234,6 +313,8 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         channels,
         bw_intra_gb_per_s: bw_intra,
         bw_inter_gb_per_s: bw_inter,
+        tree_bw_intra_gb_per_s: tree_intra,
+        nvls_bw_intra_gb_per_s: nvls_intra,
         nvls_channels: if nvls { channels } else { 0 },
         collnet: o.collnet,
         pat: ppn == 1,
@@ -347,12 +428,29 @@ mod tests {
         let s = shape(&t, &p, &Overrides::default()).unwrap();
         let i = &s.input;
         assert_eq!((i.ranks, i.nodes, i.channels, i.intra_nvlink), (16, 2, 16, true));
-        // 450 GB/s of NVLink is 370.8 as NCCL counts it; over 16 channels 23.2 each, so 20
-        // (Hopper's intra speeds 60, 50, 40, 30, 24, 20). 8 NICs x 50 = 400 GB/s over 16:
-        // 25 each, so 24 (48, 45, 42, 40, 30, 24).
-        assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (20.0, 24.0));
+        // Across nodes a ring's channel runs at one speed through NVLink and the NICs,
+        // within the least of 8 NICs x 50 = 400 GB/s and one GPU's NVLink, 450 GB/s counted
+        // as NCCL does (18 x 20.6 = 370.8): 8 channels of 45 (Hopper's inter speeds 48, 45,
+        // ...; 8 x 48 = 384 is too much), split into 16 of 22.5. NVLS's graph is NVLink's
+        // alone: 370.8 over 16 is 23.2, so 20 (intra speeds 60, 50, 40, 30, 24, 20).
+        assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (22.5, 22.5));
+        assert_eq!((i.tree_bw_intra_gb_per_s, i.nvls_bw_intra_gb_per_s), (None, Some(20.0)));
         assert_eq!(i.nvls_channels, 16);
         assert!(!i.collnet);
+    }
+
+    /// One GPU on each of two nodes: its ring leaves through its own 400 Gbit/s NIC, so
+    /// NCCL's estimate is that NIC's rate, not the node's eight NICs' nor NVLink's: one
+    /// channel of 48 GB/s (the path's 50 GB/s), split into 2 of 24.
+    #[test]
+    fn one_gpu_per_node_is_held_to_its_path_to_the_network() {
+        let t = preset("hgx-h200:nodes=2").unwrap();
+        let p = Placement::new(&t, &"interleaved".parse().unwrap(), Some(2)).unwrap();
+        let s = shape(&t, &p, &Overrides::default()).unwrap();
+        let i = &s.input;
+        assert_eq!((i.ranks, i.nodes, i.channels), (2, 2, 2));
+        assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (24.0, 24.0));
+        assert_eq!((i.tree_bw_intra_gb_per_s, i.nvls_bw_intra_gb_per_s, i.nvls_channels), (None, None, 0));
     }
 
     #[test]

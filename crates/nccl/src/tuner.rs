@@ -161,6 +161,14 @@ pub struct TunerInput {
     pub channels: usize,
     pub bw_intra_gb_per_s: f64,
     pub bw_inter_gb_per_s: f64,
+    /// The tree graph's and the NVLS graph's speed inside a node where it is not the
+    /// ring's (None: `bw_intra_gb_per_s`). Across nodes a ring's channel runs at one speed
+    /// through NVLink and the NICs (`search.cc` sets `bwIntra = bwInter` and raises only a
+    /// tree's intra speed, to at most twice), while the NVLS graph is searched on NVLink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_bw_intra_gb_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvls_bw_intra_gb_per_s: Option<f64>,
     /// NVLS channels where NVLink SHARP can run (NVSwitch, Hopper or newer); 0 for none.
     pub nvls_channels: usize,
     /// CollNet (in-network reduction across nodes) enabled.
@@ -184,6 +192,18 @@ pub const MAX_CHANNELS: usize = 64;
 pub const MAX_RANKS: usize = 1 << 20;
 
 impl TunerInput {
+    /// The intra-node speed per channel of the graph algorithm `a` runs on: NVLS's graph
+    /// for NVLS and NVLSTree, the tree's for Tree and CollNet (searched as trees), else
+    /// the ring's.
+    pub fn intra_of(&self, a: Algo) -> f64 {
+        let own = match a {
+            Algo::Nvls | Algo::NvlsTree => self.nvls_bw_intra_gb_per_s,
+            Algo::Tree | Algo::CollNetDirect | Algo::CollNetChain => self.tree_bw_intra_gb_per_s,
+            Algo::Ring | Algo::Pat => None,
+        };
+        own.unwrap_or(self.bw_intra_gb_per_s)
+    }
+
     fn check(&self) -> Result<(), NcclError> {
         let bad = |field: &str, message: String| Err(NcclError::BadInput { field: field.into(), message });
         if !(2..=MAX_RANKS).contains(&self.ranks) {
@@ -195,7 +215,12 @@ impl TunerInput {
         if !(1..=MAX_CHANNELS).contains(&self.channels) || self.nvls_channels > MAX_CHANNELS {
             return bad("channels", format!("{} (NVLS {}): 1 to {MAX_CHANNELS}", self.channels, self.nvls_channels));
         }
-        for (field, v) in [("bw-intra", self.bw_intra_gb_per_s), ("bw-inter", self.bw_inter_gb_per_s)] {
+        for (field, v) in [
+            ("bw-intra", self.bw_intra_gb_per_s),
+            ("bw-inter", self.bw_inter_gb_per_s),
+            ("tree bw-intra", self.tree_bw_intra_gb_per_s.unwrap_or(self.bw_intra_gb_per_s)),
+            ("NVLS bw-intra", self.nvls_bw_intra_gb_per_s.unwrap_or(self.bw_intra_gb_per_s)),
+        ] {
             if !(v.is_finite() && v > 0.0 && v <= 10_000.0) {
                 return bad(field, format!("{v} GB/s per channel: above 0, at most 10000"));
             }
@@ -288,13 +313,14 @@ pub fn table(input: &TunerInput, coll: Coll) -> Result<Table, NcclError> {
             let channels = if matches!(a, Algo::Nvls | Algo::NvlsTree) { input.nvls_channels } else { input.channels };
             let ch = channels as f64;
             // NCCL's ncclTopoTuneModel, bandwidth (docs/sources.md#nccl-tuner).
+            let intra_of_graph = input.intra_of(a);
             let mut bw = if nodes <= 2 || matches!(a, Algo::CollNetDirect | Algo::CollNetChain) {
-                input.bw_intra_gb_per_s
+                intra_of_graph
             } else {
                 input.bw_inter_gb_per_s
             };
             if matches!(a, Algo::Nvls | Algo::NvlsTree) && channels >= 2 {
-                let mut intra = input.bw_intra_gb_per_s * NVLS_EFFICIENCY[arch] * (ch - 1.0) / ch;
+                let mut intra = intra_of_graph * NVLS_EFFICIENCY[arch] * (ch - 1.0) / ch;
                 if coll == Coll::AllReduce {
                     intra *= 2.0;
                 } else {
@@ -327,7 +353,7 @@ pub fn table(input: &TunerInput, coll: Coll) -> Result<Table, NcclError> {
             }
             if a == Algo::CollNetDirect && p == Proto::Simple {
                 if matches!(coll, Coll::AllGather | Coll::ReduceScatter) {
-                    bus = ppn as f64 * input.bw_intra_gb_per_s.min(input.bw_inter_gb_per_s * 0.9);
+                    bus = ppn as f64 * intra_of_graph.min(input.bw_inter_gb_per_s * 0.9);
                 } else {
                     let mut factor = ppn as f64 / ch;
                     factor -= (factor - 1.0) / 2.0;
@@ -521,6 +547,8 @@ mod tests {
             channels: 16,
             bw_intra_gb_per_s: 20.0,
             bw_inter_gb_per_s: 20.0,
+            tree_bw_intra_gb_per_s: None,
+            nvls_bw_intra_gb_per_s: None,
             nvls_channels: 0,
             collnet: false,
             pat: false,
