@@ -177,9 +177,17 @@ pub struct Topology {
     out_links: Vec<Vec<LinkId>>,
     in_links: Vec<Vec<LinkId>>,
     by_name: HashMap<String, DeviceId>,
+    /// NICs per server, in declaration order: the model asks for a placement's NICs on
+    /// every costing, and a scan of every device is too slow on large fabrics.
+    nics_by_server: HashMap<String, Vec<DeviceId>>,
 }
 
 impl Topology {
+    /// The NICs of `server`, in declaration order (none for a name that is no server's).
+    pub fn nics_of_server(&self, server: &str) -> &[DeviceId] {
+        self.nics_by_server.get(server).map_or(&[], Vec::as_slice)
+    }
+
     pub fn in_links(&self, device: DeviceId) -> &[LinkId] {
         &self.in_links[device]
     }
@@ -514,7 +522,12 @@ impl TopologyBuilder {
         if !self.devices.iter().any(|d| d.kind == DeviceKind::Gpu) {
             return Err(TopologyError::NoGpus);
         }
+        let mut nics_by_server: HashMap<String, Vec<DeviceId>> = HashMap::new();
+        for (id, d) in self.devices.iter().enumerate().filter(|(_, d)| d.kind == DeviceKind::Nic) {
+            nics_by_server.entry(d.server.clone().unwrap_or_else(|| d.name.clone())).or_default().push(id);
+        }
         Ok(Topology {
+            nics_by_server,
             name: self.name,
             description: self.description,
             devices: self.devices,

@@ -21,7 +21,9 @@
 //! per GPU); groups on other servers only above the leaves, which this does not see.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
 
 use railyard_model::nccl_family::{nccl_algorithms, nccl_inter_stage};
 use railyard_model::{plan_with_routes, resolve_on, ChunkPolicy, CollectiveRequest};
@@ -60,7 +62,8 @@ pub struct Comms<'a> {
     engine: Engine,
     /// One route table for every costing: its index of a large fabric is built once.
     routes: RefCell<RouteTable<'a>>,
-    known: RefCell<HashMap<Key, Costed>>,
+    /// Keyed by whole rank lists: a fast hash, as a large group's key is long.
+    known: RefCell<FxHashMap<Key, Costed>>,
     /// Under `Engine::Sim`, collectives whose group was too large to simulate.
     too_large_to_simulate: std::cell::Cell<usize>,
     /// Under `Engine::Sim`, collectives simulated without some of the groups that share
@@ -74,7 +77,7 @@ impl<'a> Comms<'a> {
             topology,
             engine,
             routes: RefCell::new(RouteTable::new(topology)),
-            known: RefCell::new(HashMap::new()),
+            known: RefCell::new(FxHashMap::default()),
             too_large_to_simulate: std::cell::Cell::new(0),
             crowded: std::cell::Cell::new(0),
         }
@@ -167,7 +170,7 @@ impl<'a> Comms<'a> {
         let port =
             |r: u64| t.default_ranks.get(r as usize).map(|&d| (t.server_of(d), t.devices.get(d).and_then(|x| x.rail)));
         // Per server of the group: its rails, and whether one of its GPUs has none.
-        let mut mine: HashMap<&str, (HashSet<u32>, bool)> = HashMap::new();
+        let mut mine: FxHashMap<&str, (HashSet<u32>, bool)> = FxHashMap::default();
         for (server, rail) in ranks.iter().filter_map(|&r| port(r)) {
             let e = mine.entry(server).or_default();
             match rail {
