@@ -74,6 +74,10 @@ pub struct NcclLog {
     pub nodes_from: Option<String>,
     pub local_ranks: Option<usize>,
     pub rank_info: Vec<RankInfo>,
+    /// The ranks `rank_info` holds, so a log of many `comm` lines is read in time linear
+    /// in its lines.
+    #[serde(skip)]
+    rank_info_ranks: std::collections::HashSet<usize>,
     /// Every host named in a line's prefix (at most `MAX_HOSTS`), whichever line it is.
     pub hosts: std::collections::BTreeSet<String>,
     /// The highest CUDA device a line's prefix names (`[3]`).
@@ -349,7 +353,7 @@ fn comm_line(log: &mut NcclLog, m: &str, host: &str, pid: u64, dev: usize) -> Re
     log.ranks = Some(ranks);
     log.nodes = after("nNodes").or(log.nodes);
     log.local_ranks = after("localRanks").or(log.local_ranks);
-    if !host.is_empty() && !log.rank_info.iter().any(|r| r.rank == rank) {
+    if !host.is_empty() && log.rank_info_ranks.insert(rank) {
         log.rank_info.push(RankInfo { rank, host: host.to_string(), pid, device: dev });
     }
     Ok(true)
