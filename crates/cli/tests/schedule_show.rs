@@ -98,4 +98,18 @@ fn check_proves_an_msccl_program_or_refuses_it() {
     assert_ne!(bad.code, 0, "{}", bad.stdout);
     let neither = railyard(&["schedule", "check"]);
     assert_eq!(neither.code, 2, "{}", neither.stderr);
+    // A coll="custom" program (msccl-tools' solver) is proved as the collective named,
+    // with the root its steps tell; without a name it is refused, saying what to name;
+    // another program's own collective is not overridden.
+    let custom = format!("{root}/corpus/msccl/sccl-ring4-broadcast-root1-s2.xml");
+    let named = railyard(&["schedule", "check", "--msccl", &custom, "--collective", "broadcast"]);
+    assert_eq!(named.code, 0, "{}", named.stderr);
+    assert!(named.stdout.contains("broadcast from GPU 1 over 4 GPUs"), "{}", named.stdout);
+    let unnamed = railyard(&["schedule", "check", "--msccl", &custom]);
+    assert_ne!(unnamed.code, 0, "{}", unnamed.stdout);
+    assert!(unnamed.stderr.contains("name the collective it implements"), "{}", unnamed.stderr);
+    let other = format!("{root}/samples/msccl/allreduce_ring_8gpu.xml");
+    let renamed = railyard(&["schedule", "check", "--msccl", &other, "--collective", "allgather"]);
+    assert_ne!(renamed.code, 0, "{}", renamed.stdout);
+    assert!(renamed.stderr.contains("not allgather"), "{}", renamed.stderr);
 }

@@ -77,8 +77,10 @@ pub struct CheckArgs {
     /// Or an MSCCL XML program, proved at its own rank count in every mode MSCCL runs it
     #[arg(long)]
     pub msccl: Option<std::path::PathBuf>,
-    #[arg(long, default_value = "allreduce")]
-    pub collective: Collective,
+    /// The collective to prove (default: allreduce); with --msccl, the one a coll="custom"
+    /// program implements (msccl-tools' solver writes broadcasts and reduces so)
+    #[arg(long)]
+    pub collective: Option<Collective>,
     /// Rank counts: N, A-B or a comma list (2-16, or 2,4,8)
     #[arg(long, default_value = "2-16")]
     pub ranks: String,
@@ -341,15 +343,15 @@ fn rank_counts(text: &str) -> Result<Vec<usize>> {
 }
 
 /// An MSCCL program proved as `schedule import` proves it, said in `check`'s words.
-fn check_msccl(path: &std::path::Path) -> Result<String> {
+fn check_msccl(path: &std::path::Path, collective: Option<Collective>) -> Result<String> {
     let text = railyard_topology::file::read_text(path, railyard_schedule::msccl::MAX_XML_BYTES as u64)?;
     let file = path.display().to_string();
     // The proof runs on one element per chunk; the size only shapes the costed form,
     // which check does not use (any size of at least one element per chunk will do).
-    let (_, info, problem) = railyard_model::request::msccl_program(&file, &text, 1 << 20, 1, Default::default())
-        .map_err(crate::args::model_error)?;
+    let (info, problem) = super::schedule::read_msccl(&file, &text, 1 << 20, collective)?;
+    let root = if info.collective.rooted() { format!(" from GPU {}", info.root) } else { String::new() };
     let head = format!(
-        "# MSCCL {} ({file}): {} over {} GPUs, {} chunks\n\n",
+        "# MSCCL {} ({file}): {}{root} over {} GPUs, {} chunks\n\n",
         info.name,
         info.collective.as_str(),
         info.gpus,
@@ -367,15 +369,16 @@ fn check_msccl(path: &std::path::Path) -> Result<String> {
 pub fn check(a: &CheckArgs) -> Result<String> {
     let Some(algo) = a.algo else {
         let path = a.msccl.as_ref().ok_or_else(|| anyhow::anyhow!("give --algo or --msccl"))?;
-        return check_msccl(path);
+        return check_msccl(path, a.collective);
     };
-    check_request(algo, a.collective, a.chunks_per_rank, a.per_server)?;
+    let collective = a.collective.unwrap_or(Collective::AllReduce);
+    check_request(algo, collective, a.chunks_per_rank, a.per_server)?;
     let counts = rank_counts(&a.ranks)?;
     let mut t = Table::new(["ranks", "rounds", "transfers", "elements sent", "proved"]);
     let (mut failed, mut not_built) = (Vec::new(), 0);
     for &n in &counts {
         // A rank count the algorithm does not serve is said, not a failed proof.
-        let schedule = match build(algo, a.collective, n, a.chunks_per_rank, a.per_server) {
+        let schedule = match build(algo, collective, n, a.chunks_per_rank, a.per_server) {
             Ok(s) => s,
             Err(e) => {
                 t.row([n.to_string(), "-".into(), "-".into(), "-".into(), format!("not built: {e:#}")]);
@@ -402,7 +405,7 @@ pub fn check(a: &CheckArgs) -> Result<String> {
     let mut out = format!(
         "# {} {}: proved at {} of {} rank counts\n\n",
         algo,
-        a.collective.as_str(),
+        collective.as_str(),
         counts.len() - failed.len() - not_built,
         counts.len()
     );
