@@ -516,3 +516,26 @@ fn msccl_programs_sweep_over_their_size_range() {
     assert!(out.stderr.contains("MSCCL runs this program from 1 KiB to 2 MiB"), "{}", out.stderr);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// 128 ranks over two 72-GPU racks (OCI's 32 GB200 trays, 64 GPUs a rack): placed from
+/// the first GPU on, 72 and 56 per rack, which NCCL's tuner cannot take, and the refusal
+/// says how to place them; `--placement interleaved` spreads them 64 and 64 and judges.
+/// (The run's first two sizes: every size plans 128 ranks.)
+#[test]
+fn analyze_takes_a_placement() {
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../corpus/nccl-tests/other/gb200-32n-2rack-allreduce-oci-oke.txt");
+    let head: Vec<String> = std::fs::read_to_string(full).unwrap().lines().take(8).map(String::from).collect();
+    let file = std::env::temp_dir().join(format!("railyard-analyze-placement-{}.txt", std::process::id()));
+    std::fs::write(&file, head.join("\n") + "\n").unwrap();
+    let file = file.display().to_string();
+    let base =
+        ["analyze", "nccl-tests", &file, "--collective", "allreduce", "--topo", "gb200-nvl72:nodes=2,fabric=roce"];
+    let uneven = railyard(&base);
+    assert_ne!(uneven.code, 0, "{}", uneven.stdout);
+    assert!(uneven.stderr.contains("[72, 56]") && uneven.stderr.contains("--placement"), "{}", uneven.stderr);
+    let v = json(&[&base[..], &["--placement", "interleaved", "--format", "json"]].concat());
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(v["analysis"]["sizes"].as_array().unwrap().len(), 2);
+    assert_eq!(v["shape"]["input"]["nodes"], 2);
+}

@@ -273,16 +273,6 @@ pub fn analyze(
             }
         }
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
-        let fastest = algorithms.iter().min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
-        let in_switch = choice
-            .as_ref()
-            .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
-        let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
-        let (algorithm_name, bound_us) = match fastest {
-            Some(b) if !in_switch || reducing_switch => (b.name.clone(), Some(b.total_secs * 1e6)),
-            Some(b) => (b.name.clone(), None),
-            None => ("-".to_string(), None),
-        };
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
         let family: Vec<Algorithm> = match &shape.input.algos {
             Some(algos) => railyard_of(algos),
@@ -309,6 +299,22 @@ pub fn analyze(
         let family_plan = match from_main {
             Some(p) => Some(p),
             None => plan(&mut routes, &family_request)?,
+        };
+        // The bound: the fastest of every schedule costed at line rate, NCCL's family as it
+        // crosses servers (a tree, pipelined) among them — a run of those schedules is no
+        // faster than their own line-rate time, whichever crossing the main plan took.
+        let fastest = algorithms
+            .iter()
+            .chain(family_plan.iter().flat_map(|p| &p.algorithms))
+            .min_by(|a, b| a.total_secs.total_cmp(&b.total_secs));
+        let in_switch = choice
+            .as_ref()
+            .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
+        let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
+        let (algorithm_name, bound_us) = match fastest {
+            Some(b) if !in_switch || reducing_switch => (b.name.clone(), Some(b.total_secs * 1e6)),
+            Some(b) => (b.name.clone(), None),
+            None => ("-".to_string(), None),
         };
         let fastest_expected = |list: &'_ [Breakdown]| -> Option<Breakdown> {
             list.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)).cloned()

@@ -159,6 +159,11 @@ pub struct AnalyzeTestsArgs {
     /// Topology to compare with (a preset, or a file `topo import` made of the same machines)
     #[arg(long)]
     pub topo: Option<String>,
+    /// Where the ranks sit on the topology's GPUs: contiguous, interleaved (round-robin over
+    /// its servers), rail-aligned, or list:DEV,DEV,... (default: as the output's rank lines
+    /// place them, host by host, else contiguous)
+    #[arg(long)]
+    pub placement: Option<PlacementPolicy>,
     #[command(flatten)]
     pub shape: TunerShapeArgs,
     /// Draw measured, NCCL-expected and railyard-bound busbw per size
@@ -415,9 +420,17 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
             None => None,
             Some(topology) => {
                 let ranks = output.ranks.max(2);
-                let placement = placement_from_ranks(topology, output, ranks)?;
+                let placement = match &args.placement {
+                    Some(policy) => Placement::new(topology, policy, Some(ranks)).context("placement")?,
+                    None => placement_from_ranks(topology, output, ranks)?,
+                };
                 let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
-                let shape = args.shape.shape(topology, &placement, collective)?;
+                let shape = args.shape.shape(topology, &placement, collective).with_context(|| {
+                    format!(
+                        "{} ranks on {}: --placement says where they sit (interleaved spreads them evenly over its servers)",
+                        ranks, topology.name
+                    )
+                })?;
                 Some((verdict::analyze(output, topology, &placement, &shape)?, shape, topology.name.clone()))
             }
         };
