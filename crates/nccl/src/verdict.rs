@@ -30,6 +30,9 @@ pub const SLOW_RATIO: f64 = 1.25;
 /// Measured under railyard's bound below which the topology must be wrong (the bound
 /// leaves out nothing a run could save, so only rounding is allowed).
 pub const BOUND_RATIO: f64 = 0.97;
+/// Sizes up to this are latency-bound, where every model here is far below what healthy
+/// clusters measure (docs/validation.md's small sizes).
+pub const SMALL_BYTES: u64 = 1 << 20;
 /// Sizes compared against a topology in one run: every one plans every algorithm (a
 /// sweep has tens; 20,000 rows once took 71 s).
 pub const MAX_ANALYZED_ROWS: usize = 1024;
@@ -373,6 +376,14 @@ pub fn analyze(
         .map(|i| sizes[i].bytes);
     for (name, reason) in skipped {
         notes.push(format!("{name} not costed: {reason}"));
+    }
+    let small_slow = sizes.iter().filter(|s| s.verdict == Verdict::Slow && s.bytes <= SMALL_BYTES).count();
+    if small_slow > 0 {
+        notes.push(format!(
+            "{small_slow} of the sizes judged slow are at most 1 MiB, where railyard's expected times, like NCCL's \
+             tuner, sit well below what healthy clusters measure (per-call costs the models leave out; \
+             docs/validation.md): a calibration on a healthy run of your own judges them (docs/nccl-artifacts.md)"
+        ));
     }
     Ok(Analysis { sizes, leaves_model_at_bytes, notes })
 }
