@@ -194,6 +194,7 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         Arch::Blackwell => (&SM100_SPEED_INTRA, &SM100_SPEED_INTER),
         _ => (&SPEED_INTRA, &SPEED_INTER),
     };
+    let nvls = o.nvls.unwrap_or(nvswitch && arch >= Arch::Hopper && ppn > 1);
     let mut tree_intra = None;
     let mut nvls_intra = None;
     let (bw_intra, bw_inter) = if nodes == 1 {
@@ -253,7 +254,11 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
                     format!(
                         "{s} GB/s: {channels} channels within {total:.1} GB/s, the least of the node's NICs \
                          ({inter_total:.1}), its {ppn} ranks' paths to the network ({ppn} x {net_path:.1}){}",
-                        if ppn > 1 { format!(" and a GPU's NVLink ({intra_total:.1})") } else { String::new() }
+                        if ppn > 1 {
+                            format!(" and a GPU's widest path in the node ({intra_total:.1})")
+                        } else {
+                            String::new()
+                        }
                     ),
                 ));
                 s
@@ -267,21 +272,24 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
             None => {
                 notes.push((
                     "bw_intra".into(),
-                    format!("{inter} GB/s: a ring's channel runs at one speed through NVLink and the NICs"),
+                    format!("{inter} GB/s: a ring's channel runs at one speed inside the node and through the NICs"),
                 ));
                 inter
             }
         };
         if ppn > 1 && o.bw_intra_gb_per_s.is_none() {
-            // A tree's intra speed is raised while NVLink carries it, to at most twice the
-            // inter speed; NVLS's graph is searched on NVLink alone.
+            // A tree's intra speed is raised while the node's paths carry it, to at most
+            // twice the inter speed; NVLS's graph is searched on NVLink alone.
             let (nv, _) = speed_for(intra_speeds, intra_total, channels);
             let tree = nv.min(2.0 * inter).max(intra);
             if tree != intra {
-                notes.push(("tree bw_intra".into(), format!("{tree} GB/s: NVLink's speed, at most twice bw_inter")));
+                notes.push((
+                    "tree bw_intra".into(),
+                    format!("{tree} GB/s: the speed inside the node, at most twice bw_inter"),
+                ));
                 tree_intra = Some(tree);
             }
-            if nv != intra {
+            if nvls && nv != intra {
                 notes.push((
                     "NVLS bw_intra".into(),
                     format!("{nv} GB/s: NVLink's speed on {channels} channels (NVLS's own graph)"),
@@ -291,7 +299,6 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         }
         (intra, inter)
     };
-    let nvls = o.nvls.unwrap_or(nvswitch && arch >= Arch::Hopper && ppn > 1);
     notes.push((
         "nvls".into(),
         match o.nvls {
