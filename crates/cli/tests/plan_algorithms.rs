@@ -12,8 +12,8 @@ fn every_collective_plans_on_the_seed_cluster() {
         ("gather", vec!["direct"]),
         ("scatter", vec!["direct"]),
         ("alltoall", vec!["bruck", "pairwise", "direct", "hierarchical"]),
-        ("allgather", vec!["ring", "interleaved-ring", "rhd", "bruck", "direct", "hierarchical", "rail-ring"]),
-        ("reducescatter", vec!["ring", "interleaved-ring", "rhd", "direct", "hierarchical", "rail-ring"]),
+        ("allgather", vec!["ring", "interleaved-ring", "rhd", "bruck", "direct", "hierarchical", "rail-ring", "pat"]),
+        ("reducescatter", vec!["ring", "interleaved-ring", "rhd", "direct", "hierarchical", "rail-ring", "pat"]),
         ("barrier", vec!["bruck", "direct"]),
         ("sendrecv", vec!["direct"]),
     ] {

@@ -17,18 +17,22 @@ pub fn nccl_inter_stage(collective: Collective, algorithms: &[Algorithm]) -> Int
     }
 }
 
-/// NCCL's algorithms for `collective` on `servers` servers. All-gather and
-/// reduce-scatter by NVLS or PAT, and all-reduce by NCCL's single tree, have no
+/// NCCL's algorithms for `collective` over `ranks` ranks on `servers` servers.
+/// All-gather and reduce-scatter by NVLS, and all-reduce by NCCL's single tree, have no
 /// schedule of their own here: the rail-aligned rings and the double tree stand for
 /// them. NVLS across servers needs in-network reduction (CollNet) in NCCL, which
 /// `in-network` stands for; without it NCCL crosses servers by NVLSTree's tree
 /// (NCCL's enable rules, src/graph/tuning.cc: NVLS on several nodes needs CollNet), so on
-/// several servers NVLS is `nvls-tree`, and on one the two are the same.
-pub fn nccl_algorithms(collective: Collective, servers: usize) -> Vec<Algorithm> {
+/// several servers NVLS is `nvls-tree`, and on one the two are the same. PAT runs
+/// all-gather and reduce-scatter where every rank has a server of its own (NCCL's
+/// default `ncclPatEnable`: one GPU per node).
+pub fn nccl_algorithms(collective: Collective, servers: usize, ranks: usize) -> Vec<Algorithm> {
     use Algorithm::*;
     let nvls = if servers > 1 { NvlsTree } else { Nvls };
+    let one_per_server = servers > 1 && servers == ranks;
     match collective {
         Collective::AllReduce => vec![RailRing, DoubleTree, Hierarchical, nvls, InNetwork],
+        Collective::AllGather | Collective::ReduceScatter if one_per_server => vec![RailRing, Pat],
         Collective::AllGather | Collective::ReduceScatter => vec![RailRing],
         Collective::Broadcast | Collective::Reduce => vec![Chain],
         _ => vec![Direct],

@@ -111,7 +111,7 @@ pub fn railyard_of(algos: &[Algo]) -> Vec<Algorithm> {
             Algo::Nvls => &[Algorithm::Nvls],
             Algo::NvlsTree => &[Algorithm::NvlsTree],
             Algo::CollNetDirect | Algo::CollNetChain => &[Algorithm::InNetwork],
-            Algo::Pat => &[Algorithm::RailRing],
+            Algo::Pat => &[Algorithm::Pat],
         };
         for &x in these {
             if !out.contains(&x) {
@@ -279,7 +279,7 @@ pub fn analyze(
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
         let family: Vec<Algorithm> = match &shape.input.algos {
             Some(algos) => railyard_of(algos),
-            None => nccl_algorithms(railyard_collective, placement.ranks_by_server(topology).len()),
+            None => nccl_algorithms(railyard_collective, placement.ranks_by_server(topology).len(), placement.len()),
         };
         // Costed as NCCL runs them: its trees cross servers by a tree.
         let family_request = CollectiveRequest {

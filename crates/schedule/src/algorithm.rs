@@ -27,6 +27,9 @@ pub enum Algorithm {
     RecursiveDoubling,
     /// Bruck: all-gather, all-to-all, barrier in ⌈log2 P⌉ rounds.
     Bruck,
+    /// NCCL's PAT: all-gather and reduce-scatter in ⌈log2 P⌉ aggregated rounds, what NCCL
+    /// runs at one rank per node (`pat.rs`).
+    Pat,
     /// Pairwise-exchange all-to-all: P − 1 rounds.
     Pairwise,
     /// Everyone sends straight to its destinations.
@@ -48,7 +51,7 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 15] = [
+    pub const ALL: [Algorithm; 16] = [
         Algorithm::Ring,
         Algorithm::InterleavedRing,
         Algorithm::Chain,
@@ -64,6 +67,7 @@ impl Algorithm {
         Algorithm::Nvls,
         Algorithm::NvlsTree,
         Algorithm::RailRing,
+        Algorithm::Pat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +81,7 @@ impl Algorithm {
             Algorithm::Rhd => "rhd",
             Algorithm::RecursiveDoubling => "recursive-doubling",
             Algorithm::Bruck => "bruck",
+            Algorithm::Pat => "pat",
             Algorithm::Pairwise => "pairwise",
             Algorithm::Direct => "direct",
             Algorithm::Hierarchical => "hierarchical",
@@ -100,6 +105,7 @@ impl Algorithm {
             Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
             Algorithm::RecursiveDoubling => c == AllReduce,
             Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
+            Algorithm::Pat => matches!(c, AllGather | ReduceScatter),
             Algorithm::Pairwise => matches!(c, AllToAll | AllToAllv),
             Algorithm::Direct => c != AllReduce,
             Algorithm::Hierarchical => matches!(c, AllReduce | ReduceScatter | AllGather | AllToAll | AllToAllv),

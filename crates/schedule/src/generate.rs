@@ -12,6 +12,7 @@ use crate::error::ScheduleError;
 use crate::hierarchical::{hierarchical, hierarchical_all_reduce, InterStage, IntraStage};
 use crate::ir::Schedule;
 use crate::limits::Form;
+use crate::pat::pat;
 use crate::rail_ring::rail_ring;
 use crate::recursive_doubling::recursive_doubling;
 use crate::rhd::rhd;
@@ -79,6 +80,7 @@ fn build(
         Algorithm::Rhd => rhd(spec, elem_bytes, name),
         Algorithm::RecursiveDoubling => recursive_doubling(spec, elem_bytes, name),
         Algorithm::Bruck => bruck(spec, elem_bytes, name),
+        Algorithm::Pat => pat(spec, elem_bytes, name),
         Algorithm::Pairwise => pairwise(spec, elem_bytes, name),
         Algorithm::Direct => direct(spec, elem_bytes, name),
         Algorithm::Hierarchical if spec.collective == Collective::AllReduce => {

@@ -25,6 +25,7 @@ pub mod limits;
 pub mod msccl;
 pub mod msccl_races;
 pub mod partition;
+pub mod pat;
 pub mod rail_ring;
 pub mod recursive_doubling;
 pub mod rhd;

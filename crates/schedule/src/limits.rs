@@ -91,6 +91,8 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
         // One exchange per rank per round, plus folding.
         Algorithm::RecursiveDoubling => m(&[2, p, rounds_log]),
         Algorithm::Bruck => m(&[p, p, rounds_log]),
+        // At most two messages per rank and round (`pat.rs`).
+        Algorithm::Pat => m(&[2, p, rounds_log]),
         Algorithm::Pairwise | Algorithm::Direct => m(&[2, p, p]),
         // All-reduce, per chunk: intra-server rings of g ranks, inter-server rings of s
         // groups or rhd over them (in-network: no inter-server transfers); the others

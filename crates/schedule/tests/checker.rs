@@ -82,6 +82,7 @@ fn rhd_bruck_pairwise_direct() {
     run(Algorithm::Rhd, plain);
     run(Algorithm::RecursiveDoubling, plain);
     run(Algorithm::Bruck, plain);
+    run(Algorithm::Pat, plain);
     run(Algorithm::Pairwise, plain);
     run(Algorithm::Direct, plain);
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use railyard_model::request::{msccl_count, msccl_program, AlgorithmSpec};
+use railyard_model::request::{msccl_count, AlgorithmSpec};
 use railyard_model::{gen_options, plan_on, CollectiveRequest};
 use railyard_schedule::{msccl, Collective};
 use railyard_topology::{Placement, PlacementPolicy};
@@ -167,7 +167,7 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
     // Read and proved here for what it says of itself (its ranks place it); costed by plan
     // beside railyard's algorithms, on one-byte elements so --size is rounded only to
     // whole chunks.
-    let (info, problem) = read_msccl(&file, &text, a.size, a.collective)?;
+    let (info, problem) = super::schedule_show::read_msccl(&file, &text, a.size, a.collective)?;
     if let Some(p) = &problem {
         bail!("{file}: the symbolic checker refuses it, so it is not costed: {p}");
     }
@@ -278,25 +278,4 @@ pub fn run(cmd: &ScheduleCommand) -> Result<String> {
             Ok(out)
         }
     }
-}
-
-/// An MSCCL program read (and proved) as `collective` where it is a coll="custom" one;
-/// naming another collective than a program's own is refused. Shared by `import` and
-/// `check`, so both read a program alike.
-pub(crate) fn read_msccl(
-    file: &str,
-    text: &str,
-    bytes: u64,
-    collective: Option<Collective>,
-) -> Result<(msccl::MscclInfo, Option<String>)> {
-    let read_as = msccl::ReadAs { custom: collective, root: None };
-    let (_, info, problem) = msccl_program(file, text, bytes, 1, read_as).map_err(model_error)?;
-    if let Some(asked) = collective.filter(|&c| !info.custom && c != info.collective) {
-        bail!(
-            "{file} is an MSCCL {} program, not {}: --collective names what a coll=\"custom\" program implements",
-            info.collective.as_str(),
-            asked.as_str()
-        );
-    }
-    Ok((info, problem))
 }

@@ -342,13 +342,35 @@ fn rank_counts(text: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// An MSCCL program read (and proved) as `collective` where it is a coll="custom" one;
+/// naming another collective than a program's own is refused. Shared by `import` and
+/// `check`, so both read a program alike.
+pub(crate) fn read_msccl(
+    file: &str,
+    text: &str,
+    bytes: u64,
+    collective: Option<Collective>,
+) -> Result<(railyard_schedule::msccl::MscclInfo, Option<String>)> {
+    let read_as = railyard_schedule::msccl::ReadAs { custom: collective, root: None };
+    let (_, info, problem) =
+        railyard_model::request::msccl_program(file, text, bytes, 1, read_as).map_err(crate::args::model_error)?;
+    if let Some(asked) = collective.filter(|&c| !info.custom && c != info.collective) {
+        bail!(
+            "{file} is an MSCCL {} program, not {}: --collective names what a coll=\"custom\" program implements",
+            info.collective.as_str(),
+            asked.as_str()
+        );
+    }
+    Ok((info, problem))
+}
+
 /// An MSCCL program proved as `schedule import` proves it, said in `check`'s words.
 fn check_msccl(path: &std::path::Path, collective: Option<Collective>) -> Result<String> {
     let text = railyard_topology::file::read_text(path, railyard_schedule::msccl::MAX_XML_BYTES as u64)?;
     let file = path.display().to_string();
     // The proof runs on one element per chunk; the size only shapes the costed form,
     // which check does not use (any size of at least one element per chunk will do).
-    let (info, problem) = super::schedule::read_msccl(&file, &text, 1 << 20, collective)?;
+    let (info, problem) = read_msccl(&file, &text, 1 << 20, collective)?;
     let root = if info.collective.rooted() { format!(" from GPU {}", info.root) } else { String::new() };
     let head = format!(
         "# MSCCL {} ({file}): {}{root} over {} GPUs, {} chunks\n\n",

@@ -233,7 +233,7 @@ impl<'a> Comms<'a> {
         // Point to point (a pipeline stage's activations) is a two-rank broadcast.
         let (collective, mut algorithms) = match collective {
             Collective::SendRecv => (Collective::Broadcast, vec![Algorithm::Direct]),
-            c => (c, nccl_algorithms(c, placement.ranks_by_server(t).len())),
+            c => (c, nccl_algorithms(c, placement.ranks_by_server(t).len(), placement.len())),
         };
         // Plain rings stand in where the rail-aligned ones do not fit the group.
         if algorithms.contains(&Algorithm::RailRing) {
