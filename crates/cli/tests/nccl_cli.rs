@@ -63,8 +63,22 @@ fn the_seed_sample_and_what_its_busbw_implies() {
 #[test]
 fn a_curve_that_turns_slow_is_found_where_it_turns() {
     let f = sample("hgx-h100x2-all_reduce_perf.txt");
-    // 24 GB/s per channel, as a log's Pattern line would give (railyard derives 20).
-    let v = json(&["analyze", "nccl-tests", &f, "--topo", "hgx-h100x2", "--bw-intra", "24", "--format", "json"]);
+    // 16 channels of 24 GB/s, as a log's Pattern line would give them.
+    let v = json(&[
+        "analyze",
+        "nccl-tests",
+        &f,
+        "--topo",
+        "hgx-h100x2",
+        "--channels",
+        "16",
+        "--bw-intra",
+        "24",
+        "--bw-inter",
+        "24",
+        "--format",
+        "json",
+    ]);
     assert_eq!(v["output"]["ranks"], 16);
     assert_eq!(v["output"]["ranks_from"], "rank lines");
     assert_eq!(v["output"]["hosts"], serde_json::json!(["nodeA", "nodeB"]));
@@ -129,16 +143,15 @@ fn bad_nccl_tests_input_is_a_clear_error() {
 }
 
 fn pick(args: &[&str]) -> (String, f64) {
-    let mut all = vec!["explain-nccl", "--format", "json", "--bw-intra", "24"];
+    let mut all = vec!["explain-nccl", "--format", "json", "--channels", "16", "--bw-intra", "24", "--bw-inter", "24"];
     all.extend_from_slice(args);
     let v = json(&all);
     let n = &v["nccl"];
     (format!("{}/{}", n["algo"].as_str().unwrap(), n["proto"].as_str().unwrap()), n["time_us"].as_f64().unwrap())
 }
 
-/// NCCL's choice by hand from its constants: 16 channels of 24 GB/s inside a node (given,
-/// as a log's Pattern line says it) and across (derived: 8 NICs x 50 = 400 GB/s / 16 = 25
-/// → Hopper's candidate 24); NVLS on (NVSwitch).
+/// NCCL's choice by hand from its constants: 16 channels of 24 GB/s inside a node and
+/// across (given, as a log's Pattern line says them); NVLS on (NVSwitch).
 ///
 /// One node, 8 GPUs (`--ranks 8`): bus = 16 x 24 = 384 GB/s, ring steps 14.
 /// Ring LL min(141, 192) x 8/14 = 80.571, lat 6.6 + 14 x 0.6 = 15.0;
@@ -191,7 +204,9 @@ fn explain_nccl_reproduces_the_tuner_by_hand() {
     close(two("4MiB", &[]), "NVLSTree/Simple", 66.8 + 4194304.0 / 326400.0);
     close(two("1GiB", &["--nvls", "off"]), "Ring/Simple", 131.6 * 1.4 + 1073741824.0 / 204800.0);
     // The sweep says where the choice changes.
-    let md = railyard(&["explain-nccl", "--bw-intra", "24", "--sweep", "8B:4GiB"]).stdout;
+    let md =
+        railyard(&["explain-nccl", "--channels", "16", "--bw-intra", "24", "--bw-inter", "24", "--sweep", "8B:4GiB"])
+            .stdout;
     assert!(md.contains("Tree/LL128 → NVLSTree/Simple at 4 MiB"), "{md}");
 }
 

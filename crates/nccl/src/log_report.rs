@@ -295,6 +295,7 @@ pub fn shape_from_log(log: &NcclLog, arch: tuner::Arch) -> Option<TunerInput> {
         bw_inter_gb_per_s: ring.bw_inter_gb_per_s,
         tree_bw_intra_gb_per_s: None,
         nvls_bw_intra_gb_per_s: None,
+        nvls_bw_inter_gb_per_s: None,
         nvls_channels: log.nvls_channels.unwrap_or(0),
         collnet: log.collnet_channels.unwrap_or(0) > 0 && nodes > 1,
         pat: nodes == ranks,

@@ -1,12 +1,15 @@
 //! What NCCL's tuner would be given on a railyard topology: ranks and nodes from the
 //! placement, the path type inside a node from its route, and the channels and
-//! per-channel bandwidths NCCL's graph search would settle on. The search itself is not
-//! replayed: the channel count is an input (NCCL opens 16 on an 8-GPU NVSwitch node;
-//! a log's `N coll channels` line says how many it opened), and the per-channel speed is
-//! the largest of NCCL's candidate speeds (`search.cc`) that the channels can all carry
-//! at once — inside a node over one GPU's widest path to another, across nodes over a
-//! node's NICs together. Every value says where it came from, and each can be given
-//! instead (`Overrides`), e.g. from a log's `Pattern …, nChannels N, bw intra/inter` line.
+//! per-channel bandwidths NCCL's graph search would settle on. Inside one node the
+//! channel count is an input (NCCL opens 16 on an 8-GPU NVSwitch node; a log's `N coll
+//! channels` line says how many it opened) and the speed is the largest of NCCL's
+//! candidates (`search.cc`) that they all carry over a GPU's widest path. Across nodes a
+//! ring's channel runs at one speed through a NIC and the node, so the search is replayed
+//! in outline (`RingLimits`): each NIC, each rank's path to the network and a GPU's path
+//! in the node hold the channels that fit in them, the speed carrying most wins, and
+//! NCCL's split of fast channels follows. Every value says where it came from, and each
+//! can be given instead (`Overrides`), e.g. from a log's `Pattern …, nChannels N, bw
+//! intra/inter` line.
 
 use serde::Serialize;
 
@@ -67,22 +70,96 @@ fn speed_for(speeds: &[f64], total_gb_per_s: f64, channels: usize) -> (f64, usiz
     }
 }
 
-/// A ring's channels across nodes as NCCL's search settles them (`search.cc`): it starts
-/// at the fastest candidate and takes a slower one only when more channels at it carry
-/// more in total, up to half the channels, then duplicates every channel of 25 GB/s or
-/// more at half the speed. The speed and the channels.
-fn ring_speed_across(speeds: &[f64], total_gb_per_s: f64, channels: usize) -> (f64, usize) {
-    let mut best = (speeds[speeds.len() - 1], 1);
-    for c in 1..=(channels / 2).max(1) {
-        if let Some(s) = speeds.iter().copied().find(|&s| s * c as f64 <= total_gb_per_s * (1.0 + 1e-9)) {
-            if s * c as f64 > best.0 * best.1 as f64 * (1.0 + 1e-9) {
-                best = (s, c);
+/// What bounds a ring's channels across nodes in NCCL's search (`search.cc`): a channel
+/// enters and leaves a node through one NIC at one speed, no faster than a GPU's path to
+/// the network; each NIC carries the channels whose speeds fit in its bandwidth, each
+/// rank's path those that fit in it, and a GPU's path inside the node all of them.
+struct RingLimits {
+    path_gb_per_s: f64,
+    ranks_per_node: usize,
+    nic_gb_per_s: Vec<f64>,
+    /// A GPU's widest path inside the node (None with one rank per node).
+    intra_gb_per_s: Option<f64>,
+}
+
+/// A speed and channel count the search settles on, and whether it split its channels.
+struct RingFound {
+    speed: f64,
+    channels: usize,
+    split: bool,
+}
+
+impl RingLimits {
+    const EPS: f64 = 1e-9;
+
+    /// How many channels of `speed` fit at once (0 when one is faster than the path).
+    fn fit(&self, speed: f64) -> usize {
+        if speed > self.path_gb_per_s * (1.0 + Self::EPS) {
+            return 0;
+        }
+        let per = |bw: f64| (bw / speed + Self::EPS).floor() as usize;
+        let nics: usize = self.nic_gb_per_s.iter().map(|&b| per(b)).sum();
+        let paths = self.ranks_per_node * per(self.path_gb_per_s);
+        let intra = self.intra_gb_per_s.map_or(usize::MAX, per);
+        nics.min(paths).min(intra)
+    }
+
+    /// NCCL's search with at most `channels` channels: from the fastest candidate no
+    /// faster than the path, the speed whose channels carry most in total, a slower one
+    /// tried only while it is more than 0.49 of the best found (`search.cc`); then every
+    /// channel of 25 GB/s or more split in two (`ncclTopoDupChannels`), except on Hopper
+    /// and newer where more than 4 channels run below 50 GB/s.
+    fn search(&self, speeds: &[f64], channels: usize, arch: Arch) -> RingFound {
+        let mut best: Option<(f64, usize)> = None;
+        for &s in speeds {
+            if let Some((b, _)) = best {
+                if s / b <= 0.49 {
+                    break;
+                }
+            }
+            let c = self.fit(s).min(channels.max(1));
+            if c == 0 {
+                continue;
+            }
+            if best.is_none_or(|(b, n)| s * c as f64 > b * n as f64 * (1.0 + Self::EPS)) {
+                best = Some((s, c));
             }
         }
+        let Some((speed, c)) = best else {
+            return RingFound { speed: speeds[speeds.len() - 1], channels: 1, split: false };
+        };
+        let keep = arch >= Arch::Hopper && speed < 50.0 && c > 4;
+        if speed >= 25.0 && !keep && 2 * c <= channels.max(2) {
+            RingFound { speed: speed / 2.0, channels: 2 * c, split: true }
+        } else {
+            RingFound { speed, channels: c, split: false }
+        }
     }
-    match best {
-        (s, c) if s >= 25.0 && 2 * c <= channels => (s / 2.0, 2 * c),
-        other => other,
+
+    /// The fastest candidate at which `channels` channels (given) all fit, else the
+    /// slowest; the channels as given.
+    fn speed_for_channels(&self, speeds: &[f64], channels: usize) -> RingFound {
+        let speed = speeds.iter().copied().find(|&s| self.fit(s) >= channels).unwrap_or(speeds[speeds.len() - 1]);
+        RingFound { speed, channels, split: false }
+    }
+
+    fn describe(&self) -> String {
+        let plural = |n: usize, one: &str, many: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {many}") };
+        let nics = match self.nic_gb_per_s.as_slice() {
+            [first, rest @ ..] if rest.iter().all(|b| b == first) => {
+                format!("{} ({first:.1} GB/s)", plural(rest.len() + 1, "NIC", "NICs"))
+            }
+            all => format!("NICs ({} GB/s)", all.iter().map(|b| format!("{b:.1}")).collect::<Vec<_>>().join(", ")),
+        };
+        let inside = self
+            .intra_gb_per_s
+            .map_or(String::new(), |b| format!(", and a GPU's widest path in the node ({b:.1} GB/s) all of them"));
+        format!(
+            "the candidate no faster than a rank's path to the network ({:.1} GB/s) whose channels carry most \
+             together: the node's {nics} and its {} to the network each carry as many as fit{inside}",
+            self.path_gb_per_s,
+            plural(self.ranks_per_node, "rank's path", "ranks' paths"),
+        )
     }
 }
 
@@ -129,28 +206,18 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
     };
     let (intra_total, intra_nvlink) =
         if ppn > 1 { width(&mut routes, servers[0][0], servers[0][1])? } else { (0.0, true) };
-    // Across nodes: every NIC of the first node's ranks together (rings spread over them).
+    // Across nodes: the first node's NICs, each at its wire's rate (a channel enters and
+    // leaves the node through one of them).
     let first_server = topology.server_of(placement.devices[servers[0][0]]).to_string();
-    let nic_total: f64 = topology
-        .devices
+    let nic_speeds: Vec<f64> = topology
+        .nics_of_server(&first_server)
         .iter()
-        .enumerate()
-        .filter(|(_, d)| d.kind == DeviceKind::Nic && d.server.as_deref() == Some(first_server.as_str()))
-        .map(|(id, _)| {
+        .map(|&id| {
             let wires = topology.out_links(id).iter().filter(|&&l| topology.links[l].class == LinkClass::Nic);
-            wires.map(|&l| topology.links[l].bytes_per_sec).fold(0.0, f64::max)
+            wires.map(|&l| topology.links[l].bytes_per_sec).fold(0.0, f64::max) / 1e9
         })
-        .sum::<f64>()
-        / 1e9;
-    let inter_total = if nodes > 1 {
-        if nic_total > 0.0 {
-            nic_total
-        } else {
-            width(&mut routes, servers[0][0], servers[1][0])?.0
-        }
-    } else {
-        intra_total
-    };
+        .filter(|&b| b > 0.0)
+        .collect();
     let nvswitch = topology.devices.iter().any(|d| d.kind == DeviceKind::NvSwitch);
     let named = name_arch(&topology.name);
     let arch = o.arch.or(named).unwrap_or(Arch::Hopper);
@@ -195,8 +262,11 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         _ => (&SPEED_INTRA, &SPEED_INTER),
     };
     let nvls = o.nvls.unwrap_or(nvswitch && arch >= Arch::Hopper && ppn > 1);
+    // NVLS's graph has channels of its own, not the network ring's.
+    let nvls_channels = channels;
     let mut tree_intra = None;
     let mut nvls_intra = None;
+    let mut nvls_inter = None;
     let (bw_intra, bw_inter) = if nodes == 1 {
         let s = match o.bw_intra_gb_per_s {
             Some(v) => {
@@ -227,41 +297,35 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         // bwInter`). The channels together are bounded by the node's NICs, by each GPU's
         // own NVLink, and by the ranks' paths to the network.
         let (net_path, _) = width(&mut routes, servers[0][0], servers[1][0])?;
-        let mut total = inter_total.min(ppn as f64 * net_path);
-        if ppn > 1 {
-            total = total.min(intra_total);
-        }
+        let limits = RingLimits {
+            path_gb_per_s: net_path,
+            ranks_per_node: ppn,
+            nic_gb_per_s: if nic_speeds.is_empty() { vec![net_path; ppn] } else { nic_speeds.clone() },
+            intra_gb_per_s: (ppn > 1).then_some(intra_total),
+        };
         let inter = match o.bw_inter_gb_per_s {
             Some(v) => {
                 notes.push(("bw_inter".into(), "given".into()));
                 v
             }
             None => {
-                let (s, c) = if o.channels.is_some() {
-                    speed_for(inter_speeds, total, channels)
-                } else {
-                    ring_speed_across(inter_speeds, total, channels)
+                let found = match o.channels {
+                    Some(c) => limits.speed_for_channels(inter_speeds, c),
+                    None => limits.search(inter_speeds, channels, arch),
                 };
-                if c != channels {
+                if found.channels != channels {
                     notes.push((
                         "channels".into(),
-                        format!("{c}: the ring channels NCCL's search finds within {total:.1} GB/s, each of 25 GB/s or more split in two"),
+                        format!(
+                            "{}: the ring channels NCCL's search finds across nodes{}",
+                            found.channels,
+                            if found.split { ", each of 25 GB/s or more split in two" } else { "" }
+                        ),
                     ));
-                    channels = c;
+                    channels = found.channels;
                 }
-                notes.push((
-                    "bw_inter".into(),
-                    format!(
-                        "{s} GB/s: {channels} channels within {total:.1} GB/s, the least of the node's NICs \
-                         ({inter_total:.1}), its {ppn} ranks' paths to the network ({ppn} x {net_path:.1}){}",
-                        if ppn > 1 {
-                            format!(" and a GPU's widest path in the node ({intra_total:.1})")
-                        } else {
-                            String::new()
-                        }
-                    ),
-                ));
-                s
+                notes.push(("bw_inter".into(), format!("{} GB/s: {}", found.speed, limits.describe())));
+                found.speed
             }
         };
         let intra = match o.bw_intra_gb_per_s {
@@ -278,23 +342,41 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
             }
         };
         if ppn > 1 && o.bw_intra_gb_per_s.is_none() {
-            // A tree's intra speed is raised while the node's paths carry it, to at most
-            // twice the inter speed; NVLS's graph is searched on NVLink alone.
-            let (nv, _) = speed_for(intra_speeds, intra_total, channels);
-            let tree = nv.min(2.0 * inter).max(intra);
+            // A tree's intra speed is raised through the same candidates while the node's
+            // paths carry its channels, until it is twice the inter speed.
+            let tree = inter_speeds
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&t| t > intra && t * channels as f64 <= intra_total * (1.0 + 1e-9))
+                .fold(intra, |up_to, t| if up_to < 2.0 * inter { t } else { up_to });
             if tree != intra {
                 notes.push((
                     "tree bw_intra".into(),
-                    format!("{tree} GB/s: the speed inside the node, at most twice bw_inter"),
+                    format!("{tree} GB/s: raised inside the node, to at most twice bw_inter"),
                 ));
                 tree_intra = Some(tree);
             }
+            // NVLS's graph is searched on NVLink alone, on its own channels.
+            let (nv, _) = speed_for(intra_speeds, intra_total, nvls_channels);
             if nvls && nv != intra {
                 notes.push((
                     "NVLS bw_intra".into(),
-                    format!("{nv} GB/s: NVLink's speed on {channels} channels (NVLS's own graph)"),
+                    format!("{nv} GB/s: NVLink's speed on {nvls_channels} channels (NVLS's own graph)"),
                 ));
                 nvls_intra = Some(nv);
+            }
+        }
+        if nvls && o.bw_inter_gb_per_s.is_none() {
+            // NVLS's channels leave the node through its NICs too, all of them at once.
+            let across = RingLimits { intra_gb_per_s: None, ..limits };
+            let s = across.speed_for_channels(inter_speeds, nvls_channels).speed;
+            if s != inter {
+                notes.push((
+                    "NVLS bw_inter".into(),
+                    format!("{s} GB/s: the fastest candidate at which NVLS's {nvls_channels} channels all fit through the NICs"),
+                ));
+                nvls_inter = Some(s);
             }
         }
         (intra, inter)
@@ -304,7 +386,7 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         match o.nvls {
             Some(_) => "given".into(),
             None if nvls => "on: NVSwitch and a Hopper or newer GPU (NCCL_NVLS_ENABLE=2 default)".into(),
-            None => "off: needs an NVSwitch and a Hopper or newer GPU".into(),
+            None => "off: needs an NVSwitch, a Hopper or newer GPU and more than one rank per node".into(),
         },
     ));
     notes.push((
@@ -322,7 +404,8 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         bw_inter_gb_per_s: bw_inter,
         tree_bw_intra_gb_per_s: tree_intra,
         nvls_bw_intra_gb_per_s: nvls_intra,
-        nvls_channels: if nvls { channels } else { 0 },
+        nvls_bw_inter_gb_per_s: nvls_inter,
+        nvls_channels: if nvls { nvls_channels } else { 0 },
         collnet: o.collnet,
         pat: ppn == 1,
         ll128: intra_nvlink || ppn == 1,
@@ -434,13 +517,14 @@ mod tests {
         let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
         let s = shape(&t, &p, &Overrides::default()).unwrap();
         let i = &s.input;
-        assert_eq!((i.ranks, i.nodes, i.channels, i.intra_nvlink), (16, 2, 16, true));
-        // Across nodes a ring's channel runs at one speed through NVLink and the NICs,
-        // within the least of 8 NICs x 50 = 400 GB/s and one GPU's NVLink, 450 GB/s counted
-        // as NCCL does (18 x 20.6 = 370.8): 8 channels of 45 (Hopper's inter speeds 48, 45,
-        // ...; 8 x 48 = 384 is too much), split into 16 of 22.5. NVLS's graph is NVLink's
-        // alone: 370.8 over 16 is 23.2, so 20 (intra speeds 60, 50, 40, 30, 24, 20).
-        assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (22.5, 22.5));
+        assert_eq!((i.ranks, i.nodes, i.intra_nvlink), (16, 2, true));
+        // Across nodes a ring's channel runs at one speed through a NIC and the node: at
+        // 48 GB/s (the fastest Hopper candidate within a 50 GB/s path) one GPU's NVLink,
+        // 450 GB/s counted as NCCL does (18 x 20.6 = 370.8), holds 7 channels; at 45, 8
+        // (one per NIC): 360 GB/s in all, the most. Below 50 GB/s NCCL does not split more
+        // than 4 channels on Hopper. NVLS's graph is NVLink's alone, on its own 16
+        // channels: 370.8 over 16 is 23.2, so 20 (intra speeds 60, 50, 40, 30, 24, 20).
+        assert_eq!((i.channels, i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (8, 45.0, 45.0));
         assert_eq!((i.tree_bw_intra_gb_per_s, i.nvls_bw_intra_gb_per_s), (None, Some(20.0)));
         assert_eq!(i.nvls_channels, 16);
         assert!(!i.collnet);
@@ -458,6 +542,21 @@ mod tests {
         assert_eq!((i.ranks, i.nodes, i.channels), (2, 2, 2));
         assert_eq!((i.bw_intra_gb_per_s, i.bw_inter_gb_per_s), (24.0, 24.0));
         assert_eq!((i.tree_bw_intra_gb_per_s, i.nvls_bw_intra_gb_per_s, i.nvls_channels), (None, None, 0));
+    }
+
+    /// With 4 NICs of 50 GB/s for 8 GPUs, each NIC holds one channel at 48: 4 channels,
+    /// split into 8 of 24 (NCCL splits 4 channels or fewer); channels given are kept, at
+    /// the fastest speed at which they all fit.
+    #[test]
+    fn each_nic_holds_the_channels_that_fit_in_it() {
+        let t = preset("dgx-h100:nodes=2,nics=4").unwrap();
+        let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+        let i = shape(&t, &p, &Overrides::default()).unwrap().input;
+        assert_eq!((i.channels, i.bw_inter_gb_per_s), (8, 24.0));
+        let given = Overrides { channels: Some(12), ..Overrides::default() };
+        let i = shape(&t, &p, &given).unwrap().input;
+        // 12 channels over 4 NICs: 3 each, so at most 16.6 GB/s: the candidate 15.
+        assert_eq!((i.channels, i.bw_inter_gb_per_s), (12, 15.0));
     }
 
     #[test]

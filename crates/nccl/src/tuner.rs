@@ -169,6 +169,10 @@ pub struct TunerInput {
     pub tree_bw_intra_gb_per_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvls_bw_intra_gb_per_s: Option<f64>,
+    /// The NVLS graph's speed across nodes where it is not the ring's (None:
+    /// `bw_inter_gb_per_s`): its own channels share the node's NICs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvls_bw_inter_gb_per_s: Option<f64>,
     /// NVLS channels where NVLink SHARP can run (NVSwitch, Hopper or newer); 0 for none.
     pub nvls_channels: usize,
     /// CollNet (in-network reduction across nodes) enabled.
@@ -215,11 +219,13 @@ impl TunerInput {
         if !(1..=MAX_CHANNELS).contains(&self.channels) || self.nvls_channels > MAX_CHANNELS {
             return bad("channels", format!("{} (NVLS {}): 1 to {MAX_CHANNELS}", self.channels, self.nvls_channels));
         }
+        // bw-inter first: across nodes the intra speed is derived from it.
         for (field, v) in [
-            ("bw-intra", self.bw_intra_gb_per_s),
             ("bw-inter", self.bw_inter_gb_per_s),
+            ("bw-intra", self.bw_intra_gb_per_s),
             ("tree bw-intra", self.tree_bw_intra_gb_per_s.unwrap_or(self.bw_intra_gb_per_s)),
             ("NVLS bw-intra", self.nvls_bw_intra_gb_per_s.unwrap_or(self.bw_intra_gb_per_s)),
+            ("NVLS bw-inter", self.nvls_bw_inter_gb_per_s.unwrap_or(self.bw_inter_gb_per_s)),
         ] {
             if !(v.is_finite() && v > 0.0 && v <= 10_000.0) {
                 return bad(field, format!("{v} GB/s per channel: above 0, at most 10000"));
@@ -327,7 +333,8 @@ pub fn table(input: &TunerInput, coll: Coll) -> Result<Table, NcclError> {
                     intra *= (ppn as f64 - 1.0) / ppn as f64;
                 }
                 // bwInter of the NVLS graph (on one node the search gives it bwIntra's value).
-                let inter = input.bw_inter_gb_per_s * if nodes <= 2 && a == Algo::NvlsTree { 2.0 } else { 1.0 };
+                let inter = input.nvls_bw_inter_gb_per_s.unwrap_or(input.bw_inter_gb_per_s)
+                    * if nodes <= 2 && a == Algo::NvlsTree { 2.0 } else { 1.0 };
                 let cap = if a == Algo::NvlsTree { PER_CH_MAX_NVLS_TREE_BW[arch][col] } else { f64::INFINITY };
                 bw = intra.min(inter).min(cap);
             }
@@ -549,6 +556,7 @@ mod tests {
             bw_inter_gb_per_s: 20.0,
             tree_bw_intra_gb_per_s: None,
             nvls_bw_intra_gb_per_s: None,
+            nvls_bw_inter_gb_per_s: None,
             nvls_channels: 0,
             collnet: false,
             pat: false,

@@ -15,7 +15,9 @@
 use serde::Serialize;
 
 use railyard_model::nccl_family::nccl_inter_stage;
-use railyard_model::{plan_with_routes, AlgorithmRef, AlgorithmSpec, Breakdown, CollectiveRequest, ModelError, Plan};
+use railyard_model::{
+    algorithm_ref, plan_with_routes, AlgorithmRef, AlgorithmSpec, Breakdown, CollectiveRequest, ModelError, Plan,
+};
 use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, RouteTable, Topology};
 
@@ -314,17 +316,26 @@ pub fn analyze(
             .as_ref()
             .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
         let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
-        let (algorithm_name, bound_us) = match fastest {
-            Some(b) if !in_switch || reducing_switch => (b.name.clone(), Some(b.total_secs * 1e6)),
-            Some(b) => (b.name.clone(), None),
-            None => ("-".to_string(), None),
-        };
         let fastest_expected = |list: &'_ [Breakdown]| -> Option<Breakdown> {
             list.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)).cloned()
         };
         let expected =
             family_plan.as_ref().and_then(|p| fastest_expected(&p.algorithms)).or_else(|| fastest_expected(algorithms));
         let expected = expected.as_ref();
+        // Where the topology's per-round start-up (α) is above the protocols' latencies the
+        // expected time is the lower: the bound is then the expected time, so it never
+        // claims more than the model allows.
+        let shaped = |b: &Breakdown| algorithm_ref::shaped_name(&b.name, b.pipeline_chunks, b.channels);
+        let lowest = match (fastest, expected) {
+            (Some(b), Some(e)) if e.expected_secs < b.total_secs => Some((shaped(e), e.expected_secs)),
+            (Some(b), _) => Some((shaped(b), b.total_secs)),
+            (None, _) => None,
+        };
+        let (algorithm_name, bound_us) = match lowest {
+            Some((name, secs)) if !in_switch || reducing_switch => (name, Some(secs * 1e6)),
+            Some((name, _)) => (name, None),
+            None => ("-".to_string(), None),
+        };
         let (algo, proto, channels, nccl_us) = match &choice {
             Some(c) => (c.algo, c.proto, c.channels, c.time_us),
             None => (Algo::Ring, Proto::Simple, shape.input.channels, f64::NAN),
@@ -379,10 +390,12 @@ pub fn analyze(
     }
     let small_slow = sizes.iter().filter(|s| s.verdict == Verdict::Slow && s.bytes <= SMALL_BYTES).count();
     if small_slow > 0 {
+        let (which, are) = if small_slow == 1 { ("1 size", "is") } else { ("sizes", "are") };
+        let which = if small_slow == 1 { which.to_string() } else { format!("{small_slow} {which}") };
         notes.push(format!(
-            "{small_slow} of the sizes judged slow are at most 1 MiB, where railyard's expected times, like NCCL's \
-             tuner, sit well below what healthy clusters measure (per-call costs the models leave out; \
-             docs/validation.md): a calibration on a healthy run of your own judges them (docs/nccl-artifacts.md)"
+            "{which} judged slow {are} at most 1 MiB, where railyard's expected times, like NCCL's tuner, sit well \
+             below what healthy clusters measure (per-call costs the models leave out; docs/validation.md): a \
+             calibration on a healthy run of your own judges them (docs/nccl-artifacts.md)"
         ));
     }
     Ok(Analysis { sizes, leaves_model_at_bytes, notes })

@@ -80,6 +80,15 @@ impl Placement {
             }
         };
         let wanted = ranks.unwrap_or(order.len());
+        // A list names every rank's GPU: as many as the ranks, no more and no fewer.
+        if let (PlacementPolicy::Explicit(names), Some(r)) = (policy, ranks) {
+            if names.len() != r {
+                return Err(TopologyError::Invalid {
+                    field: "list".into(),
+                    message: format!("names {} GPUs for {r} ranks: one GPU per rank", names.len()),
+                });
+            }
+        }
         if wanted > order.len() {
             return Err(TopologyError::NotEnoughGpus { wanted, available: order.len() });
         }

@@ -23,7 +23,8 @@ pub struct TunerShapeArgs {
     /// GPU generation for NCCL's per-channel caps: volta, ampere, hopper, blackwell
     #[arg(long)]
     pub arch: Option<Arch>,
-    /// NCCL's channels (a log's `N coll channels`; default 16)
+    /// NCCL's channels (a log's `N coll channels`; default: 16 inside a node, and across
+    /// nodes what its search finds through the NICs)
     #[arg(long)]
     pub channels: Option<usize>,
     /// Per-channel GB/s inside a node (a log's `Pattern ..., bw INTRA/INTER`)
@@ -91,6 +92,11 @@ pub struct ExplainArgs {
     /// Ranks (default: every GPU of the topology)
     #[arg(long)]
     pub ranks: Option<usize>,
+    /// Where the ranks sit: contiguous (default), interleaved (round-robin over the
+    /// servers: `--ranks 2 --placement interleaved` is one GPU on each of two), rail-aligned,
+    /// or list:DEV,DEV,...
+    #[arg(long, default_value = "contiguous")]
+    pub placement: PlacementPolicy,
     /// Sizes FROM:TO, doubling: NCCL's pick per size and where it changes
     #[arg(long)]
     pub sweep: Option<String>,
@@ -208,7 +214,7 @@ fn placement(t: &Topology, ranks: Option<usize>) -> Result<Placement> {
 
 pub fn explain(args: &ExplainArgs) -> Result<String> {
     let topology = args.topology.load()?;
-    let placement = placement(&topology, args.ranks)?;
+    let placement = Placement::new(&topology, &args.placement, args.ranks).context("placement")?;
     let coll = Coll::from_railyard(args.collective).with_context(|| {
         format!(
             "NCCL's tuner models allreduce, allgather, reducescatter, broadcast and reduce, not {}",
@@ -426,12 +432,25 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
                 };
                 let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
                 let shape = args.shape.shape(topology, &placement, collective).with_context(|| {
-                    format!(
-                        "{} ranks on {}: --placement says where they sit (interleaved spreads them evenly over its servers)",
-                        ranks, topology.name
-                    )
+                    let inferred = if output.devices.len() == ranks {
+                        String::new()
+                    } else {
+                        "; the rank count is inferred from the table: --ranks gives it".to_string()
+                    };
+                    let how = match &args.placement {
+                        Some(PlacementPolicy::Interleaved) => "--placement list:DEV,... says where each sits",
+                        _ => "--placement says where they sit (interleaved spreads them over its servers)",
+                    };
+                    format!("{ranks} ranks on {}: {how}{inferred}", topology.name)
                 })?;
-                Some((verdict::analyze(output, topology, &placement, &shape)?, shape, topology.name.clone()))
+                let mut analysis = verdict::analyze(output, topology, &placement, &shape)?;
+                if args.placement.is_some() && output.hosts.len() > 1 {
+                    analysis.notes.push(format!(
+                        "ranks placed as --placement says, not as the output's rank lines place them (on {} hosts)",
+                        output.hosts.len()
+                    ));
+                }
+                Some((analysis, shape, topology.name.clone()))
             }
         };
         if let Some(path) = &args.svg {
