@@ -107,8 +107,9 @@ impl RingLimits {
     /// NCCL's search with at most `channels` channels: from the fastest candidate no
     /// faster than the path, the speed whose channels carry most in total, a slower one
     /// tried only while it is more than 0.49 of the best found (`search.cc`); then every
-    /// channel of 25 GB/s or more split in two (`ncclTopoDupChannels`), except on Hopper
-    /// and newer where more than 4 channels run below 50 GB/s.
+    /// channel of 25 GB/s or more duplicated (`ncclTopoDupChannels`: twice the channels,
+    /// at most `channels`, the speed divided as they are), except on Hopper and newer where
+    /// more than 4 channels run below 50 GB/s.
     fn search(&self, speeds: &[f64], channels: usize, arch: Arch) -> RingFound {
         let mut best: Option<(f64, usize)> = None;
         for &s in speeds {
@@ -129,8 +130,9 @@ impl RingLimits {
             return RingFound { speed: speeds[speeds.len() - 1], channels: 1, split: false };
         };
         let keep = arch >= Arch::Hopper && speed < 50.0 && c > 4;
-        if speed >= 25.0 && !keep && 2 * c <= channels.max(2) {
-            RingFound { speed: speed / 2.0, channels: 2 * c, split: true }
+        let dup = (2 * c).min(channels.max(1));
+        if speed >= 25.0 && !keep && dup > c {
+            RingFound { speed: speed / dup.div_ceil(c) as f64, channels: dup, split: true }
         } else {
             RingFound { speed, channels: c, split: false }
         }
@@ -261,7 +263,8 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         Arch::Blackwell => (&SM100_SPEED_INTRA, &SM100_SPEED_INTER),
         _ => (&SPEED_INTRA, &SPEED_INTER),
     };
-    let nvls = o.nvls.unwrap_or(nvswitch && arch >= Arch::Hopper && ppn > 1);
+    // NVLS reduces among a node's GPUs: with one rank per node there is nothing to reduce.
+    let nvls = o.nvls.unwrap_or(nvswitch && arch >= Arch::Hopper) && ppn > 1;
     // NVLS's graph has channels of its own, not the network ring's.
     let nvls_channels = channels;
     let mut tree_intra = None;
@@ -353,7 +356,7 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
             if tree != intra {
                 notes.push((
                     "tree bw_intra".into(),
-                    format!("{tree} GB/s: raised inside the node, to at most twice bw_inter"),
+                    format!("{tree} GB/s: raised inside the node while it carries the channels, until twice bw_inter or more"),
                 ));
                 tree_intra = Some(tree);
             }
@@ -384,6 +387,7 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
     notes.push((
         "nvls".into(),
         match o.nvls {
+            Some(true) if !nvls => "off: given on, but one rank per node has nothing to reduce in an NVSwitch".into(),
             Some(_) => "given".into(),
             None if nvls => "on: NVSwitch and a Hopper or newer GPU (NCCL_NVLS_ENABLE=2 default)".into(),
             None => "off: needs an NVSwitch, a Hopper or newer GPU and more than one rank per node".into(),

@@ -55,7 +55,7 @@ impl Algo {
             Algo::Tree => Some(A::DoubleTree),
             Algo::CollNetDirect | Algo::CollNetChain => Some(A::InNetwork),
             Algo::Nvls | Algo::NvlsTree => Some(A::Nvls),
-            Algo::Pat => None,
+            Algo::Pat => Some(A::Pat),
         }
     }
 }

@@ -141,7 +141,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let function = shape::nccl_function_name(collective);
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
     let family: Vec<Algorithm> = match &algos {
-        Some(a) => railyard_of(a),
+        Some(a) => railyard_of(a, placement.ranks_by_server(topology).len() == placement.len()),
         None => nccl_algorithms(collective, placement.ranks_by_server(topology).len(), placement.len()),
     };
     let coll = Coll::from_railyard(collective);

@@ -104,7 +104,10 @@ pub struct Analysis {
 /// NCCL's double binary tree, which across nodes moves what railyard's pipelined
 /// hierarchical all-reduce does (a chain inside each node, a tree between them), so both
 /// stand for it; NVLS and NVLSTree are railyard's; CollNet is in-network.
-pub fn railyard_of(algos: &[Algo]) -> Vec<Algorithm> {
+/// NCCL_ALGO's algorithms as railyard's schedules; PAT only where every rank has a node
+/// of its own (NCCL runs it nowhere else; elsewhere its rings stand in, as NCCL falls
+/// back to them).
+pub fn railyard_of(algos: &[Algo], one_per_server: bool) -> Vec<Algorithm> {
     let mut out = Vec::new();
     for a in algos {
         let these: &[Algorithm] = match a {
@@ -113,7 +116,8 @@ pub fn railyard_of(algos: &[Algo]) -> Vec<Algorithm> {
             Algo::Nvls => &[Algorithm::Nvls],
             Algo::NvlsTree => &[Algorithm::NvlsTree],
             Algo::CollNetDirect | Algo::CollNetChain => &[Algorithm::InNetwork],
-            Algo::Pat => &[Algorithm::Pat],
+            Algo::Pat if one_per_server => &[Algorithm::Pat],
+            Algo::Pat => &[Algorithm::RailRing],
         };
         for &x in these {
             if !out.contains(&x) {
@@ -211,6 +215,7 @@ pub fn analyze(
     // list), said once; those that do not apply here (NVLS without one) are not news.
     let mut skipped: Vec<(String, String)> = Vec::new();
     let mut nothing_runs_said = false;
+    let mut start_up_said = false;
     for row in &output.rows {
         let best = if row.out_of_place.time_us.value <= row.in_place.time_us.value {
             &row.out_of_place
@@ -280,7 +285,7 @@ pub fn analyze(
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
         let family: Vec<Algorithm> = match &shape.input.algos {
-            Some(algos) => railyard_of(algos),
+            Some(algos) => railyard_of(algos, placement.ranks_by_server(topology).len() == placement.len()),
             None => nccl_algorithms(railyard_collective, placement.ranks_by_server(topology).len(), placement.len()),
         };
         // Costed as NCCL runs them: its trees cross servers by a tree.
@@ -323,17 +328,21 @@ pub fn analyze(
             family_plan.as_ref().and_then(|p| fastest_expected(&p.algorithms)).or_else(|| fastest_expected(algorithms));
         let expected = expected.as_ref();
         // Where the topology's per-round start-up (α) is above the protocols' latencies the
-        // expected time is the lower: the bound is then the expected time, so it never
-        // claims more than the model allows.
+        // line-rate time with α is above the expected time, and no bound is claimed: one
+        // can only be as low as the latencies the expected time assumes.
         let shaped = |b: &Breakdown| algorithm_ref::shaped_name(&b.name, b.pipeline_chunks, b.channels);
-        let lowest = match (fastest, expected) {
-            (Some(b), Some(e)) if e.expected_secs < b.total_secs => Some((shaped(e), e.expected_secs)),
-            (Some(b), _) => Some((shaped(b), b.total_secs)),
-            (None, _) => None,
-        };
-        let (algorithm_name, bound_us) = match lowest {
-            Some((name, secs)) if !in_switch || reducing_switch => (name, Some(secs * 1e6)),
-            Some((name, _)) => (name, None),
+        let above_expected = matches!((fastest, expected), (Some(b), Some(e)) if e.expected_secs < b.total_secs);
+        if above_expected && !start_up_said {
+            notes.push(
+                "at some sizes the topology's per-round start-up puts its line-rate time above the expected time \
+                 (whose latencies are NCCL's protocols'): no bound is claimed there"
+                    .to_string(),
+            );
+            start_up_said = true;
+        }
+        let (algorithm_name, bound_us) = match fastest {
+            Some(b) if (!in_switch || reducing_switch) && !above_expected => (shaped(b), Some(b.total_secs * 1e6)),
+            Some(b) => (shaped(b), None),
             None => ("-".to_string(), None),
         };
         let (algo, proto, channels, nccl_us) = match &choice {

@@ -88,7 +88,10 @@ pub fn pat(spec: &CollectiveSpec, elem_bytes: u64, algorithm: &str) -> Result<Co
         }
         other => return Err(ScheduleError::unsupported(algorithm, other)),
     }
-    Ok(b.build_compact())
+    let mut schedule = b.build_compact();
+    // NCCL runs PAT under Simple only (its tuner models no other protocol for it).
+    schedule.protocol = Some("Simple".into());
+    Ok(schedule)
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ pub struct TunerShapeArgs {
     /// GPU generation for NCCL's per-channel caps: volta, ampere, hopper, blackwell
     #[arg(long)]
     pub arch: Option<Arch>,
-    /// NCCL's channels (a log's `N coll channels`; default: 16 inside a node, and across
-    /// nodes what its search finds through the NICs)
+    /// NCCL's channels (a log's `N coll channels`; also NVLS's; default: 16 inside a node,
+    /// and across nodes what its search finds through the NICs, NVLS keeping 16)
     #[arg(long)]
     pub channels: Option<usize>,
     /// Per-channel GB/s inside a node (a log's `Pattern ..., bw INTRA/INTER`)
@@ -382,13 +382,14 @@ pub fn explain(args: &ExplainArgs) -> Result<String> {
 
 fn shape_markdown(s: &Shape) -> String {
     let i = &s.input;
+    let plural = |n: usize, word: &str| if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") };
     let mut out = format!(
-        "Inputs: {} ranks on {} nodes, {:?}, {} channels of {} GB/s inside a node and {} GB/s across, \
+        "Inputs: {} on {}, {:?}, {} of {} GB/s inside a node and {} GB/s across, \
          intra-node path {}, NVLS {}, CollNet {}.\n\n",
-        i.ranks,
-        i.nodes,
+        plural(i.ranks, "rank"),
+        plural(i.nodes, "node"),
         i.arch,
-        i.channels,
+        plural(i.channels, "channel"),
         i.bw_intra_gb_per_s,
         i.bw_inter_gb_per_s,
         if i.intra_nvlink { "NVLink" } else { "PCI" },
@@ -432,7 +433,7 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
                 };
                 let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
                 let shape = args.shape.shape(topology, &placement, collective).with_context(|| {
-                    let inferred = if output.devices.len() == ranks {
+                    let inferred = if args.ranks.is_some() || output.devices.len() == ranks {
                         String::new()
                     } else {
                         "; the rank count is inferred from the table: --ranks gives it".to_string()
@@ -444,9 +445,10 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
                     format!("{ranks} ranks on {}: {how}{inferred}", topology.name)
                 })?;
                 let mut analysis = verdict::analyze(output, topology, &placement, &shape)?;
-                if args.placement.is_some() && output.hosts.len() > 1 {
+                let from_lines = placement_from_ranks(topology, output, ranks).ok();
+                if args.placement.is_some() && !output.devices.is_empty() && from_lines.as_ref() != Some(&placement) {
                     analysis.notes.push(format!(
-                        "ranks placed as --placement says, not as the output's rank lines place them (on {} hosts)",
+                        "ranks placed as --placement says, not as the output's rank lines place them (on {} host(s))",
                         output.hosts.len()
                     ));
                 }
@@ -637,13 +639,18 @@ fn tests_markdown(o: &TestsOutput, analysis: Option<(&Analysis, &Shape, &str)>) 
                 format!("{:.2} GB/s", s.railyard_expected_busbw_gb_per_s),
                 s.railyard_bound_us
                     .map_or("-".to_string(), |b| format!("{} ({})", format_secs(b * 1e-6), s.railyard_algorithm)),
-                format!(
-                    "{} ({}/{}, {} ch)",
-                    format_secs(s.nccl_expected_us * 1e-6),
-                    s.nccl_algo.as_str(),
-                    s.nccl_proto.as_str(),
-                    s.nccl_channels
-                ),
+                // NCCL's tuner models no time for some tests (sendrecv): none is shown.
+                if s.nccl_expected_us.is_finite() {
+                    format!(
+                        "{} ({}/{}, {} ch)",
+                        format_secs(s.nccl_expected_us * 1e-6),
+                        s.nccl_algo.as_str(),
+                        s.nccl_proto.as_str(),
+                        s.nccl_channels
+                    )
+                } else {
+                    "-".to_string()
+                },
                 format!("{:.2}", s.ratio),
                 s.verdict.as_str().to_string(),
             ]);
