@@ -112,11 +112,15 @@ fn markdown(results: &[CaseResult], summary: &Summary) -> String {
         errors_cell(summary.nccl_small),
     ]);
     out.push_str(&t.render());
+    let counted = results.iter().filter(|r| r.case.independent).count();
+    let others = match results.len() - counted {
+        0 => String::new(),
+        1 => "; the other sets one of railyard's constants".to_string(),
+        _ => "; the others set one of railyard's constants".to_string(),
+    };
     out.push_str(&format!(
-        "\nCases: {} ({} counted; the others set one of railyard's constants). Sizes measured faster than \
-         railyard's bound: {}.\n",
+        "\nCases: {} ({counted} counted{others}). Sizes measured faster than railyard's bound: {}.\n",
         results.len(),
-        results.iter().filter(|r| r.case.independent).count(),
         if summary.beats_bound.is_empty() {
             "none".to_string()
         } else {
