@@ -249,15 +249,18 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         intra_total
     };
     let mut channels = o.channels.unwrap_or(DEFAULT_CHANNELS);
-    notes.push((
-        "channels".into(),
-        match o.channels {
-            Some(_) => "given".into(),
-            None => {
-                format!("{DEFAULT_CHANNELS}, what NCCL opens on an 8-GPU NVSwitch node (a log's `N coll channels`)")
-            }
-        },
-    ));
+    // Across nodes without a count given, the search's note says how many.
+    if nodes == 1 || o.channels.is_some() {
+        notes.push((
+            "channels".into(),
+            match o.channels {
+                Some(_) => "given".into(),
+                None => {
+                    format!("{DEFAULT_CHANNELS}, what NCCL opens on an 8-GPU NVSwitch node (a log's `N coll channels`)")
+                }
+            },
+        ));
+    }
     let (intra_speeds, inter_speeds): (&[f64], &[f64]) = match arch {
         Arch::Hopper => (&SM90_SPEED_INTRA, &SM90_SPEED_INTER),
         Arch::Blackwell => (&SM100_SPEED_INTRA, &SM100_SPEED_INTER),
@@ -316,17 +319,17 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
                     Some(c) => limits.speed_for_channels(inter_speeds, c),
                     None => limits.search(inter_speeds, channels, arch),
                 };
-                if found.channels != channels {
+                if o.channels.is_none() {
                     notes.push((
                         "channels".into(),
                         format!(
-                            "{}: the ring channels NCCL's search finds across nodes{}",
+                            "{}: the ring channels NCCL's search finds across nodes (of at most {channels}){}",
                             found.channels,
                             if found.split { ", each of 25 GB/s or more split in two" } else { "" }
                         ),
                     ));
-                    channels = found.channels;
                 }
+                channels = found.channels;
                 notes.push(("bw_inter".into(), format!("{} GB/s: {}", found.speed, limits.describe())));
                 found.speed
             }
