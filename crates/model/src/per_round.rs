@@ -639,10 +639,8 @@ fn load(topology: &Topology, index: usize, bytes: f64) -> ResourceLoad {
 }
 
 /// (NICs in servers holding ranks, NICs that send nothing, NICs that send and receive nothing).
+/// `servers` are distinct (one name per server: `ServerIndex`).
 fn nic_usage(topology: &Topology, servers: &[&str], total_bytes: &[f64]) -> (usize, usize, usize) {
-    let mut servers = servers.to_vec();
-    servers.sort_unstable();
-    servers.dedup();
     let nics: Vec<usize> = servers.iter().flat_map(|s| topology.nics_of_server(s).iter().copied()).collect();
     let wire_bytes = |nic: usize, outgoing: bool| -> f64 {
         let links = if outgoing { topology.out_links(nic) } else { topology.in_links(nic) };

@@ -306,7 +306,7 @@ pub fn shape(topology: &Topology, placement: &Placement, o: &Overrides) -> Resul
         let limits = RingLimits {
             path_gb_per_s: net_path,
             ranks_per_node: ppn,
-            nic_gb_per_s: if nic_speeds.is_empty() { vec![net_path; ppn] } else { nic_speeds.clone() },
+            nic_gb_per_s: if nic_speeds.is_empty() { vec![net_path; ppn] } else { nic_speeds },
             intra_gb_per_s: (ppn > 1).then_some(intra_total),
         };
         let inter = match o.bw_inter_gb_per_s {

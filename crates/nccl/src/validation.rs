@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use railyard_model::nccl_family::nccl_inter_stage;
 use railyard_model::{plan_on, AlgorithmSpec, CollectiveRequest, ModelError};
-use railyard_schedule::Algorithm;
 use railyard_topology::{Placement, PlacementPolicy, Topology};
 use railyard_units::stats::median_of_sorted;
 
@@ -17,11 +16,12 @@ use crate::error::NcclError;
 use crate::nccl_tests::TestsOutput;
 use crate::shape::{self, Overrides};
 use crate::tuner::{self, Coll};
-use crate::verdict::{nccl_algorithms, railyard_of};
+use crate::verdict::nccl_family;
 
-/// Sizes from which a row counts as large, and up to which as small.
+/// Sizes from which a row counts as large, and up to which as small (the sizes `analyze`
+/// says every model here is far off at).
 pub const LARGE_BYTES: u64 = 64 << 20;
-pub const SMALL_BYTES: u64 = 1 << 20;
+pub use crate::verdict::SMALL_BYTES;
 /// Rows of a case compared: the largest `MAX_LARGE` large ones and every small one from
 /// `MIN_SMALL_BYTES` (below it a run measures launch overheads no model here has).
 pub const MAX_LARGE: usize = 8;
@@ -140,10 +140,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let placement = Placement::new(topology, &policy, Some(ranks)).map_err(|e| bad("ranks", e.to_string()))?;
     let function = shape::nccl_function_name(collective);
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
-    let family: Vec<Algorithm> = match &algos {
-        Some(a) => railyard_of(a, placement.ranks_by_server(topology).len() == placement.len()),
-        None => nccl_algorithms(collective, placement.ranks_by_server(topology).len(), placement.len()),
-    };
+    let family = nccl_family(collective, algos.as_deref(), topology, &placement);
     let coll = Coll::from_railyard(collective);
     let tuner = match (coll, ranks >= 2) {
         (Some(c), true) => {

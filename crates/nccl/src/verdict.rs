@@ -33,7 +33,7 @@ pub const SLOW_RATIO: f64 = 1.25;
 /// leaves out nothing a run could save, so only rounding is allowed).
 pub const BOUND_RATIO: f64 = 0.97;
 /// Sizes up to this are latency-bound, where every model here is far below what healthy
-/// clusters measure (docs/validation.md's small sizes).
+/// clusters measure (docs/validation.md's small sizes; `validation` counts them so too).
 pub const SMALL_BYTES: u64 = 1 << 20;
 /// Sizes compared against a topology in one run: every one plans every algorithm (a
 /// sweep has tens; 20,000 rows once took 71 s).
@@ -129,6 +129,21 @@ pub fn railyard_of(algos: &[Algo], one_per_server: bool) -> Vec<Algorithm> {
 }
 
 pub use railyard_model::nccl_family::nccl_algorithms;
+
+/// The algorithms NCCL would weigh for `collective` on `placement`: those `NCCL_ALGO`
+/// names (`algos`), else its own.
+pub fn nccl_family(
+    collective: railyard_schedule::Collective,
+    algos: Option<&[Algo]>,
+    topology: &Topology,
+    placement: &Placement,
+) -> Vec<Algorithm> {
+    let servers = placement.ranks_by_server(topology).len();
+    match algos {
+        Some(algos) => railyard_of(algos, servers == placement.len()),
+        None => nccl_algorithms(collective, servers, placement.len()),
+    }
+}
 
 /// Ranks from which an all-to-all's plans are costed once and scaled to every size
 /// (its schedules list ranks² transfers: 4.7 M at 2,160 ranks, seconds per plan).
@@ -284,10 +299,7 @@ pub fn analyze(
         }
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
-        let family: Vec<Algorithm> = match &shape.input.algos {
-            Some(algos) => railyard_of(algos, placement.ranks_by_server(topology).len() == placement.len()),
-            None => nccl_algorithms(railyard_collective, placement.ranks_by_server(topology).len(), placement.len()),
-        };
+        let family = nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement);
         // Costed as NCCL runs them: its trees cross servers by a tree.
         let family_request = CollectiveRequest {
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
@@ -399,10 +411,12 @@ pub fn analyze(
     }
     let small_slow = sizes.iter().filter(|s| s.verdict == Verdict::Slow && s.bytes <= SMALL_BYTES).count();
     if small_slow > 0 {
-        let (which, are) = if small_slow == 1 { ("1 size", "is") } else { ("sizes", "are") };
-        let which = if small_slow == 1 { which.to_string() } else { format!("{small_slow} {which}") };
+        let which = match small_slow {
+            1 => "1 size judged slow is".to_string(),
+            n => format!("{n} sizes judged slow are"),
+        };
         notes.push(format!(
-            "{which} judged slow {are} at most 1 MiB, where railyard's expected times, like NCCL's tuner, sit well \
+            "{which} at most 1 MiB, where railyard's expected times, like NCCL's tuner, sit well \
              below what healthy clusters measure (per-call costs the models leave out; docs/validation.md): a \
              calibration on a healthy run of your own judges them (docs/nccl-artifacts.md)"
         ));

@@ -445,8 +445,10 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
                     format!("{ranks} ranks on {}: {how}{inferred}", topology.name)
                 })?;
                 let mut analysis = verdict::analyze(output, topology, &placement, &shape)?;
-                let from_lines = placement_from_ranks(topology, output, ranks).ok();
-                if args.placement.is_some() && !output.devices.is_empty() && from_lines.as_ref() != Some(&placement) {
+                let overrides_lines = args.placement.is_some()
+                    && !output.devices.is_empty()
+                    && placement_from_ranks(topology, output, ranks).ok().as_ref() != Some(&placement);
+                if overrides_lines {
                     analysis.notes.push(format!(
                         "ranks placed as --placement says, not as the output's rank lines place them (on {} host(s))",
                         output.hosts.len()
