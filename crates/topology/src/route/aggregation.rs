@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::FxHashMap;
+
 use crate::error::TopologyError;
 use crate::graph::{DeviceId, DeviceKind, LinkId, Topology};
 use crate::route::RouteTable;
@@ -86,15 +88,24 @@ pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<D
 }
 
 /// The reduction-capable switch with the smallest largest hop count (ties to the first
-/// declared) among those within `limit` hops of every participant.
+/// declared) among those within `limit` hops of every participant. The searches are
+/// maps of what they reach, so a search inside one server costs that server, not the
+/// fabric.
 fn nearest_within(topology: &Topology, devices: &[DeviceId], samples: &[DeviceId], limit: usize) -> Option<DeviceId> {
-    let sampled: Vec<Vec<usize>> = samples.iter().map(|&d| topology.hops_within(d, false, limit)).collect();
-    let mut candidates: Vec<(usize, DeviceId)> = (0..topology.devices.len())
+    let sampled: Vec<FxHashMap<DeviceId, usize>> =
+        samples.iter().map(|&d| topology.hops_near(d, false, limit)).collect();
+    let bound = |s: DeviceId| sampled.iter().map(|d| d.get(&s).copied().unwrap_or(usize::MAX)).max().unwrap_or(0);
+    // A switch within the limit of every sample is within it of the first; with no
+    // sample every switch is a candidate.
+    let switches: Vec<DeviceId> = match sampled.first() {
+        Some(first) => first.keys().copied().collect(),
+        None => (0..topology.devices.len()).collect(),
+    };
+    let mut candidates: Vec<(usize, DeviceId)> = switches
+        .into_iter()
         .filter(|&s| reduces(topology, s))
-        .filter_map(|s| {
-            let bound = sampled.iter().map(|d| d[s]).max().unwrap_or(0);
-            (bound <= limit).then_some((bound, s))
-        })
+        .map(|s| (bound(s), s))
+        .filter(|&(b, _)| b <= limit)
         .collect();
     candidates.sort_unstable();
     let mut best: Option<(usize, DeviceId)> = None;
@@ -102,8 +113,8 @@ fn nearest_within(topology: &Topology, devices: &[DeviceId], samples: &[DeviceId
         if best.is_some_and(|b| (bound, s) > b) {
             break;
         }
-        let to_s = topology.hops_within(s, true, limit);
-        let worst = devices.iter().map(|&d| to_s[d]).max().unwrap_or(0);
+        let to_s = topology.hops_near(s, true, limit);
+        let worst = devices.iter().map(|d| to_s.get(d).copied().unwrap_or(usize::MAX)).max().unwrap_or(0);
         if worst <= limit && best.is_none_or(|b| (worst, s) < b) {
             best = Some((worst, s));
         }

@@ -21,6 +21,7 @@ pub use table::{RouteTable, RouteView};
 
 use crate::error::TopologyError;
 use crate::graph::{DeviceId, LinkId, Topology};
+use rustc_hash::FxHashMap;
 
 /// Relative tolerance when comparing bandwidths, so 50e9 computed two ways is one value.
 const BANDWIDTH_TOLERANCE: f64 = 1e-9;
@@ -55,20 +56,10 @@ impl Topology {
     }
 
     fn hops(&self, end: DeviceId, backward: bool) -> Vec<usize> {
-        self.hops_within(end, backward, usize::MAX)
-    }
-
-    /// Hop counts from (`backward`: to) `end`, searched no further than `limit` hops:
-    /// farther devices read `usize::MAX`. A search near a few devices of a large fabric
-    /// then touches only their neighbourhood.
-    pub(crate) fn hops_within(&self, end: DeviceId, backward: bool, limit: usize) -> Vec<usize> {
         let mut dist = vec![usize::MAX; self.devices.len()];
         dist[end] = 0;
         let mut queue = std::collections::VecDeque::from([end]);
         while let Some(u) = queue.pop_front() {
-            if dist[u] >= limit {
-                continue;
-            }
             // Every device of a path but its first forwards: searching backwards, a
             // device that does not is a first device, and the search stops there.
             if u != end && !self.devices[u].kind.forwards() {
@@ -80,6 +71,33 @@ impl Topology {
                 if dist[v] == usize::MAX {
                     dist[v] = dist[u] + 1;
                     queue.push_back(v);
+                }
+            }
+        }
+        dist
+    }
+
+    /// Hop counts from (`backward`: to) `end` of the devices within `limit` hops: a map
+    /// of those reached, so a search near a few devices of a large fabric costs their
+    /// neighbourhood, not the fabric (NVLS on each of 1,024 servers' NVSwitches).
+    pub(crate) fn hops_near(&self, end: DeviceId, backward: bool, limit: usize) -> FxHashMap<DeviceId, usize> {
+        let mut dist = FxHashMap::default();
+        dist.insert(end, 0);
+        let mut queue = std::collections::VecDeque::from([(end, 0usize)]);
+        while let Some((u, d)) = queue.pop_front() {
+            if d >= limit {
+                continue;
+            }
+            // As in `hops`: only the first device of a path may not forward.
+            if u != end && !self.devices[u].kind.forwards() {
+                continue;
+            }
+            let links = if backward { self.in_links(u) } else { self.out_links(u) };
+            for &l in links {
+                let v = if backward { self.links[l].from } else { self.links[l].to };
+                if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(v) {
+                    e.insert(d + 1);
+                    queue.push_back((v, d + 1));
                 }
             }
         }
