@@ -13,8 +13,11 @@ use crate::error::ModelError;
 /// so a hit allocates nothing (1,024 servers' NVLS steps, every pipeline chunk).
 #[derive(Debug, Default)]
 pub(crate) struct InNetworkCache {
-    by_step: FxHashMap<Flow, FxHashMap<Box<[Rank]>, Vec<(LinkId, usize)>>>,
+    by_step: FxHashMap<Flow, FxHashMap<Box<[Rank]>, Streams>>,
 }
+
+/// The number of streams on each link an in-network step crosses.
+type Streams = Vec<(LinkId, usize)>;
 
 impl InNetworkCache {
     pub(crate) fn get(
