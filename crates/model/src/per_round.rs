@@ -185,6 +185,14 @@ pub struct Breakdown {
 }
 
 impl Breakdown {
+    /// The expected time under `protocol`, host costs included (None where the schedule
+    /// does not run under it: an in-switch reduction's, Simple only, or a schedule that
+    /// names another).
+    pub fn expected_secs_under(&self, protocol: Protocol) -> Option<f64> {
+        let host = self.host.as_ref().map_or(0.0, |h| h.secs);
+        self.expected_parts[protocol.index()].map(|(fixed, bytes)| fixed + bytes + host)
+    }
+
     /// The bound and the expected time (and its protocol) of the same schedule with every
     /// transfer `k` times longer — exact in the per-round model, where rounds and
     /// latencies stay and every round's load scales with its transfers. None where the

@@ -83,6 +83,15 @@ impl Proto {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// The same protocol as railyard's model names it.
+    pub fn protocol(self) -> railyard_topology::Protocol {
+        match self {
+            Proto::Ll => railyard_topology::Protocol::Ll,
+            Proto::Ll128 => railyard_topology::Protocol::Ll128,
+            Proto::Simple => railyard_topology::Protocol::Simple,
+        }
+    }
 }
 
 /// The collectives NCCL's tuner models.

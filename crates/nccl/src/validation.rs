@@ -16,7 +16,7 @@ use crate::error::NcclError;
 use crate::nccl_tests::TestsOutput;
 use crate::shape::{self, Overrides};
 use crate::tuner::{self, Coll};
-use crate::verdict::nccl_family;
+use crate::verdict::{nccl_family, nccl_run};
 
 /// Sizes from which a row counts as large, and up to which as small (the sizes `analyze`
 /// says every model here is far off at).
@@ -141,6 +141,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let function = shape::nccl_function_name(collective);
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
     let family = nccl_family(collective, algos.as_deref(), topology, &placement);
+    let one_per_server = placement.ranks_by_server(topology).len() == placement.len();
     let coll = Coll::from_railyard(collective);
     let tuner = match (coll, ranks >= 2) {
         (Some(c), true) => {
@@ -173,27 +174,26 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
             }
             Err(e) => return Err(bad("topology", e.to_string())),
         };
-        let Some(expected) = plan.algorithms.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)) else {
+        let choice = tuner.as_ref().and_then(|(shape, table)| tuner::choose(&shape.input, table, row.bytes));
+        // What NCCL runs (its tuner's algorithm and protocol), costed by railyard.
+        let Some(run) = nccl_run(&plan.algorithms, choice.as_ref(), one_per_server) else {
             continue;
         };
+        let expected = run.breakdown;
         // Never above the expected time (where the topology's α is above the protocols'
         // latencies, the expected time is the lower), as `analyze` takes it.
-        let bound =
-            plan.algorithms.iter().map(|b| b.total_secs).fold(f64::INFINITY, f64::min).min(expected.expected_secs);
-        let nccl = tuner
-            .as_ref()
-            .and_then(|(shape, table)| tuner::choose(&shape.input, table, row.bytes))
-            .map(|c| busbw(row.bytes, c.time_us * 1e-6));
+        let bound = plan.algorithms.iter().map(|b| b.total_secs).fold(f64::INFINITY, f64::min).min(run.secs);
+        let nccl = choice.as_ref().map(|c| busbw(row.bytes, c.time_us * 1e-6));
         points.push(Point {
             bytes: row.bytes,
             measured,
-            expected: busbw(row.bytes, expected.expected_secs),
+            expected: busbw(row.bytes, run.secs),
             algorithm: railyard_model::algorithm_ref::shaped_name(
                 &expected.name,
                 expected.pipeline_chunks,
                 expected.channels,
             ),
-            protocol: expected.protocol.as_str(),
+            protocol: run.protocol.as_str(),
             bound: busbw(row.bytes, bound),
             nccl,
             limited_by: limited_by(expected, row.bytes),

@@ -19,7 +19,7 @@ use railyard_model::{
     algorithm_ref, plan_with_routes, AlgorithmRef, AlgorithmSpec, Breakdown, CollectiveRequest, ModelError, Plan,
 };
 use railyard_schedule::Algorithm;
-use railyard_topology::{Placement, RouteTable, Topology};
+use railyard_topology::{Placement, Protocol, RouteTable, Topology};
 
 use crate::error::NcclError;
 use crate::nccl_tests::TestsOutput;
@@ -130,6 +130,42 @@ pub fn railyard_of(algos: &[Algo], one_per_server: bool) -> Vec<Algorithm> {
 
 pub use railyard_model::nccl_family::nccl_algorithms;
 
+/// What a run of NCCL takes, costed by railyard: a schedule and its expected time under
+/// a protocol.
+#[derive(Debug, Clone, Copy)]
+pub struct NcclRun<'a> {
+    pub breakdown: &'a Breakdown,
+    pub secs: f64,
+    pub protocol: Protocol,
+}
+
+/// The expected time of what NCCL runs: of NCCL's algorithms as costed schedules
+/// (`family`), those standing for the algorithm NCCL's tuner picks (`choice`), under the
+/// protocol it picks — NCCL runs its tuner's choice, not what would be fastest
+/// (`ncclTopoGetAlgoInfo`; `railyard explain-nccl` replays it). Where no choice is known
+/// (a collective the tuner does not model) or the pick has no schedule here, the fastest
+/// of `family` under its own fastest protocol; a schedule that does not run under the
+/// picked protocol (an in-switch reduction runs Simple only) keeps its own.
+pub fn nccl_run<'a>(
+    family: &'a [Breakdown],
+    choice: Option<&tuner::Choice>,
+    one_per_server: bool,
+) -> Option<NcclRun<'a>> {
+    let own = |b: &'a Breakdown| NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol };
+    let fastest = |runs: &mut dyn Iterator<Item = NcclRun<'a>>| runs.min_by(|a, b| a.secs.total_cmp(&b.secs));
+    let picked = choice.and_then(|c| {
+        let stands = railyard_of(&[c.algo], one_per_server);
+        let protocol = c.proto.protocol();
+        fastest(&mut family.iter().filter(|b| stands.iter().any(|&a| b.algorithm == AlgorithmRef::Builtin(a))).map(
+            |b| match b.expected_secs_under(protocol) {
+                Some(secs) => NcclRun { breakdown: b, secs, protocol },
+                None => own(b),
+            },
+        ))
+    });
+    picked.or_else(|| fastest(&mut family.iter().map(own)))
+}
+
 /// The algorithms NCCL would weigh for `collective` on `placement`: those `NCCL_ALGO`
 /// names (`algos`), else its own.
 pub fn nccl_family(
@@ -222,6 +258,8 @@ pub fn analyze(
             output.kind.binary()
         ));
     }
+    // Every rank on a server of its own (where NCCL runs PAT).
+    let one_per_server = placement.ranks_by_server(topology).len() == placement.len();
     let mut sizes = Vec::with_capacity(output.rows.len());
     // One route table for every size: routes on a large fabric cost more than a plan.
     let mut routes = RouteTable::new(topology);
@@ -333,17 +371,16 @@ pub fn analyze(
             .as_ref()
             .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
         let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
-        let fastest_expected = |list: &'_ [Breakdown]| -> Option<Breakdown> {
-            list.iter().min_by(|a, b| a.expected_secs.total_cmp(&b.expected_secs)).cloned()
-        };
-        let expected =
-            family_plan.as_ref().and_then(|p| fastest_expected(&p.algorithms)).or_else(|| fastest_expected(algorithms));
-        let expected = expected.as_ref();
+        // What NCCL runs at this size, else the fastest railyard costs.
+        let expected = family_plan
+            .as_ref()
+            .and_then(|p| nccl_run(&p.algorithms, choice.as_ref(), one_per_server))
+            .or_else(|| nccl_run(algorithms, None, one_per_server));
         // Where the topology's per-round start-up (α) is above the protocols' latencies the
         // line-rate time with α is above the expected time, and no bound is claimed: one
         // can only be as low as the latencies the expected time assumes.
         let shaped = |b: &Breakdown| algorithm_ref::shaped_name(&b.name, b.pipeline_chunks, b.channels);
-        let above_expected = matches!((fastest, expected), (Some(b), Some(e)) if e.expected_secs < b.total_secs);
+        let above_expected = matches!((fastest, expected), (Some(b), Some(e)) if e.secs < b.total_secs);
         if above_expected && !start_up_said {
             notes.push(
                 "at some sizes the topology's per-round start-up puts its line-rate time above the expected time \
@@ -361,7 +398,7 @@ pub fn analyze(
             Some(c) => (c.algo, c.proto, c.channels, c.time_us),
             None => (Algo::Ring, Proto::Simple, shape.input.channels, f64::NAN),
         };
-        let expected_us = expected.map_or(f64::NAN, |b| b.expected_secs * 1e6);
+        let expected_us = expected.map_or(f64::NAN, |e| e.secs * 1e6);
         let factor = output.kind.bus_factor(output.ranks.max(2));
         let measured = best.time_us.value;
         let ratio = measured / expected_us;
@@ -392,10 +429,10 @@ pub fn analyze(
             nccl_expected_busbw_gb_per_s: row.bytes as f64 / (nccl_us * 1e3) * factor,
             railyard_algorithm: algorithm_name,
             railyard_bound_us: bound_us,
-            railyard_expected_algorithm: expected.map_or_else(|| "-".to_string(), |b| b.name.clone()),
+            railyard_expected_algorithm: expected.map_or_else(|| "-".to_string(), |e| e.breakdown.name.clone()),
             railyard_expected_us: expected_us,
             railyard_expected_busbw_gb_per_s: row.bytes as f64 / (expected_us * 1e3) * factor,
-            railyard_protocol: expected.map_or("-", |b| b.protocol.as_str()),
+            railyard_protocol: expected.map_or("-", |e| e.protocol.as_str()),
             ratio,
             verdict,
         });
@@ -458,5 +495,43 @@ mod tests {
                 assert_eq!(e.protocol, s.protocol, "{} x{k}", e.name);
             }
         }
+    }
+
+    /// The expected time is that of what NCCL's tuner picks, under its protocol, even
+    /// where another of NCCL's algorithms costs less in railyard's model; with no pick
+    /// known it is the fastest.
+    #[test]
+    fn the_expected_run_is_nccls_pick_under_its_protocol() {
+        let t = preset("dgx-h100").unwrap();
+        let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+        let collective = railyard_schedule::Collective::AllReduce;
+        let family = nccl_family(collective, None, &t, &p);
+        let shape = crate::shape::shape(&t, &p, &crate::shape::Overrides::default()).unwrap();
+        let table = tuner::table(&shape.input, Coll::AllReduce).unwrap();
+        let mut routes = RouteTable::new(&t);
+        let mut differed = false;
+        for bytes in [4u64 << 10, 256 << 10, 64 << 20] {
+            let request = CollectiveRequest {
+                algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
+                strict: false,
+                chunks: railyard_model::ChunkPolicy::SearchAll,
+                inter_stage: nccl_inter_stage(collective, &family),
+                ..CollectiveRequest::new(collective, bytes, 1, Vec::new())
+            };
+            let plan = plan_with_routes(&mut routes, &p, &request).unwrap();
+            let choice = tuner::choose(&shape.input, &table, bytes).unwrap();
+            let run = nccl_run(&plan.algorithms, Some(&choice), false).unwrap();
+            let stands = railyard_of(&[choice.algo], false);
+            assert!(stands.iter().any(|&a| run.breakdown.algorithm == AlgorithmRef::Builtin(a)), "{bytes}");
+            assert_eq!(run.protocol, choice.proto.protocol(), "{bytes}");
+            assert_eq!(Some(run.secs), run.breakdown.expected_secs_under(run.protocol));
+            let fastest = nccl_run(&plan.algorithms, None, false).unwrap();
+            let min = plan.algorithms.iter().map(|b| b.expected_secs).fold(f64::INFINITY, f64::min);
+            assert_eq!(fastest.secs, min);
+            assert!(run.secs >= fastest.secs);
+            differed |= run.secs > fastest.secs;
+        }
+        // At 4 KiB NCCL runs its ring under LL where railyard's double tree costs less.
+        assert!(differed);
     }
 }
