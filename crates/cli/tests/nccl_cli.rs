@@ -94,6 +94,18 @@ fn a_curve_that_turns_slow_is_found_where_it_turns() {
     let protocols: Vec<&str> =
         v["analysis"]["sizes"].as_array().unwrap().iter().map(|s| s["railyard_protocol"].as_str().unwrap()).collect();
     assert_eq!(protocols[..3], ["LL", "LL", "LL128"]);
+    // Run with one GPU per thread: no word about single-process launch latency.
+    let notes = v["analysis"]["notes"].to_string();
+    assert!(notes.contains("sizes judged slow are at most 1 MiB") && !notes.contains("-g 1"), "{notes}");
+    // A published run of 8 GPUs driven by one thread (-g 8) is told why its small sizes lag.
+    let together = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../corpus/nccl-tests/hopper/h100-1n-ring-allreduce-together.txt")
+        .display()
+        .to_string();
+    let g8 =
+        json(&["analyze", "nccl-tests", &together, "--topo", "dgx-h100", "--nccl-algo", "Ring", "--format", "json"]);
+    assert_eq!(g8["output"]["gpus_per_thread"], 8);
+    assert!(g8["analysis"]["notes"].to_string().contains("drives 8 GPUs from each thread (nccl-tests -g 8)"), "{g8}");
     for s in v["analysis"]["sizes"].as_array().unwrap() {
         let ratio = s["measured_us"].as_f64().unwrap() / s["railyard_expected_us"].as_f64().unwrap();
         assert!((s["ratio"].as_f64().unwrap() - ratio).abs() < 1e-12, "{s}");

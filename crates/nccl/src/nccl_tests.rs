@@ -182,6 +182,9 @@ pub struct TestsOutput {
     pub hosts: Vec<String>,
     pub devices: Vec<RankDevice>,
     pub version: Option<String>,
+    /// GPUs each thread of the test drives (the header's `nGpus`, nccl-tests' `-g`):
+    /// above 1, one process launches for several GPUs.
+    pub gpus_per_thread: Option<usize>,
     pub rows: Vec<Row>,
     /// The footer's average busbw, and the mean of the printed busbw of every half.
     pub avg_busbw_printed: Option<f64>,
@@ -369,6 +372,7 @@ fn parse_at(
         hosts,
         devices: scan.devices,
         version: scan.version,
+        gpus_per_thread: scan.gpus_per_thread,
         rows,
         avg_busbw_printed: scan.avg_busbw_printed,
         avg_busbw_of_rows,
@@ -383,6 +387,7 @@ fn parse_at(
 struct Scan {
     kind: Option<TestKind>,
     version: Option<String>,
+    gpus_per_thread: Option<usize>,
     devices: Vec<RankDevice>,
     /// The ranks `devices` holds, so a rank listed twice is found without a scan.
     ranks_listed: std::collections::HashSet<usize>,
@@ -400,6 +405,7 @@ impl Scan {
         let mut scan = Scan {
             kind: None,
             version: None,
+            gpus_per_thread: None,
             devices: Vec::new(),
             ranks_listed: std::collections::HashSet::new(),
             leading: None,
@@ -461,6 +467,14 @@ impl Scan {
     fn header(&mut self, c: &str) {
         if let Some(v) = c.strip_prefix("nccl-tests version") {
             self.version = v.split_whitespace().next().map(str::to_string);
+        } else if c.starts_with("nThread") {
+            // `nThread 1 nGpus 8 minBytes 8 …`: the value after `nGpus`, if it reads as one.
+            let words: Vec<&str> = c.split_whitespace().collect();
+            self.gpus_per_thread = words
+                .windows(2)
+                .find(|w| w[0] == "nGpus")
+                .and_then(|w| w[1].parse::<usize>().ok())
+                .filter(|&g| (1..=MAX_RANKS).contains(&g));
         } else if let Some(rest) = c.strip_prefix("Rank") {
             if let Some(d) = rank_line(rest) {
                 // With NCCL_TESTS_SPLIT the ranks form groups, each its own collective. A
@@ -879,6 +893,23 @@ mod tests {
     }
 
     const COLUMNS: &str = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+
+    /// The header's `nGpus` is how many GPUs one thread drives; absent or unreadable, none.
+    #[test]
+    fn the_gpus_per_thread_come_from_the_header() {
+        let row = "1048576 262144 float sum -1 20.00 52.43 91.75 0 20.00 52.43 91.75 0";
+        let with = |header: &str| {
+            parse(&format!("# Collective test starting: all_reduce_perf\n{header}\n{COLUMNS}{row}\n"), None, None)
+                .unwrap()
+                .gpus_per_thread
+        };
+        assert_eq!(with("# nThread 1 nGpus 8 minBytes 8 maxBytes 8"), Some(8));
+        assert_eq!(with("# nThread 4 nGpus 1 minBytes 8"), Some(1));
+        assert_eq!(with("# nThread 1 nGpus eight"), None);
+        assert_eq!(with("# nThread 1 nGpus 0"), None);
+        assert_eq!(with("# nThread 1 nGpus"), None);
+        assert_eq!(with("#"), None);
+    }
 
     /// Cluster scripts concatenate tests: each is read as its own, with the file's line
     /// numbers; with no start line, a second `# nThread` header after rows starts one.

@@ -457,6 +457,13 @@ pub fn analyze(
              below what healthy clusters measure (per-call costs the models leave out; docs/validation.md): a \
              calibration on a healthy run of your own judges them (docs/nccl-artifacts.md)"
         ));
+        if let Some(g) = output.gpus_per_thread.filter(|&g| g > 1) {
+            notes.push(format!(
+                "The run drives {g} GPUs from each thread (nccl-tests -g {g}): NVIDIA recommends one GPU per \
+                 process, as single-process runs add CUDA launch latency to every call (NVIDIA/nccl-tests#333); \
+                 small sizes of a run with -g 1 show the fabric's own latency"
+            ));
+        }
     }
     Ok(Analysis { sizes, leaves_model_at_bytes, notes })
 }
