@@ -61,8 +61,8 @@ pub struct RequestArgs {
     pub dtype: Dtype,
     /// Algorithms, comma-separated, or `all` (every algorithm that implements the collective):
     /// ring, interleaved-ring, rail-ring, chain, tree, double-tree, rhd, recursive-doubling, bruck,
-    /// pat, pairwise, direct, hierarchical, in-network, nvls, nvls-tree; an MSCCL XML file
-    /// (FILE.xml) runs beside them
+    /// pat, pairwise, direct, hierarchical, in-network, in-network-chain, nvls, nvls-tree; an MSCCL XML
+    /// file (FILE.xml) runs beside them
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Root rank of broadcast, reduce, gather, scatter (and the sender of sendrecv; the receiver is the last rank)

@@ -38,11 +38,14 @@ fn auto_explains_its_choice_and_compares_with_nccl() {
     assert_eq!(c["nccl"]["algorithm"], "collnet");
     assert_eq!(c["nccl"]["protocol"], "Simple");
     assert_eq!(c["agrees_with_nccl"], true);
-    // With NCCL's own rail-aligned rings in the running, those win: each of 8 channels
-    // crosses on its own NIC (400 GB/s between the servers, not one NIC's 50).
+    // With NCCL's own algorithms in the running, CollNet's chains win: their chunks
+    // stream through the hops, so each server's NICs (SHARP) and NVLink work at once;
+    // then the rail-aligned rings, each of 8 channels crossing on its own NIC (400 GB/s
+    // between the servers, not one NIC's 50). The rule of thumb says CollNet too.
     let all = json(&["plan", "--algo", "auto", "--format", "json"]);
-    assert_eq!(all["choice"]["algorithm"], "rail-ring");
-    assert_eq!(all["choice"]["runner_up"], "in-network");
+    assert_eq!(all["choice"]["algorithm"], "in-network-chain");
+    assert_eq!(all["choice"]["runner_up"], "rail-ring");
+    assert_eq!(all["choice"]["agrees_with_nccl"], true);
     // 8 bytes: latency-bound (fewest rounds wins); the rule of thumb says tree with LL.
     let small = json(&["plan", "--algo", "auto", "--size", "8B", "--format", "json"]);
     assert_eq!(small["choice"]["nccl"]["algorithm"], "tree");
@@ -78,7 +81,7 @@ fn sweep_shows_both_regimes_and_the_crossovers() {
     );
     assert_eq!(last["bytes"], 1u64 << 30);
     assert!(
-        ["ring", "interleaved-ring", "rail-ring", "hierarchical", "in-network"]
+        ["ring", "interleaved-ring", "rail-ring", "hierarchical", "in-network", "in-network-chain"]
             .contains(&last["fastest"].as_str().unwrap()),
         "{last}"
     );

@@ -17,7 +17,8 @@ pub fn nccl_inter_stage(collective: Collective, algorithms: &[Algorithm]) -> Int
     }
 }
 
-/// NCCL's algorithms for `collective` over `ranks` ranks on `servers` servers.
+/// NCCL's algorithms for `collective` over `ranks` ranks on `servers` servers (CollNet
+/// Direct and Chain as `in-network` and `in-network-chain`).
 /// All-gather and reduce-scatter by NVLS, and all-reduce by NCCL's single tree, have no
 /// schedule of their own here: the rail-aligned rings and the double tree stand for
 /// them. NVLS across servers needs in-network reduction (CollNet) in NCCL, which
@@ -31,7 +32,7 @@ pub fn nccl_algorithms(collective: Collective, servers: usize, ranks: usize) -> 
     let nvls = if servers > 1 { NvlsTree } else { Nvls };
     let one_per_server = servers > 1 && servers == ranks;
     match collective {
-        Collective::AllReduce => vec![RailRing, DoubleTree, Hierarchical, nvls, InNetwork],
+        Collective::AllReduce => vec![RailRing, DoubleTree, Hierarchical, nvls, InNetwork, InNetworkChain],
         Collective::AllGather | Collective::ReduceScatter if one_per_server => vec![RailRing, Pat],
         Collective::AllGather | Collective::ReduceScatter => vec![RailRing],
         Collective::Broadcast | Collective::Reduce => vec![Chain],

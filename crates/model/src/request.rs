@@ -56,9 +56,13 @@ pub fn chunk_choices(algorithm: Algorithm, collective: Collective, policy: Chunk
         ChunkPolicy::Fixed(n) => {
             vec![n.clamp(1, count.clamp(1, usize::MAX as u64) as usize)]
         }
-        // NVLS is searched too: its stages pipeline as NCCL's NVLSTree does. (The other
-        // hierarchical all-reduces keep one chunk, the seeds' examples.)
-        ChunkPolicy::Search if algorithm.pipelined() || matches!(algorithm, Algorithm::Nvls | Algorithm::NvlsTree) => {
+        // NVLS is searched too: its stages pipeline as NCCL's NVLSTree does; and CollNet's
+        // chain, whose chunks stream through its hops. (The other hierarchical all-reduces
+        // keep one chunk, the seeds' examples.)
+        ChunkPolicy::Search
+            if algorithm.pipelined()
+                || matches!(algorithm, Algorithm::Nvls | Algorithm::NvlsTree | Algorithm::InNetworkChain) =>
+        {
             searched(count)
         }
         ChunkPolicy::SearchAll => searched(count),
@@ -81,7 +85,14 @@ fn searched(count: u64) -> Vec<usize> {
 /// know no collective.
 fn may_take_chunks(algorithm: Algorithm) -> bool {
     algorithm.pipelined()
-        || matches!(algorithm, Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree)
+        || matches!(
+            algorithm,
+            Algorithm::Hierarchical
+                | Algorithm::InNetwork
+                | Algorithm::InNetworkChain
+                | Algorithm::Nvls
+                | Algorithm::NvlsTree
+        )
 }
 
 /// The generator options of `algorithm`: the one place they are built. Options an
@@ -211,7 +222,9 @@ impl CollectiveRequest {
     pub fn in_network_available(&self, topology: &Topology) -> bool {
         topology.devices.iter().any(|d| d.in_network_reduction)
             && self.collective == Collective::AllReduce
-            && self.algorithms.contains(&AlgorithmSpec::Builtin(Algorithm::InNetwork))
+            && [Algorithm::InNetwork, Algorithm::InNetworkChain]
+                .iter()
+                .any(|&a| self.algorithms.contains(&AlgorithmSpec::Builtin(a)))
     }
 }
 

@@ -44,7 +44,7 @@ pub fn nccl_family(algorithm: &str) -> Option<&'static str> {
     match algorithm {
         "tree" | "double-tree" => Some("tree"),
         "ring" | "interleaved-ring" | "rail-ring" | "hierarchical" | "chain" => Some("ring"),
-        "in-network" => Some("collnet"),
+        "in-network" | "in-network-chain" => Some("collnet"),
         "nvls" | "nvls-tree" => Some("nvls"),
         _ => None,
     }

@@ -53,7 +53,8 @@ impl Algo {
             // NCCL's rings are rail-aligned channels; its NVLS reduces in the NVSwitch.
             Algo::Ring => Some(A::RailRing),
             Algo::Tree => Some(A::DoubleTree),
-            Algo::CollNetDirect | Algo::CollNetChain => Some(A::InNetwork),
+            Algo::CollNetDirect => Some(A::InNetwork),
+            Algo::CollNetChain => Some(A::InNetworkChain),
             Algo::Nvls | Algo::NvlsTree => Some(A::Nvls),
             Algo::Pat => Some(A::Pat),
         }

@@ -140,7 +140,8 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let placement = Placement::new(topology, &policy, Some(ranks)).map_err(|e| bad("ranks", e.to_string()))?;
     let function = shape::nccl_function_name(collective);
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
-    let family = nccl_family(collective, algos.as_deref(), topology, &placement);
+    // NCCL_COLLNET_ENABLE is off in every run compared (its default).
+    let family = nccl_family(collective, algos.as_deref(), topology, &placement, false);
     let one_per_server = placement.ranks_by_server(topology).len() == placement.len();
     let coll = Coll::from_railyard(collective);
     let tuner = match (coll, ranks >= 2) {

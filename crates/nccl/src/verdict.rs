@@ -103,7 +103,8 @@ pub struct Analysis {
 /// NCCL's algorithms as railyard schedules: a ring is rail-aligned channels; a tree is
 /// NCCL's double binary tree, which across nodes moves what railyard's pipelined
 /// hierarchical all-reduce does (a chain inside each node, a tree between them), so both
-/// stand for it; NVLS and NVLSTree are railyard's; CollNet is in-network.
+/// stand for it; NVLS and NVLSTree are railyard's; CollNet Direct is in-network, CollNet
+/// Chain in-network-chain.
 /// NCCL_ALGO's algorithms as railyard's schedules; PAT only where every rank has a node
 /// of its own (NCCL runs it nowhere else; elsewhere its rings stand in, as NCCL falls
 /// back to them).
@@ -115,7 +116,8 @@ pub fn railyard_of(algos: &[Algo], one_per_server: bool) -> Vec<Algorithm> {
             Algo::Tree => &[Algorithm::DoubleTree, Algorithm::Hierarchical],
             Algo::Nvls => &[Algorithm::Nvls],
             Algo::NvlsTree => &[Algorithm::NvlsTree],
-            Algo::CollNetDirect | Algo::CollNetChain => &[Algorithm::InNetwork],
+            Algo::CollNetDirect => &[Algorithm::InNetwork],
+            Algo::CollNetChain => &[Algorithm::InNetworkChain],
             Algo::Pat if one_per_server => &[Algorithm::Pat],
             Algo::Pat => &[Algorithm::RailRing],
         };
@@ -167,17 +169,22 @@ pub fn nccl_run<'a>(
 }
 
 /// The algorithms NCCL would weigh for `collective` on `placement`: those `NCCL_ALGO`
-/// names (`algos`), else its own.
+/// names (`algos`), else its own — CollNet's only where it is enabled (`collnet`;
+/// NCCL_COLLNET_ENABLE defaults to 0).
 pub fn nccl_family(
     collective: railyard_schedule::Collective,
     algos: Option<&[Algo]>,
     topology: &Topology,
     placement: &Placement,
+    collnet: bool,
 ) -> Vec<Algorithm> {
     let servers = placement.ranks_by_server(topology).len();
     match algos {
         Some(algos) => railyard_of(algos, servers == placement.len()),
-        None => nccl_algorithms(collective, servers, placement.len()),
+        None => nccl_algorithms(collective, servers, placement.len())
+            .into_iter()
+            .filter(|a| collnet || !matches!(a, Algorithm::InNetwork | Algorithm::InNetworkChain))
+            .collect(),
     }
 }
 
@@ -337,7 +344,8 @@ pub fn analyze(
         }
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
-        let family = nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement);
+        let family =
+            nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement, shape.input.collnet);
         // Costed as NCCL runs them: its trees cross servers by a tree.
         let family_request = CollectiveRequest {
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
@@ -512,7 +520,7 @@ mod tests {
         let t = preset("dgx-h100").unwrap();
         let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
         let collective = railyard_schedule::Collective::AllReduce;
-        let family = nccl_family(collective, None, &t, &p);
+        let family = nccl_family(collective, None, &t, &p, false);
         let shape = crate::shape::shape(&t, &p, &crate::shape::Overrides::default()).unwrap();
         let table = tuner::table(&shape.input, Coll::AllReduce).unwrap();
         let mut routes = RouteTable::new(&t);

@@ -48,10 +48,14 @@ pub enum Algorithm {
     /// servers without in-network reduction (NCCL's `ncclTopoTuneModel`, src/graph/tuning.cc:
     /// NVLS across nodes needs CollNet; docs/sources.md#nccl-tuner).
     NvlsTree,
+    /// NCCL's CollNet Chain: each server's ranks a chain to its first, which joins the
+    /// switches' in-network reduction (SHARP) with the server's sum and brings the result
+    /// back down the chain; chunks stream through the chain's hops (`IntraStage::Chain`).
+    InNetworkChain,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 16] = [
+    pub const ALL: [Algorithm; 17] = [
         Algorithm::Ring,
         Algorithm::InterleavedRing,
         Algorithm::Chain,
@@ -68,6 +72,7 @@ impl Algorithm {
         Algorithm::NvlsTree,
         Algorithm::RailRing,
         Algorithm::Pat,
+        Algorithm::InNetworkChain,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +93,7 @@ impl Algorithm {
             Algorithm::InNetwork => "in-network",
             Algorithm::Nvls => "nvls",
             Algorithm::NvlsTree => "nvls-tree",
+            Algorithm::InNetworkChain => "in-network-chain",
         }
     }
 
@@ -101,7 +107,11 @@ impl Algorithm {
             }
             Algorithm::Chain => matches!(c, Broadcast | Reduce),
             Algorithm::Tree => matches!(c, AllReduce | Broadcast | Reduce),
-            Algorithm::DoubleTree | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree => c == AllReduce,
+            Algorithm::DoubleTree
+            | Algorithm::InNetwork
+            | Algorithm::InNetworkChain
+            | Algorithm::Nvls
+            | Algorithm::NvlsTree => c == AllReduce,
             Algorithm::Rhd => matches!(c, AllReduce | ReduceScatter | AllGather),
             Algorithm::RecursiveDoubling => c == AllReduce,
             Algorithm::Bruck => matches!(c, AllGather | AllToAll | AllToAllv | Barrier),
@@ -130,6 +140,7 @@ impl Algorithm {
                 | Algorithm::RailRing
                 | Algorithm::Hierarchical
                 | Algorithm::InNetwork
+                | Algorithm::InNetworkChain
                 | Algorithm::Nvls
                 | Algorithm::NvlsTree
         )
@@ -144,7 +155,7 @@ impl Algorithm {
     /// Whether switches reduce (in-network steps: SHARP, NVLS): hosts cannot run it, and a
     /// topology without a reducing switch cannot either.
     pub fn in_switch(self) -> bool {
-        matches!(self, Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree)
+        matches!(self, Algorithm::InNetwork | Algorithm::InNetworkChain | Algorithm::Nvls | Algorithm::NvlsTree)
     }
 
     /// Whether the algorithm cuts the message into pipelined chunks (`pipeline_chunks`).
@@ -161,7 +172,11 @@ impl Algorithm {
             || collective == crate::Collective::AllReduce
                 && matches!(
                     self,
-                    Algorithm::Hierarchical | Algorithm::InNetwork | Algorithm::Nvls | Algorithm::NvlsTree
+                    Algorithm::Hierarchical
+                        | Algorithm::InNetwork
+                        | Algorithm::InNetworkChain
+                        | Algorithm::Nvls
+                        | Algorithm::NvlsTree
                 )
     }
 }

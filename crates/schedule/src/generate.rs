@@ -90,6 +90,9 @@ fn build(
         Algorithm::InNetwork => {
             hierarchical_all_reduce(spec, groups, IntraStage::Ring, InterStage::InNetwork, chunks, elem_bytes, name)
         }
+        Algorithm::InNetworkChain => {
+            hierarchical_all_reduce(spec, groups, IntraStage::Chain, InterStage::InNetwork, chunks, elem_bytes, name)
+        }
         Algorithm::Nvls => {
             hierarchical_all_reduce(spec, groups, IntraStage::Nvls, options.inter_stage, chunks, elem_bytes, name)
         }

@@ -45,6 +45,13 @@ pub enum IntraStage {
     /// (`Flow::MulticastFrom`): one round each. Each GPU's link carries the buffer and
     /// one shard each way, not 2(L − 1)/L of the buffer as a ring's does.
     Nvls,
+    /// Chains (NCCL's CollNet Chain, src/graph/tuning.cc: latency 2(L − 1) intra-node
+    /// hops and one network step), one per local rank as NCCL's channels spread over a
+    /// node's NICs: shard j climbs the chain that ends at local rank j (j + 1, …, j − 1,
+    /// j: each rank adds its own and passes it on, L − 1 hops), crosses servers from
+    /// there (the inter-server stage), and comes back down the same chain. Each hop is a
+    /// pipeline stage of its own, so chunks stream through the chains as through NCCL's.
+    Chain,
 }
 
 /// How the shards cross servers.
@@ -273,6 +280,17 @@ fn chunk_stages(
         }
     };
     let (intra_rs, intra_ag) = match intra {
+        IntraStage::Chain => {
+            let (up, down) = chain_stages(groups, &shards);
+            let mut stages = up;
+            if inter_stages.is_empty() {
+                stages.push(Stage { name: name.into(), rounds });
+            } else {
+                stages.extend(inter_stages);
+            }
+            stages.extend(down);
+            return stages;
+        }
         IntraStage::Ring => (
             boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Reduce)),
             boxed(per_server(groups, &shard_blocks, Buffer::Output, Op::Copy)),
@@ -297,6 +315,39 @@ fn chunk_stages(
     }
     stages.push(Stage { name: "intra-server all-gather".into(), rounds: intra_ag });
     stages
+}
+
+/// `IntraStage::Chain`'s hops in every server at once, a stage each: shard j up the
+/// chain that ends at local rank j (hop h: position L − h adds it into position L − h − 1,
+/// position i being local rank (j + i) mod L) and back down (hop h: position h − 1 copies
+/// it to position h). Each rank sends and receives one shard per hop. None for a server
+/// of one rank.
+fn chain_stages(groups: &[Vec<Rank>], shards: &[Range<u64>]) -> (Vec<Stage>, Vec<Stage>) {
+    let local = groups[0].len();
+    let hops = local.saturating_sub(1);
+    let hop = |h: usize, up: bool| Step {
+        transfers: groups
+            .iter()
+            .flat_map(|g| {
+                shards.iter().enumerate().filter(|(_, s)| s.end > s.start).map(move |(j, shard)| {
+                    let at = |position: usize| g[(j + position) % local];
+                    let (from, to, op) =
+                        if up { (at(local - h), at(local - h - 1), Op::Reduce) } else { (at(h - 1), at(h), Op::Copy) };
+                    let region = Region::new(Buffer::Output, shard.clone());
+                    Transfer { from, to, read: region, write: region, op, shard: Some(j as u32), channel: 0 }
+                })
+            })
+            .collect(),
+        ..Step::default()
+    };
+    let stage = |h: usize, up: bool| Stage {
+        name: match up {
+            true => format!("intra-server chain reduce, hop {h} of {hops}").into(),
+            false => format!("intra-server chain broadcast, hop {h} of {hops}").into(),
+        },
+        rounds: boxed(ListedRounds::of(vec![hop(h, up)])),
+    };
+    ((1..=hops).map(|h| stage(h, true)).collect(), (1..=hops).map(|h| stage(h, false)).collect())
 }
 
 /// The inter-server stage by NCCL's double binary tree (`InterStage::Tree`): for every
@@ -561,6 +612,7 @@ mod tests {
                     (Algorithm::Hierarchical, InterStage::Rhd),
                     (Algorithm::InNetwork, InterStage::Ring),
                     (Algorithm::Hierarchical, InterStage::Tree),
+                    (Algorithm::InNetworkChain, InterStage::Ring),
                 ] {
                     let mut sent = None;
                     for chunks in [1, 2, 3, 5] {
@@ -627,6 +679,37 @@ mod tests {
                 assert!(bytes <= expected, "{servers} servers: rank {r} sent {bytes} > {expected}");
             }
             assert_eq!(sent.iter().sum::<u64>(), 2 * (servers as u64 - 1) * shard * local as u64);
+        }
+    }
+
+    /// CollNet's chains: each rank sends and receives one shard per hop, (L − 1)/L of
+    /// the buffer each way up and again down, as a ring's reduce-scatter and all-gather;
+    /// shard j crosses servers from local rank j; one chunk passes L − 1 hops up, the
+    /// network, L − 1 down, and chunks stream through the hops (k chunks: 2(L − 1) + 1 +
+    /// k − 1 rounds).
+    #[test]
+    fn the_chains_move_a_shard_per_rank_and_hop() {
+        let (servers, local) = (3usize, 4usize);
+        let p = servers * local;
+        let groups: Vec<Vec<Rank>> = (0..servers).map(|s| (s * local..(s + 1) * local).collect()).collect();
+        let count = 64u64;
+        let spec = CollectiveSpec::new(Collective::AllReduce, p, count);
+        for chunks in [1usize, 4] {
+            let options = GenOptions { groups: groups.clone(), pipeline_chunks: chunks, ..GenOptions::default() };
+            let s = generate(Algorithm::InNetworkChain, &spec, &options, 4).unwrap();
+            check(&s).unwrap();
+            assert_eq!(s.rounds.len(), 2 * (local - 1) + 1 + chunks - 1, "{chunks} chunks");
+            let (mut sent, mut received) = (vec![0u64; p], vec![0u64; p]);
+            for t in s.rounds.iter().flat_map(|r| &r.transfers) {
+                sent[t.from] += t.read.len;
+                received[t.to] += t.read.len;
+            }
+            let each_way = 2 * count * (local as u64 - 1) / local as u64;
+            assert!(sent.iter().chain(&received).all(|&b| b == each_way), "{sent:?} {received:?}");
+            for step in s.rounds.iter().flat_map(|r| &r.in_network) {
+                let j = step.shard.expect("a shard") as usize;
+                assert_eq!(step.ranks, groups.iter().map(|g| g[j]).collect::<Vec<_>>());
+            }
         }
     }
 }

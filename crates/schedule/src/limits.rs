@@ -102,6 +102,9 @@ pub fn transfers_bound(algorithm: Algorithm, spec: &CollectiveSpec, shape: Shape
         }
         Algorithm::Hierarchical => m(&[4, p, p]),
         Algorithm::InNetwork => m(&[2, p, g, k]).saturating_add(m(&[2, p, k])),
+        // Per chunk: a transfer per rank and hop, g − 1 hops up the chains and as many
+        // down, and in-network steps listing each shard's holders.
+        Algorithm::InNetworkChain => m(&[2, p, g, k]).saturating_add(m(&[2, p, k])),
         // Inter-server rings or rhd as hierarchical's; per chunk two stages of in-switch
         // steps, one per shard of every server and round, each listing the server's g ranks.
         Algorithm::Nvls => {

@@ -93,6 +93,7 @@ fn hierarchical_for_every_grouping() {
         |p: usize| groupings(p).into_iter().map(|groups| GenOptions { groups, ..GenOptions::default() }).collect();
     run(Algorithm::Hierarchical, by_groups);
     run(Algorithm::InNetwork, by_groups);
+    run(Algorithm::InNetworkChain, by_groups);
     run(Algorithm::Nvls, by_groups);
     run(Algorithm::NvlsTree, by_groups);
     run(Algorithm::RailRing, by_groups);

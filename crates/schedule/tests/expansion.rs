@@ -25,6 +25,7 @@ fn options(algorithm: Algorithm, p: usize) -> Vec<GenOptions> {
         Algorithm::InterleavedRing
         | Algorithm::Hierarchical
         | Algorithm::InNetwork
+        | Algorithm::InNetworkChain
         | Algorithm::Nvls
         | Algorithm::NvlsTree
         | Algorithm::RailRing => groupings.map(|groups| GenOptions { groups, ..GenOptions::default() }).collect(),

@@ -50,7 +50,7 @@ pub struct ShowArgs {
     #[command(flatten)]
     pub schedule: ScheduleArgs,
     /// Ranks per server, for the algorithms that work server by server (hierarchical,
-    /// in-network, nvls, nvls-tree, rail-ring, interleaved-ring): --ranks must be a
+    /// in-network, in-network-chain, nvls, nvls-tree, rail-ring, interleaved-ring): --ranks must be a
     /// multiple of it, at least two servers
     #[arg(long, default_value_t = 4)]
     pub per_server: usize,
