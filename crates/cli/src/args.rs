@@ -72,8 +72,9 @@ pub struct RequestArgs {
     #[arg(long, default_value_t = 1, value_parser = parse_channels)]
     pub channels: usize,
     /// Pipelined chunks (1-4096) for chain, trees and the hierarchical all-reduces (default:
-    /// chain and trees try 1, 2, 4, ... 128 and keep the one the per-round model finds
-    /// fastest; the hierarchical all-reduces run their stages one after another)
+    /// chain, trees, nvls, nvls-tree and in-network-chain try 1, 2, 4, ... 128 and keep the
+    /// one the per-round model finds fastest; hierarchical and in-network run their stages
+    /// one after another)
     #[arg(long, value_parser = parse_pipeline_chunks)]
     pub pipeline_chunks: Option<usize>,
     /// How the hierarchical and nvls all-reduces cross servers: ring (2(S-1) rounds), rhd

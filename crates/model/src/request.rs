@@ -368,12 +368,18 @@ pub(crate) fn resolve_with_routes(
                     breakdown,
                 })
             });
-            // The fastest chunk count; the first of equals.
+            // The fastest chunk count; the first of equals. The counts rise, and what
+            // fails at one fails at every larger one (a limit grows with the chunks; the
+            // hardware, the groups and the spec do not change): the search stops there.
+            let failed = variant.is_err();
             best = match (best, variant) {
                 (Some(Ok(a)), Ok(b)) => Some(Ok(if secs(&b) < secs(&a) { b } else { a })),
                 (Some(Ok(a)), Err(_)) => Some(Ok(a)),
                 (_, v) => Some(v),
             };
+            if failed {
+                break;
+            }
         }
         let Some(result) = best else { continue };
         if !algorithm.supports(request.collective) && !request.strict {

@@ -55,7 +55,8 @@ impl Algo {
             Algo::Tree => Some(A::DoubleTree),
             Algo::CollNetDirect => Some(A::InNetwork),
             Algo::CollNetChain => Some(A::InNetworkChain),
-            Algo::Nvls | Algo::NvlsTree => Some(A::Nvls),
+            Algo::Nvls => Some(A::Nvls),
+            Algo::NvlsTree => Some(A::NvlsTree),
             Algo::Pat => Some(A::Pat),
         }
     }

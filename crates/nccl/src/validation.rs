@@ -16,7 +16,7 @@ use crate::error::NcclError;
 use crate::nccl_tests::TestsOutput;
 use crate::shape::{self, Overrides};
 use crate::tuner::{self, Coll};
-use crate::verdict::{nccl_family, nccl_run};
+use crate::verdict::{nccl_family, nccl_run, Spread};
 
 /// Sizes from which a row counts as large, and up to which as small (the sizes `analyze`
 /// says every model here is far off at).
@@ -46,6 +46,9 @@ pub struct Case {
     /// NCCL_ALGO of the run, as NCCL reads it (`Ring`, `^NVLS`), if it set one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_algo: Option<String>,
+    /// NCCL_PROTO of the run (`LL128`, `^LL`), if it set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_proto: Option<String>,
     /// False where the run set one of railyard's constants (it is shown, not counted).
     #[serde(default = "yes")]
     pub independent: bool,
@@ -81,7 +84,8 @@ pub fn parse_cases(text: &str) -> Result<Vec<Case>, NcclError> {
 pub struct Point {
     pub bytes: u64,
     pub measured: f64,
-    /// railyard's expected busbw: NCCL's algorithms at achievable rates, the fastest.
+    /// railyard's expected busbw: the algorithm NCCL's tuner picks, as railyard's schedule
+    /// at achievable rates (`verdict::nccl_run`).
     pub expected: f64,
     pub algorithm: String,
     pub protocol: &'static str,
@@ -140,14 +144,18 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let placement = Placement::new(topology, &policy, Some(ranks)).map_err(|e| bad("ranks", e.to_string()))?;
     let function = shape::nccl_function_name(collective);
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
+    let protos = case.nccl_proto.as_deref().map(|s| shape::parse_proto_env(s, function)).transpose()?;
     // NCCL_COLLNET_ENABLE is off in every run compared (its default).
     let family = nccl_family(collective, algos.as_deref(), topology, &placement, false);
-    let one_per_server = placement.ranks_by_server(topology).len() == placement.len();
+    let spread = Spread::of(topology, &placement);
     let coll = Coll::from_railyard(collective);
     let tuner = match (coll, ranks >= 2) {
         (Some(c), true) => {
-            let shape =
-                shape::shape(topology, &placement, &Overrides { algos: algos.clone(), ..Overrides::default() })?;
+            let shape = shape::shape(
+                topology,
+                &placement,
+                &Overrides { algos: algos.clone(), protos: protos.clone(), ..Overrides::default() },
+            )?;
             let table = tuner::table(&shape.input, c)?;
             Some((shape, table))
         }
@@ -177,7 +185,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
         };
         let choice = tuner.as_ref().and_then(|(shape, table)| tuner::choose(&shape.input, table, row.bytes));
         // What NCCL runs (its tuner's algorithm and protocol), costed by railyard.
-        let Some(run) = nccl_run(&plan.algorithms, choice.as_ref(), one_per_server) else {
+        let Some(run) = nccl_run(&plan.algorithms, choice.as_ref(), spread, protos.as_deref()) else {
             continue;
         };
         let expected = run.breakdown;

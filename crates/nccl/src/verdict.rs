@@ -100,25 +100,45 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
+/// How a run's ranks spread over servers: what decides which schedule stands for an
+/// algorithm of NCCL's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spread {
+    pub servers: usize,
+    pub ranks: usize,
+}
+
+impl Spread {
+    pub fn of(topology: &Topology, placement: &Placement) -> Self {
+        Spread { servers: placement.ranks_by_server(topology).len(), ranks: placement.len() }
+    }
+
+    /// Every rank on a server of its own (where NCCL runs PAT).
+    pub fn one_per_server(self) -> bool {
+        self.servers > 1 && self.servers == self.ranks
+    }
+}
+
 /// NCCL's algorithms as railyard schedules: a ring is rail-aligned channels; a tree is
 /// NCCL's double binary tree, which across nodes moves what railyard's pipelined
 /// hierarchical all-reduce does (a chain inside each node, a tree between them), so both
-/// stand for it; NVLS and NVLSTree are railyard's; CollNet Direct is in-network, CollNet
-/// Chain in-network-chain.
-/// NCCL_ALGO's algorithms as railyard's schedules; PAT only where every rank has a node
-/// of its own (NCCL runs it nowhere else; elsewhere its rings stand in, as NCCL falls
-/// back to them).
-pub fn railyard_of(algos: &[Algo], one_per_server: bool) -> Vec<Algorithm> {
+/// stand for it; NVLS and NVLSTree are railyard's (NVLS across servers reduces in the
+/// network switches too, NCCL's NVLS with CollNet: `in-network` stands for it, as in
+/// `nccl_algorithms`); CollNet Direct is in-network, CollNet Chain in-network-chain;
+/// PAT only where every rank has a node of its own (NCCL runs it nowhere else; elsewhere
+/// its rings stand in, as NCCL falls back to them).
+pub fn railyard_of(algos: &[Algo], spread: Spread) -> Vec<Algorithm> {
     let mut out = Vec::new();
     for a in algos {
         let these: &[Algorithm] = match a {
             Algo::Ring => &[Algorithm::RailRing],
             Algo::Tree => &[Algorithm::DoubleTree, Algorithm::Hierarchical],
+            Algo::Nvls if spread.servers > 1 => &[Algorithm::InNetwork],
             Algo::Nvls => &[Algorithm::Nvls],
             Algo::NvlsTree => &[Algorithm::NvlsTree],
             Algo::CollNetDirect => &[Algorithm::InNetwork],
             Algo::CollNetChain => &[Algorithm::InNetworkChain],
-            Algo::Pat if one_per_server => &[Algorithm::Pat],
+            Algo::Pat if spread.one_per_server() => &[Algorithm::Pat],
             Algo::Pat => &[Algorithm::RailRing],
         };
         for &x in these {
@@ -142,30 +162,40 @@ pub struct NcclRun<'a> {
 }
 
 /// The expected time of what NCCL runs: of NCCL's algorithms as costed schedules
-/// (`family`), those standing for the algorithm NCCL's tuner picks (`choice`), under the
-/// protocol it picks — NCCL runs its tuner's choice, not what would be fastest
-/// (`ncclTopoGetAlgoInfo`; `railyard explain-nccl` replays it). Where no choice is known
-/// (a collective the tuner does not model) or the pick has no schedule here, the fastest
-/// of `family` under its own fastest protocol; a schedule that does not run under the
-/// picked protocol (an in-switch reduction runs Simple only) keeps its own.
+/// (`family`), those standing for the algorithm NCCL's tuner picks (`choice`) — NCCL runs
+/// its tuner's choice, not whatever would be fastest (`ncclTopoGetAlgoInfo`; `railyard
+/// explain-nccl` replays it) — each under the fastest protocol of those NCCL_PROTO leaves
+/// (`protocols`; None: all). The protocol is railyard's pick, not the tuner's: railyard's
+/// per-protocol costs are not NCCL's, and charging the tuner's would make the expected
+/// busbw fall where the tuner switches protocol. Where no choice is known (a collective
+/// the tuner does not model) or the pick has no schedule here, the fastest of `family`.
 pub fn nccl_run<'a>(
     family: &'a [Breakdown],
     choice: Option<&tuner::Choice>,
-    one_per_server: bool,
+    spread: Spread,
+    protocols: Option<&[Proto]>,
 ) -> Option<NcclRun<'a>> {
-    let own = |b: &'a Breakdown| NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol };
+    // `b` under its fastest allowed protocol; its own choice where none of those runs it
+    // (an in-switch reduction runs Simple only).
+    let run =
+        |b: &'a Breakdown| -> NcclRun<'a> {
+            let Some(allowed) = protocols else {
+                return NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol };
+            };
+            allowed
+                .iter()
+                .filter_map(|p| b.expected_secs_under(p.protocol()).map(|secs| (secs, p.protocol())))
+                .min_by(|x, y| x.0.total_cmp(&y.0))
+                .map_or(NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol }, |(secs, protocol)| {
+                    NcclRun { breakdown: b, secs, protocol }
+                })
+        };
     let fastest = |runs: &mut dyn Iterator<Item = NcclRun<'a>>| runs.min_by(|a, b| a.secs.total_cmp(&b.secs));
     let picked = choice.and_then(|c| {
-        let stands = railyard_of(&[c.algo], one_per_server);
-        let protocol = c.proto.protocol();
-        fastest(&mut family.iter().filter(|b| stands.iter().any(|&a| b.algorithm == AlgorithmRef::Builtin(a))).map(
-            |b| match b.expected_secs_under(protocol) {
-                Some(secs) => NcclRun { breakdown: b, secs, protocol },
-                None => own(b),
-            },
-        ))
+        let stands = railyard_of(&[c.algo], spread);
+        fastest(&mut family.iter().filter(|b| stands.iter().any(|&a| b.algorithm == AlgorithmRef::Builtin(a))).map(run))
     });
-    picked.or_else(|| fastest(&mut family.iter().map(own)))
+    picked.or_else(|| fastest(&mut family.iter().map(run)))
 }
 
 /// The algorithms NCCL would weigh for `collective` on `placement`: those `NCCL_ALGO`
@@ -178,10 +208,10 @@ pub fn nccl_family(
     placement: &Placement,
     collnet: bool,
 ) -> Vec<Algorithm> {
-    let servers = placement.ranks_by_server(topology).len();
+    let spread = Spread::of(topology, placement);
     match algos {
-        Some(algos) => railyard_of(algos, servers == placement.len()),
-        None => nccl_algorithms(collective, servers, placement.len())
+        Some(algos) => railyard_of(algos, spread),
+        None => nccl_algorithms(collective, spread.servers, spread.ranks)
             .into_iter()
             .filter(|a| collnet || !matches!(a, Algorithm::InNetwork | Algorithm::InNetworkChain))
             .collect(),
@@ -265,8 +295,7 @@ pub fn analyze(
             output.kind.binary()
         ));
     }
-    // Every rank on a server of its own (where NCCL runs PAT).
-    let one_per_server = placement.ranks_by_server(topology).len() == placement.len();
+    let spread = Spread::of(topology, placement);
     let mut sizes = Vec::with_capacity(output.rows.len());
     // One route table for every size: routes on a large fabric cost more than a plan.
     let mut routes = RouteTable::new(topology);
@@ -382,8 +411,8 @@ pub fn analyze(
         // What NCCL runs at this size, else the fastest railyard costs.
         let expected = family_plan
             .as_ref()
-            .and_then(|p| nccl_run(&p.algorithms, choice.as_ref(), one_per_server))
-            .or_else(|| nccl_run(algorithms, None, one_per_server));
+            .and_then(|p| nccl_run(&p.algorithms, choice.as_ref(), spread, shape.input.protos.as_deref()))
+            .or_else(|| nccl_run(algorithms, None, spread, shape.input.protos.as_deref()));
         // Where the topology's per-round start-up (α) is above the protocols' latencies the
         // line-rate time with α is above the expected time, and no bound is claimed: one
         // can only be as low as the latencies the expected time assumes.
@@ -512,11 +541,11 @@ mod tests {
         }
     }
 
-    /// The expected time is that of what NCCL's tuner picks, under its protocol, even
-    /// where another of NCCL's algorithms costs less in railyard's model; with no pick
-    /// known it is the fastest.
+    /// The expected time is that of the algorithm NCCL's tuner picks, under railyard's
+    /// fastest protocol of those allowed, even where another of NCCL's algorithms costs
+    /// less in railyard's model; with no pick known it is the fastest.
     #[test]
-    fn the_expected_run_is_nccls_pick_under_its_protocol() {
+    fn the_expected_run_is_nccls_pick() {
         let t = preset("dgx-h100").unwrap();
         let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
         let collective = railyard_schedule::Collective::AllReduce;
@@ -535,18 +564,22 @@ mod tests {
             };
             let plan = plan_with_routes(&mut routes, &p, &request).unwrap();
             let choice = tuner::choose(&shape.input, &table, bytes).unwrap();
-            let run = nccl_run(&plan.algorithms, Some(&choice), false).unwrap();
-            let stands = railyard_of(&[choice.algo], false);
+            let spread = Spread::of(&t, &p);
+            let run = nccl_run(&plan.algorithms, Some(&choice), spread, None).unwrap();
+            let stands = railyard_of(&[choice.algo], spread);
             assert!(stands.iter().any(|&a| run.breakdown.algorithm == AlgorithmRef::Builtin(a)), "{bytes}");
-            assert_eq!(run.protocol, choice.proto.protocol(), "{bytes}");
-            assert_eq!(Some(run.secs), run.breakdown.expected_secs_under(run.protocol));
-            let fastest = nccl_run(&plan.algorithms, None, false).unwrap();
+            assert_eq!((run.secs, run.protocol), (run.breakdown.expected_secs, run.breakdown.protocol));
+            // NCCL_PROTO=Simple: the same algorithm under Simple.
+            let simple = nccl_run(&plan.algorithms, Some(&choice), spread, Some(&[Proto::Simple])).unwrap();
+            assert_eq!(simple.protocol, Protocol::Simple);
+            assert_eq!(Some(simple.secs), simple.breakdown.expected_secs_under(Protocol::Simple));
+            let fastest = nccl_run(&plan.algorithms, None, spread, None).unwrap();
             let min = plan.algorithms.iter().map(|b| b.expected_secs).fold(f64::INFINITY, f64::min);
             assert_eq!(fastest.secs, min);
             assert!(run.secs >= fastest.secs);
             differed |= run.secs > fastest.secs;
         }
-        // At 4 KiB NCCL runs its ring under LL where railyard's double tree costs less.
+        // At 4 KiB NCCL runs its ring where railyard's double tree costs less.
         assert!(differed);
     }
 }

@@ -48,9 +48,10 @@ pub enum Algorithm {
     /// servers without in-network reduction (NCCL's `ncclTopoTuneModel`, src/graph/tuning.cc:
     /// NVLS across nodes needs CollNet; docs/sources.md#nccl-tuner).
     NvlsTree,
-    /// NCCL's CollNet Chain: each server's ranks a chain to its first, which joins the
-    /// switches' in-network reduction (SHARP) with the server's sum and brings the result
-    /// back down the chain; chunks stream through the chain's hops (`IntraStage::Chain`).
+    /// NCCL's CollNet Chain: in each server a chain per local rank, shard j climbing to
+    /// local rank j with the server's sum, which joins the switches' in-network reduction
+    /// (SHARP) and brings the result back down; chunks stream through the chains' hops
+    /// (`IntraStage::Chain`).
     InNetworkChain,
 }
 

@@ -47,8 +47,8 @@ pub enum IntraStage {
     Nvls,
     /// Chains (NCCL's CollNet Chain, src/graph/tuning.cc: latency 2(L − 1) intra-node
     /// hops and one network step), one per local rank as NCCL's channels spread over a
-    /// node's NICs: shard j climbs the chain that ends at local rank j (j + 1, …, j − 1,
-    /// j: each rank adds its own and passes it on, L − 1 hops), crosses servers from
+    /// node's NICs: shard j climbs the chain that ends at local rank j (j − 1, j − 2, …,
+    /// j + 1, j: each rank adds its own and passes it on, L − 1 hops), crosses servers from
     /// there (the inter-server stage), and comes back down the same chain. Each hop is a
     /// pipeline stage of its own, so chunks stream through the chains as through NCCL's.
     Chain,
@@ -320,8 +320,8 @@ fn chunk_stages(
 /// `IntraStage::Chain`'s hops in every server at once, a stage each: shard j up the
 /// chain that ends at local rank j (hop h: position L − h adds it into position L − h − 1,
 /// position i being local rank (j + i) mod L) and back down (hop h: position h − 1 copies
-/// it to position h). Each rank sends and receives one shard per hop. None for a server
-/// of one rank.
+/// it to position h). Each rank sends and receives one shard per hop. No stages where
+/// a server has one rank.
 fn chain_stages(groups: &[Vec<Rank>], shards: &[Range<u64>]) -> (Vec<Stage>, Vec<Stage>) {
     let local = groups[0].len();
     let hops = local.saturating_sub(1);

@@ -47,6 +47,9 @@ pub struct CalibrateArgs {
     /// With --nccl-tests: NCCL_ALGO as the runs set it (e.g. Ring), so only those algorithms are weighed
     #[arg(long, requires = "nccl_tests")]
     pub nccl_algo: Option<String>,
+    /// With --nccl-tests: NCCL_PROTO as the runs set it (e.g. LL128, ^LL), so only those protocols are weighed
+    #[arg(long, requires = "nccl_tests")]
+    pub nccl_proto: Option<String>,
     /// With --nccl-tests: md (tables) or json
     #[arg(long, value_enum, default_value = "md", requires = "nccl_tests")]
     pub format: crate::args::Format,

@@ -37,7 +37,13 @@ fn topology_for(spec: &str, base: &Topology, ranks: usize) -> Result<(String, To
     Ok((spec, topology))
 }
 
-fn runs(files: &[std::path::PathBuf], spec: &str, base: &Topology, nccl_algo: Option<&str>) -> Result<Vec<Run>> {
+/// What the runs set of NCCL's environment: NCCL_ALGO and NCCL_PROTO.
+struct RunEnv<'a> {
+    nccl_algo: Option<&'a str>,
+    nccl_proto: Option<&'a str>,
+}
+
+fn runs(files: &[std::path::PathBuf], spec: &str, base: &Topology, env: &RunEnv<'_>) -> Result<Vec<Run>> {
     files
         .iter()
         .map(|path| {
@@ -51,7 +57,8 @@ fn runs(files: &[std::path::PathBuf], spec: &str, base: &Topology, nccl_algo: Op
                 topology: topology_spec,
                 ranks: None,
                 placement: None,
-                nccl_algo: nccl_algo.map(str::to_string),
+                nccl_algo: env.nccl_algo.map(str::to_string),
+                nccl_proto: env.nccl_proto.map(str::to_string),
                 independent: true,
                 why: String::new(),
             };
@@ -99,9 +106,9 @@ pub fn run(args: &CalibrateArgs) -> Result<String> {
         }
     }
     let base = railyard_topology::load(spec).context("--topo")?;
-    let algo = args.nccl_algo.as_deref();
-    let fitted_runs = runs(&args.nccl_tests, spec, &base, algo)?;
-    let check_runs = runs(&args.check, spec, &base, algo)?;
+    let env = RunEnv { nccl_algo: args.nccl_algo.as_deref(), nccl_proto: args.nccl_proto.as_deref() };
+    let fitted_runs = runs(&args.nccl_tests, spec, &base, &env)?;
+    let check_runs = runs(&args.check, spec, &base, &env)?;
     let calibration = calibration::calibrate(&fitted_runs, &base.achievable)?;
     let check_before = calibration::evaluate_with(&check_runs, &base.achievable)?;
     let check_after = calibration::evaluate_with(&check_runs, &calibration.achievable)?;

@@ -20,10 +20,10 @@ use crate::args::Format;
     railyard validate --cases my-runs.toml --format json\n\n\
 A cases file lists [[case]] tables: file (an nccl-tests output, relative to the cases\n\
 file), topology (a preset or topology file for its machines), and optionally ranks,\n\
-placement, nccl_algo (NCCL_ALGO as the run set it), independent = false (a run one of\n\
-railyard's constants came from: shown, not counted) and why. Per size: the measured\n\
-busbw, railyard's expected busbw (NCCL's algorithms as schedules at the rates\n\
-NCCL-class software reaches), its bound (at line rate), NCCL's tuner estimate, and the\n\
+placement, nccl_algo and nccl_proto (NCCL_ALGO and NCCL_PROTO as the run set them),\n\
+independent = false (a run one of railyard's constants came from: shown, not counted)\n\
+and why. Per size: the measured busbw, railyard's expected busbw (the algorithm NCCL's\n\
+tuner picks, as a schedule at the rates NCCL-class software reaches), its bound (at line rate), NCCL's tuner estimate, and the\n\
 errors; then the median and worst over sizes of at least 64 MiB and at most 1 MiB.\n\n\
 --leave-one-out calibrates on each counted case alone (as `railyard calibrate\n\
 --nccl-tests` would) and predicts the other cases of its machine class (the same\n\
