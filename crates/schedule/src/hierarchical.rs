@@ -323,31 +323,98 @@ fn chunk_stages(
 /// it to position h). Each rank sends and receives one shard per hop. No stages where
 /// a server has one rank.
 fn chain_stages(groups: &[Vec<Rank>], shards: &[Range<u64>]) -> (Vec<Stage>, Vec<Stage>) {
-    let local = groups[0].len();
-    let hops = local.saturating_sub(1);
-    let hop = |h: usize, up: bool| Step {
-        transfers: groups
-            .iter()
-            .flat_map(|g| {
-                shards.iter().enumerate().filter(|(_, s)| s.end > s.start).map(move |(j, shard)| {
-                    let at = |position: usize| g[(j + position) % local];
-                    let (from, to, op) =
-                        if up { (at(local - h), at(local - h - 1), Op::Reduce) } else { (at(h - 1), at(h), Op::Copy) };
-                    let region = Region::new(Buffer::Output, shard.clone());
-                    Transfer { from, to, read: region, write: region, op, shard: Some(j as u32), channel: 0 }
-                })
-            })
-            .collect(),
-        ..Step::default()
-    };
-    let stage = |h: usize, up: bool| Stage {
+    let hops = groups[0].len().saturating_sub(1);
+    // Each rank's server, for the transfers of one rank (`RoundSource::step`).
+    let mut group_of = vec![usize::MAX; groups.iter().flatten().max().map_or(0, |&r| r + 1)];
+    for (g, group) in groups.iter().enumerate() {
+        for &r in group {
+            group_of[r] = g;
+        }
+    }
+    let group_of: Arc<[usize]> = group_of.into();
+    let groups: Arc<[Vec<Rank>]> = groups.into();
+    let shards: Arc<[Range<u64>]> = shards.into();
+    let stage = |hop: usize, up: bool| Stage {
         name: match up {
-            true => format!("intra-server chain reduce, hop {h} of {hops}").into(),
-            false => format!("intra-server chain broadcast, hop {h} of {hops}").into(),
+            true => format!("intra-server chain reduce, hop {hop} of {hops}").into(),
+            false => format!("intra-server chain broadcast, hop {hop} of {hops}").into(),
         },
-        rounds: boxed(ListedRounds::of(vec![hop(h, up)])),
+        rounds: boxed(ChainHop {
+            groups: groups.clone(),
+            group_of: group_of.clone(),
+            shards: shards.clone(),
+            hop,
+            up,
+        }),
     };
     ((1..=hops).map(|h| stage(h, true)).collect(), (1..=hops).map(|h| stage(h, false)).collect())
+}
+
+/// One hop of `IntraStage::Chain` in every server, made when asked rather than listed:
+/// a round of P transfers, of which a search at 131,072 ranks holds dozens per chunk.
+#[derive(Debug)]
+struct ChainHop {
+    groups: Arc<[Vec<Rank>]>,
+    group_of: Arc<[usize]>,
+    shards: Arc<[Range<u64>]>,
+    hop: usize,
+    up: bool,
+}
+
+impl ChainHop {
+    /// Shard j's transfer in `group` (None where the shard is empty), in the order the
+    /// whole round lists them: by group, then by shard.
+    fn transfer(&self, group: &[Rank], j: usize) -> Option<Transfer> {
+        let shard = &self.shards[j];
+        if shard.end <= shard.start {
+            return None;
+        }
+        let local = group.len();
+        let at = |position: usize| group[(j + position) % local];
+        let (from, to, op) = match self.up {
+            true => (at(local - self.hop), at(local - self.hop - 1), Op::Reduce),
+            false => (at(self.hop - 1), at(self.hop), Op::Copy),
+        };
+        let region = Region::new(Buffer::Output, shard.clone());
+        Some(Transfer { from, to, read: region, write: region, op, shard: Some(j as u32), channel: 0 })
+    }
+}
+
+impl RoundSource for ChainHop {
+    fn rounds(&self) -> usize {
+        usize::from(self.shards.iter().any(|s| s.end > s.start))
+    }
+
+    fn step(&self, _k: usize, rank: Option<Rank>) -> Step {
+        let transfers = match rank {
+            None => self
+                .groups
+                .iter()
+                .flat_map(|g| (0..self.shards.len()).filter_map(move |j| self.transfer(g, j)))
+                .collect(),
+            // Only the rank's own server's transfers can name it.
+            Some(rank) => self
+                .group_of
+                .get(rank)
+                .and_then(|&g| self.groups.get(g))
+                .map(|g| {
+                    (0..self.shards.len())
+                        .filter_map(|j| self.transfer(g, j))
+                        .filter(|t| t.from == rank || t.to == rank)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        Step { transfers, ..Step::default() }
+    }
+
+    fn transfers_per_round(&self) -> usize {
+        self.groups.len().saturating_mul(self.shards.len())
+    }
+
+    fn held(&self) -> usize {
+        self.shards.len()
+    }
 }
 
 /// The inter-server stage by NCCL's double binary tree (`InterStage::Tree`): for every
@@ -709,6 +776,27 @@ mod tests {
             for step in s.rounds.iter().flat_map(|r| &r.in_network) {
                 let j = step.shard.expect("a shard") as usize;
                 assert_eq!(step.ranks, groups.iter().map(|g| g[j]).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    /// The chain's hops are made when asked: each rank's view of every round is its part
+    /// of the whole round, in the same order.
+    #[test]
+    fn a_ranks_view_of_the_chain_is_its_part_of_each_round() {
+        let groups: Vec<Vec<Rank>> = vec![vec![0, 2, 4], vec![1, 3, 5]];
+        let spec = CollectiveSpec::new(Collective::AllReduce, 6, 17);
+        for chunks in [1usize, 3] {
+            let options = GenOptions { groups: groups.clone(), pipeline_chunks: chunks, ..GenOptions::default() };
+            let s = crate::generate_compact(Algorithm::InNetworkChain, &spec, &options, 4).unwrap();
+            let whole: Vec<_> = s.iter_rounds(None).collect();
+            for r in 0..6 {
+                let mine: Vec<_> = s.iter_rounds(Some(r)).collect();
+                assert_eq!(mine.len(), whole.len());
+                for (m, w) in mine.iter().zip(&whole) {
+                    let part: Vec<_> = w.transfers.iter().filter(|t| t.from == r || t.to == r).cloned().collect();
+                    assert_eq!(m.transfers, part, "rank {r}, {chunks} chunks");
+                }
             }
         }
     }
