@@ -19,7 +19,7 @@ import sys
 import time
 
 ALL_REDUCE = ["ring", "interleaved-ring", "tree", "double-tree", "rhd", "recursive-doubling",
-              "hierarchical", "in-network"]
+              "hierarchical", "in-network", "in-network-chain"]
 GPUS = [512, 1024, 8192, 16384, 131072]
 
 
