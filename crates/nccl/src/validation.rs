@@ -184,7 +184,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
             Err(e) => return Err(bad("topology", e.to_string())),
         };
         let choice = tuner.as_ref().and_then(|(shape, table)| tuner::choose(&shape.input, table, row.bytes));
-        // What NCCL runs (its tuner's algorithm and protocol), costed by railyard.
+        // What NCCL runs (its tuner's algorithm), costed by railyard.
         let Some(run) = nccl_run(&plan.algorithms, choice.as_ref(), spread, protos.as_deref()) else {
             continue;
         };

@@ -177,19 +177,17 @@ pub fn nccl_run<'a>(
 ) -> Option<NcclRun<'a>> {
     // `b` under its fastest allowed protocol; its own choice where none of those runs it
     // (an in-switch reduction runs Simple only).
-    let run =
-        |b: &'a Breakdown| -> NcclRun<'a> {
-            let Some(allowed) = protocols else {
-                return NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol };
-            };
-            allowed
-                .iter()
-                .filter_map(|p| b.expected_secs_under(p.protocol()).map(|secs| (secs, p.protocol())))
-                .min_by(|x, y| x.0.total_cmp(&y.0))
-                .map_or(NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol }, |(secs, protocol)| {
-                    NcclRun { breakdown: b, secs, protocol }
-                })
-        };
+    let run = |b: &'a Breakdown| -> NcclRun<'a> {
+        let own = NcclRun { breakdown: b, secs: b.expected_secs, protocol: b.protocol };
+        protocols
+            .and_then(|allowed| {
+                allowed
+                    .iter()
+                    .filter_map(|p| b.expected_secs_under(p.protocol()).map(|secs| (secs, p.protocol())))
+                    .min_by(|x, y| x.0.total_cmp(&y.0))
+            })
+            .map_or(own, |(secs, protocol)| NcclRun { breakdown: b, secs, protocol })
+    };
     let fastest = |runs: &mut dyn Iterator<Item = NcclRun<'a>>| runs.min_by(|a, b| a.secs.total_cmp(&b.secs));
     let picked = choice.and_then(|c| {
         let stands = railyard_of(&[c.algo], spread);

@@ -339,13 +339,7 @@ fn chain_stages(groups: &[Vec<Rank>], shards: &[Range<u64>]) -> (Vec<Stage>, Vec
             true => format!("intra-server chain reduce, hop {hop} of {hops}").into(),
             false => format!("intra-server chain broadcast, hop {hop} of {hops}").into(),
         },
-        rounds: boxed(ChainHop {
-            groups: groups.clone(),
-            group_of: group_of.clone(),
-            shards: shards.clone(),
-            hop,
-            up,
-        }),
+        rounds: boxed(ChainHop { groups: groups.clone(), group_of: group_of.clone(), shards: shards.clone(), hop, up }),
     };
     ((1..=hops).map(|h| stage(h, true)).collect(), (1..=hops).map(|h| stage(h, false)).collect())
 }

@@ -23,8 +23,9 @@ file), topology (a preset or topology file for its machines), and optionally ran
 placement, nccl_algo and nccl_proto (NCCL_ALGO and NCCL_PROTO as the run set them),\n\
 independent = false (a run one of railyard's constants came from: shown, not counted)\n\
 and why. Per size: the measured busbw, railyard's expected busbw (the algorithm NCCL's\n\
-tuner picks, as a schedule at the rates NCCL-class software reaches), its bound (at line rate), NCCL's tuner estimate, and the\n\
-errors; then the median and worst over sizes of at least 64 MiB and at most 1 MiB.\n\n\
+tuner picks, as a schedule at the rates NCCL-class software reaches), its bound (at line\n\
+rate), NCCL's tuner estimate, and the errors; then the median and worst over sizes of\n\
+at least 64 MiB and at most 1 MiB.\n\n\
 --leave-one-out calibrates on each counted case alone (as `railyard calibrate\n\
 --nccl-tests` would) and predicts the other cases of its machine class (the same\n\
 topology but for the node count) with the fitted numbers, beside the defaults.")]
