@@ -55,24 +55,11 @@ impl Topology {
         self.hops(dst, true)
     }
 
+    /// Every device's hop count, `usize::MAX` where unreached: `hops_near` without a limit.
     fn hops(&self, end: DeviceId, backward: bool) -> Vec<usize> {
         let mut dist = vec![usize::MAX; self.devices.len()];
-        dist[end] = 0;
-        let mut queue = std::collections::VecDeque::from([end]);
-        while let Some(u) = queue.pop_front() {
-            // Every device of a path but its first forwards: searching backwards, a
-            // device that does not is a first device, and the search stops there.
-            if u != end && !self.devices[u].kind.forwards() {
-                continue;
-            }
-            let links = if backward { self.in_links(u) } else { self.out_links(u) };
-            for &l in links {
-                let v = if backward { self.links[l].from } else { self.links[l].to };
-                if dist[v] == usize::MAX {
-                    dist[v] = dist[u] + 1;
-                    queue.push_back(v);
-                }
-            }
+        for (d, hops) in self.hops_near(end, backward, usize::MAX) {
+            dist[d] = hops;
         }
         dist
     }
@@ -88,7 +75,8 @@ impl Topology {
             if d >= limit {
                 continue;
             }
-            // As in `hops`: only the first device of a path may not forward.
+            // Every device of a path but its first forwards: searching backwards, a
+            // device that does not is a first device, and the search stops there.
             if u != end && !self.devices[u].kind.forwards() {
                 continue;
             }
