@@ -146,9 +146,10 @@ pub fn hierarchical_all_reduce(
             op: Op::Copy,
         });
     }
+    let servers = Servers::of(groups);
     let stages: Vec<Vec<Stage>> = partition(spec.count, chunks.max(1))
         .into_iter()
-        .map(|range| chunk_stages(groups, range, intra, inter, chunks > 1))
+        .map(|range| chunk_stages(&servers, range, intra, inter, chunks > 1))
         .collect();
     if stages.len() == 1 {
         for stage in stages.into_iter().flatten() {
@@ -214,12 +215,13 @@ fn boxed(source: impl RoundSource + 'static) -> Option<Box<dyn RoundSource>> {
 /// reduce-scatter, the inter-server stage (one per tree level for `InterStage::Tree`),
 /// the intra-server all-gather.
 fn chunk_stages(
-    groups: &[Vec<Rank>],
+    servers: &Servers,
     range: Range<u64>,
     intra: IntraStage,
     inter: InterStage,
     pipelined: bool,
 ) -> Vec<Stage> {
+    let groups = &servers.groups[..];
     let local = groups[0].len();
     let shards = partition_range(range, local);
     let shard_blocks = single_blocks(shards.clone());
@@ -281,7 +283,7 @@ fn chunk_stages(
     };
     let (intra_rs, intra_ag) = match intra {
         IntraStage::Chain => {
-            let (up, down) = chain_stages(groups, &shards);
+            let (up, down) = chain_stages(servers, &shards);
             let mut stages = up;
             if inter_stages.is_empty() {
                 stages.push(Stage { name: name.into(), rounds });
@@ -322,26 +324,42 @@ fn chunk_stages(
 /// position i being local rank (j + i) mod L) and back down (hop h: position h − 1 copies
 /// it to position h). Each rank sends and receives one shard per hop. No stages where
 /// a server has one rank.
-fn chain_stages(groups: &[Vec<Rank>], shards: &[Range<u64>]) -> (Vec<Stage>, Vec<Stage>) {
-    let hops = groups[0].len().saturating_sub(1);
-    // Each rank's server, for the transfers of one rank (`RoundSource::step`).
-    let mut group_of = vec![usize::MAX; groups.iter().flatten().max().map_or(0, |&r| r + 1)];
-    for (g, group) in groups.iter().enumerate() {
-        for &r in group {
-            group_of[r] = g;
-        }
-    }
-    let group_of: Arc<[usize]> = group_of.into();
-    let groups: Arc<[Vec<Rank>]> = groups.into();
+fn chain_stages(servers: &Servers, shards: &[Range<u64>]) -> (Vec<Stage>, Vec<Stage>) {
+    let hops = servers.groups[0].len().saturating_sub(1);
     let shards: Arc<[Range<u64>]> = shards.into();
     let stage = |hop: usize, up: bool| Stage {
         name: match up {
             true => format!("intra-server chain reduce, hop {hop} of {hops}").into(),
             false => format!("intra-server chain broadcast, hop {hop} of {hops}").into(),
         },
-        rounds: boxed(ChainHop { groups: groups.clone(), group_of: group_of.clone(), shards: shards.clone(), hop, up }),
+        rounds: boxed(ChainHop {
+            groups: servers.groups.clone(),
+            group_of: servers.group_of.clone(),
+            shards: shards.clone(),
+            hop,
+            up,
+        }),
     };
     ((1..=hops).map(|h| stage(h, true)).collect(), (1..=hops).map(|h| stage(h, false)).collect())
+}
+
+/// The server groups, held once for every chunk's stages, and each rank's group (for the
+/// transfers of one rank, `RoundSource::step`).
+struct Servers {
+    groups: Arc<[Vec<Rank>]>,
+    group_of: Arc<[usize]>,
+}
+
+impl Servers {
+    fn of(groups: &[Vec<Rank>]) -> Self {
+        let mut group_of = vec![usize::MAX; groups.iter().flatten().max().map_or(0, |&r| r + 1)];
+        for (g, group) in groups.iter().enumerate() {
+            for &r in group {
+                group_of[r] = g;
+            }
+        }
+        Servers { groups: groups.into(), group_of: group_of.into() }
+    }
 }
 
 /// One hop of `IntraStage::Chain` in every server, made when asked rather than listed:
