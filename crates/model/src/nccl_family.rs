@@ -4,6 +4,27 @@
 //! collective).
 
 use railyard_schedule::{Algorithm, Collective, InterStage};
+use railyard_topology::{Placement, Topology};
+
+/// How a run's ranks spread over servers: what decides which of NCCL's algorithms run
+/// and which schedule stands for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spread {
+    pub servers: usize,
+    pub ranks: usize,
+}
+
+impl Spread {
+    pub fn of(topology: &Topology, placement: &Placement) -> Self {
+        Spread { servers: placement.ranks_by_server(topology).len(), ranks: placement.len() }
+    }
+
+    /// Every rank on a server of its own (where NCCL runs PAT: its default
+    /// `ncclPatEnable`, one GPU per node).
+    pub fn one_per_server(self) -> bool {
+        self.servers > 1 && self.servers == self.ranks
+    }
+}
 
 /// How NCCL's trees cross servers — Tree and NVLSTree by a double binary tree
 /// (`ncclTopoTuneModel`'s latency `2 * log2i(nNodes) * interLat`) — so the hierarchical
@@ -17,7 +38,7 @@ pub fn nccl_inter_stage(collective: Collective, algorithms: &[Algorithm]) -> Int
     }
 }
 
-/// NCCL's algorithms for `collective` over `ranks` ranks on `servers` servers (CollNet
+/// NCCL's algorithms for `collective` over a run's ranks spread over servers (CollNet
 /// Direct and Chain as `in-network` and `in-network-chain`).
 /// All-gather and reduce-scatter by NVLS, and all-reduce by NCCL's single tree, have no
 /// schedule of their own here: the rail-aligned rings and the double tree stand for
@@ -27,13 +48,12 @@ pub fn nccl_inter_stage(collective: Collective, algorithms: &[Algorithm]) -> Int
 /// several servers NVLS is `nvls-tree`, and on one the two are the same. PAT runs
 /// all-gather and reduce-scatter where every rank has a server of its own (NCCL's
 /// default `ncclPatEnable`: one GPU per node).
-pub fn nccl_algorithms(collective: Collective, servers: usize, ranks: usize) -> Vec<Algorithm> {
+pub fn nccl_algorithms(collective: Collective, spread: Spread) -> Vec<Algorithm> {
     use Algorithm::*;
-    let nvls = if servers > 1 { NvlsTree } else { Nvls };
-    let one_per_server = servers > 1 && servers == ranks;
+    let nvls = if spread.servers > 1 { NvlsTree } else { Nvls };
     match collective {
         Collective::AllReduce => vec![RailRing, DoubleTree, Hierarchical, nvls, InNetwork, InNetworkChain],
-        Collective::AllGather | Collective::ReduceScatter if one_per_server => vec![RailRing, Pat],
+        Collective::AllGather | Collective::ReduceScatter if spread.one_per_server() => vec![RailRing, Pat],
         Collective::AllGather | Collective::ReduceScatter => vec![RailRing],
         Collective::Broadcast | Collective::Reduce => vec![Chain],
         _ => vec![Direct],

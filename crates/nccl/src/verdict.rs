@@ -100,25 +100,6 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
-/// How a run's ranks spread over servers: what decides which schedule stands for an
-/// algorithm of NCCL's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spread {
-    pub servers: usize,
-    pub ranks: usize,
-}
-
-impl Spread {
-    pub fn of(topology: &Topology, placement: &Placement) -> Self {
-        Spread { servers: placement.ranks_by_server(topology).len(), ranks: placement.len() }
-    }
-
-    /// Every rank on a server of its own (where NCCL runs PAT).
-    pub fn one_per_server(self) -> bool {
-        self.servers > 1 && self.servers == self.ranks
-    }
-}
-
 /// NCCL's algorithms as railyard schedules: a ring is rail-aligned channels; a tree is
 /// NCCL's double binary tree, which across nodes moves what railyard's pipelined
 /// hierarchical all-reduce does (a chain inside each node, a tree between them), so both
@@ -150,7 +131,7 @@ pub fn railyard_of(algos: &[Algo], spread: Spread) -> Vec<Algorithm> {
     out
 }
 
-pub use railyard_model::nccl_family::nccl_algorithms;
+pub use railyard_model::nccl_family::{nccl_algorithms, Spread};
 
 /// What a run of NCCL takes, costed by railyard: a schedule and its expected time under
 /// a protocol.
@@ -209,7 +190,7 @@ pub fn nccl_family(
     let spread = Spread::of(topology, placement);
     match algos {
         Some(algos) => railyard_of(algos, spread),
-        None => nccl_algorithms(collective, spread.servers, spread.ranks)
+        None => nccl_algorithms(collective, spread)
             .into_iter()
             .filter(|a| collnet || !matches!(a, Algorithm::InNetwork | Algorithm::InNetworkChain))
             .collect(),

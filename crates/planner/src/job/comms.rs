@@ -25,7 +25,7 @@ use std::collections::HashSet;
 
 use rustc_hash::FxHashMap;
 
-use railyard_model::nccl_family::{nccl_algorithms, nccl_inter_stage};
+use railyard_model::nccl_family::{nccl_algorithms, nccl_inter_stage, Spread};
 use railyard_model::{plan_with_routes, resolve_on, ChunkPolicy, CollectiveRequest};
 use railyard_schedule::{Algorithm, Collective};
 use railyard_sim::{simulate, JobSpec, SimOptions};
@@ -233,7 +233,7 @@ impl<'a> Comms<'a> {
         // Point to point (a pipeline stage's activations) is a two-rank broadcast.
         let (collective, mut algorithms) = match collective {
             Collective::SendRecv => (Collective::Broadcast, vec![Algorithm::Direct]),
-            c => (c, nccl_algorithms(c, placement.ranks_by_server(t).len(), placement.len())),
+            c => (c, nccl_algorithms(c, Spread::of(t, &placement))),
         };
         // Plain rings stand in where the rail-aligned ones do not fit the group.
         if algorithms.contains(&Algorithm::RailRing) {
