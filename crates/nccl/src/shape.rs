@@ -461,7 +461,7 @@ pub fn parse_algo_env(text: &str, collective: &str) -> Result<Vec<Algo>, NcclErr
             }
         })
     };
-    select(text, collective, &crate::tuner::ALGOS, names)
+    select("NCCL_ALGO", text, collective, &crate::tuner::ALGOS, names)
 }
 
 pub fn parse_proto_env(text: &str, collective: &str) -> Result<Vec<Proto>, NcclError> {
@@ -478,10 +478,11 @@ pub fn parse_proto_env(text: &str, collective: &str) -> Result<Vec<Proto>, NcclE
             }
         })
     };
-    select(text, collective, &crate::tuner::PROTOS, names)
+    select("NCCL_PROTO", text, collective, &crate::tuner::PROTOS, names)
 }
 
 fn select<T: Copy + PartialEq>(
+    field: &str,
     text: &str,
     collective: &str,
     all: &[T],
@@ -510,7 +511,15 @@ fn select<T: Copy + PartialEq>(
             None => global = Some(chosen),
         }
     }
-    Ok(own.or(global).unwrap_or_else(|| all.to_vec()))
+    let chosen = own.or(global).unwrap_or_else(|| all.to_vec());
+    // NCCL refuses to run a collective its settings leave nothing for.
+    if chosen.is_empty() {
+        return Err(NcclError::BadInput {
+            field: field.into(),
+            message: format!("\"{text}\" leaves nothing for {collective}"),
+        });
+    }
+    Ok(chosen)
 }
 
 #[cfg(test)]
@@ -576,5 +585,11 @@ mod tests {
         assert_eq!(parse_algo_env("allreduce:^tree,collnet", "allreduce").unwrap(), vec![Ring, Nvls, NvlsTree, Pat]);
         assert_eq!(parse_proto_env("LL,Simple;allreduce:^LL", "allreduce").unwrap(), vec![Ll128, Simple]);
         assert!(parse_algo_env("warp", "allreduce").unwrap_err().to_string().contains("warp"));
+        // Settings that leave a collective nothing are refused, as NCCL refuses to run it.
+        let none = parse_proto_env("^LL,LL128,Simple", "allreduce").unwrap_err().to_string();
+        assert!(none.contains("NCCL_PROTO") && none.contains("leaves nothing for allreduce"), "{none}");
+        assert!(parse_algo_env("allreduce:^ring,tree,nvls,nvlstree,collnet,pat", "allreduce").is_err());
+        // Another function's empty list is not this one's.
+        assert_eq!(parse_proto_env("broadcast:^LL,LL128,Simple", "allreduce").unwrap().len(), 3);
     }
 }
