@@ -225,7 +225,7 @@ fn presets_say_what_reduces_in_the_network() {
     }
     let off = railyard(&["plan", "--topo", "rail:servers=2,sharp=off", "--algo", "in-network"]);
     assert_ne!(off.code, 0);
-    assert!(off.stderr.contains("can reduce in the network"), "{}", off.stderr);
+    assert!(off.stderr.contains("no switch of this topology reduces in the network"), "{}", off.stderr);
     let bad = railyard(&["topo", "show", "rail:sharp=maybe"]);
     assert!(bad.stderr.contains("sharp=maybe: on or off"), "{}", bad.stderr);
 }

@@ -46,14 +46,28 @@ pub enum TopologyError {
     OutOfRange { field: String, value: f64, range: &'static str },
     #[error("the topology has {count} {what}; the limit is {limit}")]
     TooLarge { what: &'static str, count: usize, limit: usize },
-    #[error(
-        "no switch of this topology can reduce in the network (in_network_reduction = true) and reach {devices:?}"
-    )]
-    NoReductionSwitch { devices: Vec<String> },
+    /// Participants are named by count and the first and last: at scale a list would be
+    /// thousands of names.
+    #[error("{}", no_reduction_switch(*participants, first, last, *any))]
+    NoReductionSwitch { participants: usize, first: String, last: String, any: bool },
     #[error("failed \"{name}\": no link between these devices")]
     NoSuchLink { name: String },
     #[error("{field}: {message}")]
     Invalid { field: String, message: String },
     #[error("cannot read {path}: {message}")]
     Io { path: String, message: String },
+}
+
+/// `NoReductionSwitch`'s message: no switch reduces at all, or none that does reaches
+/// every participant.
+fn no_reduction_switch(participants: usize, first: &str, last: &str, any: bool) -> String {
+    const HOW: &str = "in_network_reduction = true in a topology file, sharp=on on a machine preset";
+    if !any {
+        return format!("no switch of this topology reduces in the network ({HOW})");
+    }
+    let whom = match participants {
+        1 => format!("\"{first}\""),
+        n => format!("all {n} participants (\"{first}\" … \"{last}\")"),
+    };
+    format!("no switch of this topology that reduces in the network ({HOW}) reaches {whom}")
 }
