@@ -183,7 +183,8 @@ pub struct TestsOutput {
     pub devices: Vec<RankDevice>,
     pub version: Option<String>,
     /// GPUs each thread of the test drives (the header's `nGpus`, nccl-tests' `-g`):
-    /// above 1, one process launches for several GPUs.
+    /// above 1, one process launches for several GPUs. None when it does not divide the
+    /// ranks.
     pub gpus_per_thread: Option<usize>,
     pub rows: Vec<Row>,
     /// The footer's average busbw, and the mean of the printed busbw of every half.
@@ -372,7 +373,9 @@ fn parse_at(
         hosts,
         devices: scan.devices,
         version: scan.version,
-        gpus_per_thread: scan.gpus_per_thread,
+        // Every thread drives nGpus ranks, so nGpus divides the ranks; a header that says
+        // otherwise (17 on 16 ranks) is not taken at its word.
+        gpus_per_thread: scan.gpus_per_thread.filter(|&g| ranks % g == 0),
         rows,
         avg_busbw_printed: scan.avg_busbw_printed,
         avg_busbw_of_rows,
@@ -894,7 +897,8 @@ mod tests {
 
     const COLUMNS: &str = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
 
-    /// The header's `nGpus` is how many GPUs one thread drives; absent or unreadable, none.
+    /// The header's `nGpus` is how many GPUs one thread drives; absent, unreadable or not
+    /// dividing the ranks, none.
     #[test]
     fn the_gpus_per_thread_come_from_the_header() {
         let row = "1048576 262144 float sum -1 20.00 52.43 91.75 0 20.00 52.43 91.75 0";
@@ -907,6 +911,8 @@ mod tests {
         assert_eq!(with("# nThread 4 nGpus 1 minBytes 8"), Some(1));
         assert_eq!(with("# nThread 1 nGpus eight"), None);
         assert_eq!(with("# nThread 1 nGpus 0"), None);
+        // The row's busbw / algbw says 8 ranks: 3 GPUs per thread cannot make them.
+        assert_eq!(with("# nThread 1 nGpus 3 minBytes 8"), None);
         assert_eq!(with("# nThread 1 nGpus"), None);
         assert_eq!(with("#"), None);
     }

@@ -146,7 +146,7 @@ pub fn evaluate(case: &Case, output: &TestsOutput, topology: &Topology) -> Resul
     let algos = case.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, function)).transpose()?;
     let protos = case.nccl_proto.as_deref().map(|s| shape::parse_proto_env(s, function)).transpose()?;
     // NCCL_COLLNET_ENABLE is off in every run compared (its default).
-    let family = nccl_family(collective, algos.as_deref(), topology, &placement, false);
+    let family = nccl_family(collective, algos.as_deref(), topology, &placement, false)?;
     let spread = Spread::of(topology, &placement);
     let coll = Coll::from_railyard(collective);
     let tuner = match (coll, ranks >= 2) {

@@ -179,21 +179,32 @@ pub fn nccl_run<'a>(
 
 /// The algorithms NCCL would weigh for `collective` on `placement`: those `NCCL_ALGO`
 /// names (`algos`), else its own — CollNet's only where it is enabled (`collnet`;
-/// NCCL_COLLNET_ENABLE defaults to 0).
+/// NCCL_COLLNET_ENABLE defaults to 0), named or not. An error when `algos` names only
+/// CollNet's and it is off: NCCL then has nothing to run.
 pub fn nccl_family(
     collective: railyard_schedule::Collective,
     algos: Option<&[Algo]>,
     topology: &Topology,
     placement: &Placement,
     collnet: bool,
-) -> Vec<Algorithm> {
+) -> Result<Vec<Algorithm>, NcclError> {
     let spread = Spread::of(topology, placement);
+    let is_collnet = |a: &Algo| matches!(a, Algo::CollNetDirect | Algo::CollNetChain);
     match algos {
-        Some(algos) => railyard_of(algos, spread),
-        None => nccl_algorithms(collective, spread)
+        Some(algos) => {
+            let enabled: Vec<Algo> = algos.iter().copied().filter(|a| collnet || !is_collnet(a)).collect();
+            if enabled.is_empty() {
+                return Err(NcclError::BadInput {
+                    field: "NCCL_ALGO".into(),
+                    message: "names only CollNet algorithms, which NCCL runs only with NCCL_COLLNET_ENABLE=1".into(),
+                });
+            }
+            Ok(railyard_of(&enabled, spread))
+        }
+        None => Ok(nccl_algorithms(collective, spread)
             .into_iter()
             .filter(|a| collnet || !matches!(a, Algorithm::InNetwork | Algorithm::InNetworkChain))
-            .collect(),
+            .collect()),
     }
 }
 
@@ -353,7 +364,7 @@ pub fn analyze(
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
         // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
         let family =
-            nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement, shape.input.collnet);
+            nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement, shape.input.collnet)?;
         // Costed as NCCL runs them: its trees cross servers by a tree.
         let family_request = CollectiveRequest {
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
@@ -520,6 +531,23 @@ mod tests {
         }
     }
 
+    /// CollNet's algorithms are NCCL's only with CollNet enabled, named by NCCL_ALGO or
+    /// not; named alone with it off, NCCL has nothing to run, and neither does railyard.
+    #[test]
+    fn collnet_is_weighed_only_where_enabled() {
+        let t = preset("dgx-h100:nodes=2,sharp=on").unwrap();
+        let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
+        let collective = railyard_schedule::Collective::AllReduce;
+        let family = |algos: &[Algo], collnet| nccl_family(collective, Some(algos), &t, &p, collnet);
+        assert_eq!(family(&[Algo::CollNetChain], true).unwrap(), [Algorithm::InNetworkChain]);
+        assert_eq!(family(&[Algo::CollNetChain, Algo::Ring], false).unwrap(), [Algorithm::RailRing]);
+        let err = family(&[Algo::CollNetChain, Algo::CollNetDirect], false).unwrap_err().to_string();
+        assert!(err.contains("NCCL_COLLNET_ENABLE"), "{err}");
+        let own = nccl_family(collective, None, &t, &p, false).unwrap();
+        assert!(!own.contains(&Algorithm::InNetworkChain) && !own.is_empty(), "{own:?}");
+        assert!(nccl_family(collective, None, &t, &p, true).unwrap().contains(&Algorithm::InNetworkChain));
+    }
+
     /// The expected time is that of the algorithm NCCL's tuner picks, under railyard's
     /// fastest protocol of those allowed, even where another of NCCL's algorithms costs
     /// less in railyard's model; with no pick known it is the fastest.
@@ -528,7 +556,7 @@ mod tests {
         let t = preset("dgx-h100").unwrap();
         let p = Placement::new(&t, &PlacementPolicy::Contiguous, None).unwrap();
         let collective = railyard_schedule::Collective::AllReduce;
-        let family = nccl_family(collective, None, &t, &p, false);
+        let family = nccl_family(collective, None, &t, &p, false).unwrap();
         let shape = crate::shape::shape(&t, &p, &crate::shape::Overrides::default()).unwrap();
         let table = tuner::table(&shape.input, Coll::AllReduce).unwrap();
         let mut routes = RouteTable::new(&t);
