@@ -591,7 +591,8 @@ impl<'t> Loads<'t> {
             (unheld, held) => expected_sums.latencies_scaled((held + unheld) as f64 / held as f64),
         };
         let expected = &expected_sums;
-        let expected = expected.finish(&topology.achievable, host_secs, per_round.len(), schedule.path_rounds);
+        let expected =
+            expected.finish(&topology.achievable, host_secs, per_round.len(), schedule.path_rounds, alpha_secs);
         Breakdown {
             name: schedule.algorithm.clone(),
             algorithm: AlgorithmRef::from_name(&schedule.algorithm),
@@ -599,7 +600,12 @@ impl<'t> Loads<'t> {
             channels: 1,
             total_secs,
             expected_secs: expected.secs,
-            expected_parts: expected_sums.parts(&topology.achievable, per_round.len(), schedule.path_rounds),
+            expected_parts: expected_sums.parts(
+                &topology.achievable,
+                per_round.len(),
+                schedule.path_rounds,
+                alpha_secs,
+            ),
             protocol: expected.protocol,
             rounds,
             alpha_secs,
