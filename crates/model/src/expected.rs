@@ -101,17 +101,22 @@ impl ExpectedSums {
     ///
     /// Of a pipeline, the rounds' latencies count as far as one chunk goes (`path_rounds`
     /// of `rounds`; 0: all): NCCL's chunks follow each other through a step without a
-    /// barrier, and its model charges a step's latency once (`ncclTopoTuneModel`). The
-    /// other rounds still start up, each as the bound's rounds do (α, of `startup_secs`
-    /// for all of them): NCCL's model leaves them out because its chunks are large, but a
-    /// forced chunk count can cut finer — 64 KiB in 4,096 chunks was expected in 16 µs
-    /// against a bound of 23.9 ms.
+    /// barrier, and its model charges a step's latency once (`ncclTopoTuneModel`).
+    ///
+    /// The first part is never under `startups_secs`, the start-ups the bound charges (α
+    /// × rounds): the bound is the seeds' model, which pays α on every round, and a time
+    /// at achievable rates under it would contradict it. It binds where a pipeline is cut
+    /// finer than NCCL's chunks (forced chunk counts: NCCL's model has no cost per chunk)
+    /// and where α is above a protocol's hop latency (LL on NVLink, 0.6 µs, against the
+    /// presets' 0.833 µs, over a 72-GPU ring). As the payload's time at achievable rates
+    /// is never under its time at line rate, no expected time is then under the bound,
+    /// at any size the schedule is scaled to.
     pub fn parts(
         &self,
         achievable: &Achievable,
         rounds: usize,
         path_rounds: usize,
-        startup_secs: f64,
+        startups_secs: f64,
     ) -> [Option<(f64, f64)>; 3] {
         let path = match (rounds, path_rounds) {
             (0, _) | (_, 0) => 1.0,
@@ -120,8 +125,7 @@ impl ExpectedSums {
         Protocol::ALL.map(|p| {
             let i = p.index();
             let call = achievable.call_secs[i].max(self.reduction_secs);
-            self.allowed[i]
-                .then(|| (call + path * self.latency_secs[i] + (1.0 - path) * startup_secs, self.transfer_secs[i]))
+            self.allowed[i].then(|| ((call + path * self.latency_secs[i]).max(startups_secs), self.transfer_secs[i]))
         })
     }
 
@@ -133,11 +137,11 @@ impl ExpectedSums {
         extra_secs: f64,
         rounds: usize,
         path_rounds: usize,
-        startup_secs: f64,
+        startups_secs: f64,
     ) -> Expected {
         Protocol::ALL
             .iter()
-            .zip(self.parts(achievable, rounds, path_rounds, startup_secs))
+            .zip(self.parts(achievable, rounds, path_rounds, startups_secs))
             .filter_map(|(&protocol, part)| {
                 part.map(|(fixed, bytes)| Expected { secs: fixed + bytes + extra_secs, protocol })
             })

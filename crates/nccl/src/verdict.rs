@@ -178,9 +178,10 @@ pub fn nccl_run<'a>(
 }
 
 /// The algorithms NCCL would weigh for `collective` on `placement`: those `NCCL_ALGO`
-/// names (`algos`), else its own — CollNet's only where it is enabled (`collnet`;
-/// NCCL_COLLNET_ENABLE defaults to 0), named or not. An error when `algos` names only
-/// CollNet's and it is off: NCCL then has nothing to run.
+/// names (`algos`), else its own. The in-network ones across servers — CollNet's, and
+/// NVLS across nodes, which rides on CollNet — only where CollNet is enabled (`collnet`;
+/// NCCL_COLLNET_ENABLE defaults to 0). An error when `algos` leaves nothing else: NCCL
+/// (2.24 and later) then refuses to run.
 pub fn nccl_family(
     collective: railyard_schedule::Collective,
     algos: Option<&[Algo]>,
@@ -189,23 +190,23 @@ pub fn nccl_family(
     collnet: bool,
 ) -> Result<Vec<Algorithm>, NcclError> {
     let spread = Spread::of(topology, placement);
-    let is_collnet = |a: &Algo| matches!(a, Algo::CollNetDirect | Algo::CollNetChain);
-    match algos {
-        Some(algos) => {
-            let enabled: Vec<Algo> = algos.iter().copied().filter(|a| collnet || !is_collnet(a)).collect();
-            if enabled.is_empty() {
-                return Err(NcclError::BadInput {
-                    field: "NCCL_ALGO".into(),
-                    message: "names only CollNet algorithms, which NCCL runs only with NCCL_COLLNET_ENABLE=1".into(),
-                });
-            }
-            Ok(railyard_of(&enabled, spread))
-        }
-        None => Ok(nccl_algorithms(collective, spread)
-            .into_iter()
-            .filter(|a| collnet || !matches!(a, Algorithm::InNetwork | Algorithm::InNetworkChain))
-            .collect()),
+    let named = match algos {
+        Some(algos) => railyard_of(algos, spread),
+        None => nccl_algorithms(collective, spread),
+    };
+    let family: Vec<Algorithm> = named
+        .into_iter()
+        .filter(|a| collnet || !matches!(a, Algorithm::InNetwork | Algorithm::InNetworkChain))
+        .collect();
+    if family.is_empty() {
+        return Err(NcclError::BadInput {
+            field: "NCCL_ALGO".into(),
+            message: "leaves only algorithms that need CollNet (CollNetDirect, CollNetChain, NVLS across nodes), \
+                      which NCCL runs only with NCCL_COLLNET_ENABLE=1"
+                .into(),
+        });
     }
+    Ok(family)
 }
 
 /// Ranks from which an all-to-all's plans are costed once and scaled to every size
@@ -294,7 +295,7 @@ pub fn analyze(
     // list), said once; those that do not apply here (NVLS without one) are not news.
     let mut skipped: Vec<(String, String)> = Vec::new();
     let mut nothing_runs_said = false;
-    let mut start_up_said = false;
+    let mut family_missing_said = false;
     for row in &output.rows {
         let best = if row.out_of_place.time_us.value <= row.in_place.time_us.value {
             &row.out_of_place
@@ -387,6 +388,22 @@ pub fn analyze(
             Some(p) => Some(p),
             None => plan(&mut routes, &family_request)?,
         };
+        if shape.input.algos.is_some()
+            && !family_missing_said
+            && family_plan.as_ref().is_none_or(|p| p.algorithms.is_empty())
+        {
+            let why = family_plan
+                .iter()
+                .flat_map(|p| &p.skipped)
+                .next()
+                .map_or(String::new(), |s| format!(" ({}: {})", s.name, s.reason));
+            notes.push(format!(
+                "none of the algorithms NCCL_ALGO leaves ({}) runs on this topology{why}: the expected time is \
+                 railyard's fastest instead",
+                family.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+            family_missing_said = true;
+        }
         // The bound: the fastest of every schedule costed at line rate, NCCL's family as it
         // crosses servers (a tree, pipelined) among them — a run of those schedules is no
         // faster than their own line-rate time, whichever crossing the main plan took.
@@ -403,21 +420,11 @@ pub fn analyze(
             .as_ref()
             .and_then(|p| nccl_run(&p.algorithms, choice.as_ref(), spread, shape.input.protos.as_deref()))
             .or_else(|| nccl_run(algorithms, None, spread, shape.input.protos.as_deref()));
-        // Where the topology's per-round start-up (α) is above the protocols' latencies the
-        // line-rate time with α is above the expected time, and no bound is claimed: one
-        // can only be as low as the latencies the expected time assumes.
+        // No expected time is under its schedule's bound (`ExpectedSums::parts`), so the
+        // fastest bound is never above the expected time either.
         let shaped = |b: &Breakdown| algorithm_ref::shaped_name(&b.name, b.pipeline_chunks, b.channels);
-        let above_expected = matches!((fastest, expected), (Some(b), Some(e)) if e.secs < b.total_secs);
-        if above_expected && !start_up_said {
-            notes.push(
-                "at some sizes the topology's per-round start-up puts its line-rate time above the expected time \
-                 (whose latencies are NCCL's protocols'): no bound is claimed there"
-                    .to_string(),
-            );
-            start_up_said = true;
-        }
         let (algorithm_name, bound_us) = match fastest {
-            Some(b) if (!in_switch || reducing_switch) && !above_expected => (shaped(b), Some(b.total_secs * 1e6)),
+            Some(b) if !in_switch || reducing_switch => (shaped(b), Some(b.total_secs * 1e6)),
             Some(b) => (shaped(b), None),
             None => ("-".to_string(), None),
         };
@@ -543,6 +550,9 @@ mod tests {
         assert_eq!(family(&[Algo::CollNetChain, Algo::Ring], false).unwrap(), [Algorithm::RailRing]);
         let err = family(&[Algo::CollNetChain, Algo::CollNetDirect], false).unwrap_err().to_string();
         assert!(err.contains("NCCL_COLLNET_ENABLE"), "{err}");
+        // NVLS across servers rides on CollNet: off with it.
+        assert!(family(&[Algo::Nvls], false).is_err());
+        assert_eq!(family(&[Algo::Nvls], true).unwrap(), [Algorithm::InNetwork]);
         let own = nccl_family(collective, None, &t, &p, false).unwrap();
         assert!(!own.contains(&Algorithm::InNetworkChain) && !own.is_empty(), "{own:?}");
         assert!(nccl_family(collective, None, &t, &p, true).unwrap().contains(&Algorithm::InNetworkChain));

@@ -46,10 +46,12 @@ pub enum TopologyError {
     OutOfRange { field: String, value: f64, range: &'static str },
     #[error("the topology has {count} {what}; the limit is {limit}")]
     TooLarge { what: &'static str, count: usize, limit: usize },
-    /// Participants are named by count and the first and last: at scale a list would be
+    #[error("no switch of this topology reduces in the network ({REDUCING_SWITCH})")]
+    NoReductionSwitch,
+    /// The devices are named by count and the first and last: at scale a list would be
     /// thousands of names.
-    #[error("{}", no_reduction_switch(*participants, first, last, *any))]
-    NoReductionSwitch { participants: usize, first: String, last: String, any: bool },
+    #[error("no switch of this topology that reduces in the network ({REDUCING_SWITCH}) reaches {}", devices_text(*devices, first, last))]
+    NoReductionSwitchReaches { devices: usize, first: String, last: String },
     #[error("failed \"{name}\": no link between these devices")]
     NoSuchLink { name: String },
     #[error("{field}: {message}")]
@@ -58,16 +60,15 @@ pub enum TopologyError {
     Io { path: String, message: String },
 }
 
-/// `NoReductionSwitch`'s message: no switch reduces at all, or none that does reaches
-/// every participant.
-fn no_reduction_switch(participants: usize, first: &str, last: &str, any: bool) -> String {
-    const HOW: &str = "in_network_reduction = true in a topology file, sharp=on on a machine preset";
-    if !any {
-        return format!("no switch of this topology reduces in the network ({HOW})");
+/// How a topology declares a switch that reduces.
+const REDUCING_SWITCH: &str =
+    "a switch with in_network_reduction = true in a topology file, or sharp=on where a preset takes it";
+
+/// The devices an in-network reduction would join, by count and the first and last.
+fn devices_text(devices: usize, first: &str, last: &str) -> String {
+    match devices {
+        0 | 1 => format!("\"{first}\""),
+        2 => format!("\"{first}\" and \"{last}\", the devices its reduction joins"),
+        n => format!("all {n} devices its reduction joins (\"{first}\" … \"{last}\")"),
     }
-    let whom = match participants {
-        1 => format!("\"{first}\""),
-        n => format!("all {n} participants (\"{first}\" … \"{last}\")"),
-    };
-    format!("no switch of this topology that reduces in the network ({HOW}) reaches {whom}")
 }

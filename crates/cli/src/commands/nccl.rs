@@ -55,8 +55,13 @@ pub enum OnOff {
 
 impl TunerShapeArgs {
     fn shape(&self, t: &Topology, p: &Placement, collective: Collective) -> Result<Shape> {
+        Ok(shape::shape(t, p, &self.overrides(collective)?)?)
+    }
+
+    /// The settings given, NCCL_ALGO and NCCL_PROTO read for `collective`.
+    fn overrides(&self, collective: Collective) -> Result<Overrides> {
         let name = shape::nccl_function_name(collective);
-        let o = Overrides {
+        Ok(Overrides {
             arch: self.arch,
             channels: self.channels,
             bw_intra_gb_per_s: self.bw_intra,
@@ -65,8 +70,7 @@ impl TunerShapeArgs {
             collnet: self.collnet,
             algos: self.nccl_algo.as_deref().map(|s| shape::parse_algo_env(s, name)).transpose()?,
             protos: self.nccl_proto.as_deref().map(|s| shape::parse_proto_env(s, name)).transpose()?,
-        };
-        Ok(shape::shape(t, p, &o)?)
+        })
     }
 }
 
@@ -432,7 +436,9 @@ pub fn analyze(cmd: &AnalyzeCommand) -> Result<String> {
                     None => placement_from_ranks(topology, output, ranks)?,
                 };
                 let collective = output.kind.railyard().unwrap_or(Collective::AllReduce);
-                let shape = args.shape.shape(topology, &placement, collective).with_context(|| {
+                // The settings' own errors stand alone; the hint below is for the placement.
+                let overrides = args.shape.overrides(collective)?;
+                let shape = shape::shape(topology, &placement, &overrides).with_context(|| {
                     let inferred = if args.ranks.is_some() || output.devices.len() == ranks {
                         String::new()
                     } else {

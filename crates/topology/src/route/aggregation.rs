@@ -61,18 +61,16 @@ fn reduces(topology: &Topology, s: DeviceId) -> bool {
 /// backward search each) in order of that bound, until the bound of the next cannot
 /// beat the best found.
 pub fn aggregation_switch(topology: &Topology, devices: &[DeviceId]) -> Result<DeviceId, TopologyError> {
-    let any = (0..topology.devices.len()).any(|s| reduces(topology, s));
-    let name = |i: Option<&DeviceId>| i.map(|&d| topology.devices[d].name.clone()).unwrap_or_default();
-    let none = || TopologyError::NoReductionSwitch {
-        participants: devices.len(),
+    // No switch reduces: nothing to search for.
+    if !(0..topology.devices.len()).any(|s| reduces(topology, s)) {
+        return Err(TopologyError::NoReductionSwitch);
+    }
+    let name = |d: Option<&DeviceId>| d.map(|&d| topology.devices[d].name.clone()).unwrap_or_default();
+    let none = || TopologyError::NoReductionSwitchReaches {
+        devices: devices.len(),
         first: name(devices.first()),
         last: name(devices.last()),
-        any,
     };
-    // No switch reduces: nothing to search for.
-    if !any {
-        return Err(none());
-    }
     let n = devices.len();
     let mut samples: Vec<DeviceId> = [0, n / 3, n / 2, (2 * n) / 3, n.saturating_sub(1)]
         .into_iter()
