@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 
-ALL_REDUCE = ["ring", "interleaved-ring", "tree", "double-tree", "rhd", "recursive-doubling",
+# nvls and nvls-tree are left out: rail fat-trees have no NVSwitch that reduces.
+ALL_REDUCE = ["ring", "interleaved-ring", "rail-ring", "tree", "double-tree", "rhd", "recursive-doubling",
               "hierarchical", "in-network", "in-network-chain"]
 GPUS = [512, 1024, 8192, 16384, 131072]
 
@@ -65,7 +66,7 @@ def main():
         "",
     ]
     gpus = [int(g) for g in args.gpus.split(",") if g]
-    algos = [a for a in args.algos.split(",") if a]
+    algos = [a for a in args.algos.split(",") if a and a != "all"]
     lines.append("| algorithm | " + " | ".join(f"{g:,} GPUs" for g in gpus) + " |")
     lines.append("|---" * (len(gpus) + 1) + "|")
     notes = []
