@@ -80,19 +80,11 @@ fn searched(count: u64) -> Vec<usize> {
 }
 
 /// Whether `algorithm` can be cut into pipelined chunks for some collective: chain and
-/// trees, and the hierarchical all-reduces, whose chunks overlap one stage with another
-/// (for one collective: `Algorithm::takes_chunks`). Options and the unused-option check
-/// know no collective.
+/// trees, and the hierarchical all-reduces, whose chunks overlap one stage with another.
+/// Options and the unused-option check know no collective; whatever pipelines one
+/// collective pipelines its all-reduce (`Algorithm::takes_chunks`).
 fn may_take_chunks(algorithm: Algorithm) -> bool {
-    algorithm.pipelined()
-        || matches!(
-            algorithm,
-            Algorithm::Hierarchical
-                | Algorithm::InNetwork
-                | Algorithm::InNetworkChain
-                | Algorithm::Nvls
-                | Algorithm::NvlsTree
-        )
+    algorithm.takes_chunks(Collective::AllReduce)
 }
 
 /// The generator options of `algorithm`: the one place they are built. Options an

@@ -274,7 +274,8 @@ pub fn analyze(
         None => None,
     };
     let mut notes = Vec::new();
-    if !topology.devices.iter().any(|d| d.in_network_reduction) {
+    let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
+    if !reducing_switch {
         notes.push(
             "no switch of the topology reduces in the network: where NCCL picks NVLS or CollNet, railyard claims no bound"
                 .to_string(),
@@ -287,6 +288,9 @@ pub fn analyze(
         ));
     }
     let spread = Spread::of(topology, placement);
+    // NCCL's algorithms (those NCCL_ALGO leaves it, else its own): the same at every size.
+    let family =
+        nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement, shape.input.collnet)?;
     let mut sizes = Vec::with_capacity(output.rows.len());
     // One route table for every size: routes on a large fabric cost more than a plan.
     let mut routes = RouteTable::new(topology);
@@ -363,10 +367,8 @@ pub fn analyze(
             }
         }
         let algorithms = costed.as_ref().map_or(&[][..], |p| &p.algorithms[..]);
-        // NCCL's algorithms (those NCCL_ALGO leaves it, else its own), at achievable rates.
-        let family =
-            nccl_family(railyard_collective, shape.input.algos.as_deref(), topology, placement, shape.input.collnet)?;
-        // Costed as NCCL runs them: its trees cross servers by a tree.
+        // NCCL's algorithms at achievable rates, costed as NCCL runs them: its trees cross
+        // servers by a tree.
         let family_request = CollectiveRequest {
             algorithms: family.iter().map(|&a| AlgorithmSpec::Builtin(a)).collect(),
             strict: false,
@@ -388,18 +390,11 @@ pub fn analyze(
             Some(p) => Some(p),
             None => plan(&mut routes, &family_request)?,
         };
-        if shape.input.algos.is_some()
-            && !family_missing_said
-            && family_plan.as_ref().is_none_or(|p| p.algorithms.is_empty())
-        {
-            let why = family_plan
-                .iter()
-                .flat_map(|p| &p.skipped)
-                .next()
-                .map_or(String::new(), |s| format!(" ({}: {})", s.name, s.reason));
+        // A plan with nothing costed is None (`plan` above).
+        if shape.input.algos.is_some() && !family_missing_said && family_plan.is_none() {
             notes.push(format!(
-                "none of the algorithms NCCL_ALGO leaves ({}) runs on this topology{why}: the expected time is \
-                 railyard's fastest instead",
+                "none of the algorithms NCCL_ALGO leaves ({}) runs on this topology: the expected time is railyard's \
+                 fastest instead",
                 family.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")
             ));
             family_missing_said = true;
@@ -414,7 +409,6 @@ pub fn analyze(
         let in_switch = choice
             .as_ref()
             .is_some_and(|c| matches!(c.algo, Algo::Nvls | Algo::NvlsTree | Algo::CollNetDirect | Algo::CollNetChain));
-        let reducing_switch = topology.devices.iter().any(|d| d.in_network_reduction);
         // What NCCL runs at this size, else the fastest railyard costs.
         let expected = family_plan
             .as_ref()
